@@ -139,7 +139,9 @@ class BackboneConfig:
     pooling: Pooling = Pooling.mean
     """Pooling for pooled-embedding heads and for the raw-backbone MTEB baseline."""
     prompt: str = "{text}"
-    """Input template with ``{text}`` and optionally ``{instruction}``, e.g. ``Instruct: {instruction}\\nQuery:{text}``."""
+    """Input template with ``{text}`` and optionally ``{instruction}``.
+
+    For example ``Instruct: {instruction}\\nQuery:{text}`` (Qwen3-Embedding)."""
     append_eos: bool = False
     """Append the tokenizer's EOS token, for last-token pooling on decoders whose tokenizer does not."""
     padding_side: PaddingSide = PaddingSide.auto
@@ -327,7 +329,8 @@ def load_group(group: str, name: str) -> DictConfig:
     if not path.is_file():
         choices = group_choices(group)
         raise ConfigError(
-            f"Unknown {group} '{name}'. Valid {group} choices: {', '.join(choices)}.{did_you_mean(name, choices)}"
+            f"Unknown {group} '{name}'. Valid {group} choices: {', '.join(choices)}."
+            f"{did_you_mean(name, choices)}"
             f" Add configs/{group}/{name}.yaml to define a new one."
         )
     return OmegaConf.load(path)  # type: ignore[return-value]

@@ -1,0 +1,40 @@
+"""Task data: classification tasks (local jsonl or hub), row checks, and STS/retrieval pairs for UEC."""
+
+from ucse.data.checks import BadRow, label_problems, resolve_bad_rows, score_problems, text_problems
+from ucse.data.loading import hub_id, load_classification, load_hub, stratified_sample, stratified_split
+from ucse.data.pairs import (
+    RetrievalData,
+    doc_text,
+    label_positive_pairs,
+    load_retrieval,
+    load_sts,
+    retrieval_positive_pairs,
+    sts_positive_pairs,
+)
+from ucse.data.tasks import DATA_ENV, DataError, TaskData, resolve_data_root, task_folder, task_names
+
+__all__ = [
+    "DATA_ENV",
+    "BadRow",
+    "DataError",
+    "RetrievalData",
+    "TaskData",
+    "doc_text",
+    "hub_id",
+    "label_positive_pairs",
+    "label_problems",
+    "load_classification",
+    "load_hub",
+    "load_retrieval",
+    "load_sts",
+    "resolve_bad_rows",
+    "resolve_data_root",
+    "retrieval_positive_pairs",
+    "score_problems",
+    "stratified_sample",
+    "stratified_split",
+    "sts_positive_pairs",
+    "task_folder",
+    "task_names",
+    "text_problems",
+]

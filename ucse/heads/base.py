@@ -44,3 +44,32 @@ class Head(nn.Module, ABC):
     @abstractmethod
     def forward(self, hidden: torch.Tensor, mask: torch.Tensor) -> HeadOutput:
         """Map (B, T, H) token states and a (B, T) mask to a HeadOutput."""
+
+
+def check_inputs(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Validate a head's inputs and return the mask as bool.
+
+    Args:
+        hidden: (B, T, H) token states.
+        mask: (B, T) 1/True for real tokens, 0/False for padding.
+
+    Returns:
+        (B, T) bool mask.
+
+    Raises:
+        ValueError: on wrong ranks or shapes, or a row without any real token (every pooling would be
+            undefined for it: a masked max or softmax over nothing).
+    """
+    if hidden.dim() != 3 or mask.dim() != 2 or hidden.shape[:2] != mask.shape:
+        raise ValueError(
+            f"Head inputs must be hidden (B, T, H) and mask (B, T); got hidden {tuple(hidden.shape)} and "
+            f"mask {tuple(mask.shape)}. Pass the backbone's last hidden state and its attention mask."
+        )
+    keep = mask.bool()
+    empty = (~keep.any(dim=1)).nonzero().flatten()
+    if empty.numel():
+        raise ValueError(
+            f"Rows {empty.tolist()[:10]} of the mask have no real token; every row needs at least one "
+            "(drop empty texts before encoding)."
+        )
+    return keep

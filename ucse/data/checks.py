@@ -1,0 +1,174 @@
+"""Row validation: bad rows fail loudly, or are dropped and counted when ``data.drop_bad_rows`` is set."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import datasets
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ucse.data.tasks import DataError
+
+logger = logging.getLogger(__name__)
+
+MAX_SHOWN = 5
+"""Bad rows listed in an error message (the total is always given)."""
+REPR_CHARS = 80
+"""Characters of a bad value's repr shown in messages."""
+
+
+@dataclass(frozen=True)
+class BadRow:
+    """One invalid row: its 0-based index in the split as read, the column, the problem and the value."""
+
+    index: int
+    column: str
+    problem: str
+    value: Any
+
+
+def _short_repr(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= REPR_CHARS else text[: REPR_CHARS - 3] + "..."
+
+
+def _is_string_column(ds: datasets.Dataset, column: str) -> bool:
+    feature = ds.features[column]
+    return isinstance(feature, datasets.Value) and feature.dtype in ("string", "large_string")
+
+
+def text_problems(ds: datasets.Dataset, column: str) -> list[BadRow]:
+    """Rows whose ``column`` is missing, not a string, or empty / whitespace-only.
+
+    String columns are checked with Arrow compute kernels; columns of mixed JSON types (a number or a
+    list among the strings) fall back to a Python pass.
+
+    Args:
+        ds: the split as read.
+        column: the text column.
+
+    Returns:
+        The bad rows, in row order.
+    """
+    if _is_string_column(ds, column):
+        arr = ds.with_format("arrow")[column]
+        empty = pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(arr)), 0)
+        bad = pc.fill_null(pc.or_kleene(pc.is_null(arr), empty), True)
+        idx = np.flatnonzero(bad.to_numpy(zero_copy_only=False))
+        values = arr.take(pa.array(idx, type=pa.int64())).to_pylist() if len(idx) else []
+    else:
+        column_values = ds[column]
+        idx = [i for i, v in enumerate(column_values) if not isinstance(v, str) or not v.strip()]
+        values = [column_values[i] for i in idx]
+    rows = []
+    for i, v in zip(idx, values):
+        if v is None:
+            problem = f"'{column}' is missing"
+        elif not isinstance(v, str):
+            problem = f"'{column}' is not a string ({type(v).__name__})"
+        else:
+            problem = f"'{column}' is empty or whitespace-only"
+        rows.append(BadRow(int(i), column, problem, v))
+    return rows
+
+
+def normalise_label(value: Any, by_name: bool) -> Any:
+    """Canonical form of a raw label, or ``None`` when it is not a valid label of its kind.
+
+    Args:
+        value: the raw value (a name when ``by_name``, else an integer id; integral floats such as ``3.0``
+            are accepted as ids because JSON writers sometimes emit them).
+        by_name: labels are names (``label_text``) rather than integer ids.
+    """
+    if by_name:
+        return value if isinstance(value, str) and value.strip() else None
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    return None
+
+
+def label_problems(
+    labels: Sequence[Any], column: str, by_name: bool, allowed: Collection[Any] | None
+) -> list[BadRow]:
+    """Rows whose label is missing, of the wrong kind, or outside the train label set.
+
+    Args:
+        labels: raw label values, one per row.
+        column: the column the labels came from (for messages).
+        by_name: labels are names rather than integer ids.
+        allowed: the train label set (canonical values); ``None`` checks only presence and kind.
+
+    Returns:
+        The bad rows, in row order.
+    """
+    allowed_set = set(allowed) if allowed is not None else None
+    rows = []
+    for i, raw in enumerate(labels):
+        if raw is None:
+            rows.append(BadRow(i, column, f"'{column}' is missing", raw))
+            continue
+        label = normalise_label(raw, by_name)
+        if label is None:
+            kind = "a non-empty string" if by_name else "an integer"
+            rows.append(BadRow(i, column, f"'{column}' is not {kind}", raw))
+        elif allowed_set is not None and label not in allowed_set:
+            rows.append(BadRow(i, column, f"'{column}' is not in the train split's label set", raw))
+    return rows
+
+
+def score_problems(ds: datasets.Dataset, column: str) -> list[BadRow]:
+    """Rows whose similarity score is missing or not a finite number."""
+    rows = []
+    for i, v in enumerate(ds[column]):
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        if not ok:
+            rows.append(BadRow(i, column, f"'{column}' is not a finite number", v))
+    return rows
+
+
+def resolve_bad_rows(
+    num_rows: int, bad: Sequence[BadRow], *, split: str, where: str, drop: bool
+) -> np.ndarray:
+    """Fail on bad rows, or drop them when ``drop`` (logging the count).
+
+    Args:
+        num_rows: rows in the split as read.
+        bad: the problems found (a row may appear more than once).
+        split: split name, for messages.
+        where: the file or hub id the split came from, for messages.
+        drop: drop bad rows instead of failing (``data.drop_bad_rows``).
+
+    Returns:
+        Sorted indices of the rows to keep.
+
+    Raises:
+        DataError: when there are bad rows and ``drop`` is false; it names the split, the file, the rows,
+            their values and the fix.
+    """
+    bad_idx = np.unique(np.fromiter((b.index for b in bad), dtype=np.int64, count=len(bad)))
+    keep = np.setdiff1d(np.arange(num_rows, dtype=np.int64), bad_idx, assume_unique=True)
+    if not len(bad_idx):
+        return keep
+    shown = "\n".join(
+        f"  row {b.index}: {b.problem}: {_short_repr(b.value)}"
+        for b in sorted(bad, key=lambda b: b.index)[:MAX_SHOWN]
+    )
+    more = f"\n  ... and {len(bad) - MAX_SHOWN} more problem(s)" if len(bad) > MAX_SHOWN else ""
+    summary = f"{len(bad_idx)} bad row(s) of {num_rows} in split '{split}' of {where} (rows are 0-based)"
+    if not drop:
+        raise DataError(
+            f"{summary}:\n{shown}{more}\nFix the data, or set data.drop_bad_rows=true to drop (and count) "
+            "such rows."
+        )
+    logger.warning("Dropping %s:\n%s%s", summary, shown, more)
+    return keep

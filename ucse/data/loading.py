@@ -1,0 +1,244 @@
+"""Load a classification task (local jsonl folder or hub) into checked train/validation/test splits.
+
+Both sources meet after reading: columns are renamed to ``text``/``label``, rows are checked
+(:mod:`ucse.data.checks`), labels are re-indexed to the train split's label set, then the validation and
+(optionally) test slices are carved with stratified, seeded ``Dataset.train_test_split`` calls.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import datasets
+
+from ucse.config import DataConfig, TaskConfig, TaskType
+from ucse.data.checks import label_problems, normalise_label, resolve_bad_rows, text_problems
+from ucse.data.tasks import DATA_ENV, LAYOUT_HINT, DataError, TaskData, resolve_data_root, task_folder
+
+logger = logging.getLogger(__name__)
+
+CACHE_DIR = Path(tempfile.gettempdir()) / "ucse-datasets"
+"""Arrow cache for local jsonl reads: kept out of the (possibly read-only) data folder."""
+
+
+def hub_id(task: TaskConfig) -> str:
+    """``<hf_path>@<revision>`` plus the subset, naming a hub source in messages and ``TaskData.source``."""
+    subset = f" (subset {task.hf_subset})" if task.hf_subset else ""
+    return f"{task.hf_path}@{task.hf_revision or 'main'}{subset}"
+
+
+def load_hub(task: TaskConfig) -> datasets.DatasetDict:
+    """Load a task's hub dataset, turning any failure (offline, unreachable, unknown id) into a clear error.
+
+    Raises:
+        DataError: naming the hub id, the original error and how to use a local copy instead.
+    """
+    try:
+        return datasets.load_dataset(task.hf_path, task.hf_subset, revision=task.hf_revision)
+    except Exception as err:  # offline mode, network and hub errors all surface differently
+        raise DataError(
+            f"Could not load task '{task.name}' from the hub ({hub_id(task)}): {type(err).__name__}: {err}\n"
+            f"Without hub access, set data.root=<folder> (or env {DATA_ENV}) to a local copy: {LAYOUT_HINT}."
+        ) from err
+
+
+def read_jsonl(path: Path) -> datasets.Dataset:
+    """Read one jsonl file into an in-memory ``Dataset`` (Arrow cache under the system temp dir)."""
+    return datasets.load_dataset(
+        "json", data_files=str(path), split="train", cache_dir=str(CACHE_DIR), keep_in_memory=True
+    )
+
+
+def _standardise_columns(ds: datasets.Dataset, task: TaskConfig, where: str) -> datasets.Dataset:
+    """Rename the task's columns to ``text``/``label``; expose ClassLabel names as ``label_text``."""
+    for src, dst, key in (
+        (task.text_column, "text", "text_column"),
+        (task.label_column, "label", "label_column"),
+    ):
+        if src != dst and src in ds.column_names:
+            if dst in ds.column_names:
+                ds = ds.remove_columns(dst)
+            ds = ds.rename_column(src, dst)
+        if dst not in ds.column_names:
+            raise DataError(
+                f"{where} has no column '{src}' (task.{key}); its columns are {ds.column_names}. "
+                f"Set task.{key} to the right one."
+            )
+    label_feature = ds.features["label"]
+    if isinstance(label_feature, datasets.ClassLabel) and "label_text" not in ds.column_names:
+        ds = ds.add_column("label_text", label_feature.int2str(ds["label"]))
+    return ds
+
+
+def _read_splits(task: TaskConfig, data: DataConfig, names: list[str]) -> tuple[dict, dict, str]:
+    """Read the named splits that exist; return (splits, where each came from, source)."""
+    root = resolve_data_root(data)
+    if root is not None:
+        folder = task_folder(root, task.name)
+        paths = {s: folder / f"{s}.jsonl" for s in names if (folder / f"{s}.jsonl").is_file()}
+        where = {s: str(p) for s, p in paths.items()}
+        raw = {s: read_jsonl(p) for s, p in paths.items()}
+        available, source = sorted(p.name for p in folder.glob("*.jsonl")), str(folder)
+    else:
+        source = hub_id(task)
+        hub = load_hub(task)
+        raw = {s: hub[s] for s in names if s in hub}
+        where = {s: f"hub {source} split '{s}'" for s in raw}
+        available = list(hub)
+    return {s: _standardise_columns(ds, task, where[s]) for s, ds in raw.items()}, where, (source, available)
+
+
+@dataclass
+class _LabelSpace:
+    """The train label set: names in id order, and how raw labels map to ids."""
+
+    names: list[str]
+    by_name: bool  # labels are identified by ``label_text`` (else by integer ``label``)
+    key_to_id: dict[Any, int]
+    int_to_name: dict[int, str]  # train's id -> name map, for splits without ``label_text``
+
+
+def _label_space(keys: list[Any], ints: list[int | None] | None, by_name: bool) -> _LabelSpace:
+    """Build the label space from train's (checked) label keys and, when present, its integer ids."""
+    if not by_name:
+        order = sorted(set(keys))
+        return _LabelSpace([str(k) for k in order], False, {k: i for i, k in enumerate(order)}, {})
+    names = sorted(set(keys))
+    pairs = set(zip(ints, keys)) if ints is not None else set()
+    int_to_name = dict(pairs)
+    # Keep the data's own ids when they already encode the names one-to-one as 0..C-1 (the shared data
+    # and the MTEB hub copies), so ids match published ones; otherwise number names in sorted order.
+    if len(pairs) == len(names) == len(int_to_name) and set(int_to_name) == set(range(len(names))):
+        names = [int_to_name[i] for i in range(len(names))]
+    elif len(pairs) != len(int_to_name) or len(pairs) != len(names):
+        int_to_name = {}  # ids are not a consistent encoding of the names: never map by id
+    return _LabelSpace(names, True, {n: i for i, n in enumerate(names)}, int_to_name)
+
+
+def _encode(
+    ds: datasets.Dataset, split: str, where: str, space: _LabelSpace | None, drop: bool
+) -> tuple[datasets.Dataset, int, _LabelSpace]:
+    """Check a split's rows and re-index its labels; ``space=None`` builds the space (train)."""
+    by_name = space.by_name if space is not None else "label_text" in ds.column_names
+    if by_name and "label_text" not in ds.column_names:
+        if not space.int_to_name:
+            raise DataError(
+                f"{where} has no 'label_text' column and train's integer labels do not map one-to-one to "
+                "train's label names, so its labels cannot be matched to train's. Add 'label_text'."
+            )
+        column, key_by_name, allowed = "label", False, set(space.int_to_name)
+    else:
+        column, key_by_name = ("label_text", True) if by_name else ("label", False)
+        allowed = set(space.key_to_id) if space is not None else None
+    raw_labels = ds[column]
+    bad = text_problems(ds, "text") + label_problems(raw_labels, column, key_by_name, allowed)
+    keep = resolve_bad_rows(len(ds), bad, split=split, where=where, drop=drop)
+    keys = [normalise_label(raw_labels[i], key_by_name) for i in keep]
+    if space is None:
+        ints = [normalise_label(v, False) for v in ds.select(keep)["label"]] if by_name else None
+        space = _label_space(keys, ints, by_name)
+    if by_name and column == "label":
+        keys = [space.int_to_name[k] for k in keys]
+    texts = ds.select(keep)["text"]
+    features = datasets.Features(
+        {"text": datasets.Value("string"), "label": datasets.ClassLabel(names=space.names)}
+    )
+    encoded = datasets.Dataset.from_dict(
+        {"text": texts, "label": [space.key_to_id[k] for k in keys]}, features=features
+    )
+    return encoded, len(ds) - len(keep), space
+
+
+def _check_fraction(value: float, key: str) -> float:
+    if not 0.0 < value < 1.0:
+        raise DataError(f"{key}={value} must be a fraction strictly between 0 and 1.")
+    return value
+
+
+def stratified_split(ds: datasets.Dataset, test_size: float | int, seed: int) -> datasets.DatasetDict:
+    """Seeded ``train``/``test`` split stratified by ``label`` (plain seeded split when it cannot stratify).
+
+    Stratification is impossible when a class has a single row or ``test_size`` is below the number of
+    classes; the split is then random (seeded) and a warning is logged.
+    """
+    try:
+        return ds.train_test_split(test_size=test_size, stratify_by_column="label", seed=seed)
+    except ValueError as err:
+        logger.warning("Cannot stratify a split of %d rows (%s); using a seeded random split.", len(ds), err)
+        return ds.train_test_split(test_size=test_size, seed=seed)
+
+
+def stratified_sample(ds: datasets.Dataset, n: int | None, seed: int) -> datasets.Dataset:
+    """Stratified, seeded subsample of ``n`` rows (the dataset itself when ``n`` is None or not smaller)."""
+    if n is None or n >= len(ds):
+        return ds
+    if n <= 0:
+        raise DataError(f"Sample size {n} must be positive (data.max_train_samples / data.max_eval_samples).")
+    return stratified_split(ds, n, seed)["test"]
+
+
+def load_classification(task: TaskConfig, data: DataConfig, seed: int) -> TaskData:
+    """Load, check and split a classification task.
+
+    Args:
+        task: the task config (name, hub id, columns, split names).
+        data: where data comes from, the validation fraction, bad-row policy and subsample sizes.
+        seed: seed of every carved slice and subsample.
+
+    Returns:
+        The task with ``train``/``validation``/``test`` splits of ``text`` + ``label`` (ClassLabel).
+
+    Raises:
+        DataError: on missing folders/files/splits, unreachable hub, or bad rows (unless dropped).
+    """
+    if task.type != TaskType.classification:
+        raise DataError(f"Task '{task.name}' is a {task.type.value} task; use ucse.data.pairs for it.")
+    # With test_fraction, test_split is a single pool that provides both train and test.
+    pool = task.test_split if task.test_fraction is not None else "train"
+    names = list(
+        dict.fromkeys([pool, task.test_split] + ([task.validation_split] if task.validation_split else []))
+    )
+    raw, where, (source, available) = _read_splits(task, data, names)
+    for required in dict.fromkeys([pool, task.test_split]):
+        if required not in raw:
+            raise DataError(
+                f"Task '{task.name}' has no '{required}' split in {source}; found {available}. "
+                f"Expected {LAYOUT_HINT}."
+            )
+    enc, dropped = {}, {}
+    enc[pool], dropped[pool], space = _encode(raw[pool], pool, where[pool], None, data.drop_bad_rows)
+    for name in raw:
+        if name != pool:
+            enc[name], dropped[name], _ = _encode(raw[name], name, where[name], space, data.drop_bad_rows)
+
+    if task.test_fraction is not None:
+        parts = stratified_split(enc[pool], _check_fraction(task.test_fraction, "task.test_fraction"), seed)
+        train, test = parts["train"], parts["test"]
+    else:
+        train, test = enc["train"], enc[task.test_split]
+    if task.validation_split and task.validation_split in enc:
+        validation = enc[task.validation_split]
+    else:
+        if task.validation_split:
+            logger.warning(
+                "Task '%s' has no '%s' split; carving one from train.", task.name, task.validation_split
+            )
+        parts = stratified_split(train, _check_fraction(data.val_fraction, "data.val_fraction"), seed)
+        train, validation = parts["train"], parts["test"]
+
+    splits = datasets.DatasetDict(
+        train=stratified_sample(train, data.max_train_samples, seed),
+        validation=stratified_sample(validation, data.max_eval_samples, seed),
+        test=stratified_sample(test, data.max_eval_samples, seed),
+    )
+    # Report drops by role; a pool carved into train and test reports its drops under train.
+    roles = {"train": pool, "validation": task.validation_split, "test": task.test_split}
+    counts = {
+        role: dropped.get(name, 0) if name and (role == "train" or name != pool) else 0
+        for role, name in roles.items()
+    }
+    return TaskData(name=task.name, splits=splits, label_names=space.names, source=source, dropped=counts)

@@ -1,0 +1,92 @@
+"""Task discovery, the data-root rule, and the container for a loaded classification task."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import datasets
+
+from ucse.config import DataConfig, did_you_mean, group_choices
+
+DATA_ENV = "UCSE_DATA_DIR"
+"""Environment variable naming the local data root when ``data.root`` is unset."""
+SPLITS = ("train", "validation", "test")
+LAYOUT_HINT = (
+    "one folder per task named as the MTEB task, holding {train,validation,test}.jsonl "
+    "(see shared/data/README.md for the layout)"
+)
+
+
+class DataError(ValueError):
+    """Task data is missing, malformed or unreachable; the message says what and how to fix it."""
+
+
+def resolve_data_root(data_cfg: DataConfig) -> Path | None:
+    """Local data root: ``data.root``, else env ``UCSE_DATA_DIR``, else ``None`` (load from the hub).
+
+    Args:
+        data_cfg: the run's data section.
+
+    Returns:
+        The root folder, or ``None`` when tasks come from the hub.
+    """
+    root = data_cfg.root or os.environ.get(DATA_ENV) or None
+    return Path(root).expanduser() if root else None
+
+
+def task_names() -> list[str]:
+    """Names of the task configs under ``configs/task/`` (one YAML file per task)."""
+    return group_choices("task")
+
+
+def task_folder(root: Path, name: str) -> Path:
+    """Return ``<root>/<name>``, failing with the task folders present when it does not exist.
+
+    Args:
+        root: the local data root.
+        name: the task name (folder name).
+
+    Raises:
+        DataError: when the root or the task folder is missing.
+    """
+    folder = root / name
+    if folder.is_dir():
+        return folder
+    if not root.is_dir():
+        raise DataError(
+            f"Data root {root} (from data.root or env {DATA_ENV}) is not a folder. "
+            f"Point it at a local copy with {LAYOUT_HINT}."
+        )
+    present = sorted(p.name for p in root.iterdir() if p.is_dir())
+    raise DataError(
+        f"No folder for task '{name}' under data root {root}. Task folders present: "
+        f"{', '.join(present) or '(none)'}.{did_you_mean(name, present)} Expected {LAYOUT_HINT}."
+    )
+
+
+@dataclass
+class TaskData:
+    """A loaded classification task with standardised splits.
+
+    Attributes:
+        name: the task name.
+        splits: ``train``, ``validation`` and ``test``, each with columns ``text`` (string) and
+            ``label`` (``ClassLabel`` with ids 0..C-1 naming ``label_names``).
+        label_names: class names; ``label_names[i]`` is the name of label id ``i``.
+        source: the task folder, or ``<hub id>@<revision>`` when loaded from the hub.
+        dropped: rows dropped by ``data.drop_bad_rows`` for ``train``/``validation``/``test`` (a pool
+            carved into train and test by ``task.test_fraction`` reports under ``train``).
+    """
+
+    name: str
+    splits: datasets.DatasetDict
+    label_names: list[str]
+    source: str
+    dropped: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def num_classes(self) -> int:
+        """Number of classes C."""
+        return len(self.label_names)

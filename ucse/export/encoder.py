@@ -1,0 +1,100 @@
+"""A trained head plus its frozen backbone as a text encoder into Gaussian embeddings, without Lightning."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from omegaconf import OmegaConf
+
+from ucse.backbone.cache import TokenStates
+from ucse.backbone.encoder import FrozenBackbone
+from ucse.config import BackboneConfig
+from ucse.heads import load_head
+from ucse.heads.base import Head
+
+
+@dataclass
+class EncodedBatch:
+    """Head outputs for N texts.
+
+    Attributes:
+        mean: (N, D) mu, the embedding.
+        var: (N, D) sigma^2, or ``None`` for a deterministic head.
+        logits: (N, C) class scores computed on mu.
+    """
+
+    mean: np.ndarray
+    var: np.ndarray | None
+    logits: np.ndarray
+
+
+class UcseEncoder:
+    """Encodes texts into (mean, variance) with a saved head (``head/``) and the backbone it names.
+
+    Implements the ``TextEncoder`` protocol (``encode(texts) -> (N, D)``) so it plugs into the MTEB
+    adapter; ``encode_gaussian`` gives the variance too. Inference is deterministic: mu, not a sample.
+    """
+
+    def __init__(self, head: Head, meta: dict, backbone: FrozenBackbone, batch_size: int = 64) -> None:
+        self.head = head.eval()
+        self.meta = meta
+        self.backbone = backbone
+        self.batch_size = batch_size
+
+    @classmethod
+    def from_dir(
+        cls, head_dir: str | Path, device: torch.device | str = "cpu", backbone_overrides: dict | None = None
+    ) -> UcseEncoder:
+        """Load ``head_dir`` (``config.json`` + ``model.safetensors``) and the backbone recorded in it."""
+        head, meta = load_head(head_dir)
+        merged = OmegaConf.merge(
+            OmegaConf.structured(BackboneConfig), meta["backbone"], backbone_overrides or {}
+        )
+        bcfg = OmegaConf.to_object(merged)
+        backbone = FrozenBackbone(bcfg, device, instruction=meta.get("instruction", ""))
+        if backbone.hidden_size != meta.get("hidden_size", backbone.hidden_size):
+            raise ValueError(
+                f"Head in {head_dir} expects hidden size {meta['hidden_size']} but backbone "
+                f"'{bcfg.model}' has "
+                f"{backbone.hidden_size}; load the backbone the head was trained on."
+            )
+        return cls(head.to(backbone.device), meta, backbone)
+
+    @property
+    def label_names(self) -> list[str]:
+        """Class names in logit order."""
+        return list(self.meta.get("label_names", []))
+
+    @torch.inference_mode()
+    def run_states(self, states: TokenStates) -> EncodedBatch:
+        """Run the head over precomputed token states (e.g. a cached split) in length-sorted batches."""
+        n = len(states)
+        order = np.argsort(-np.asarray(states.lengths), kind="stable")
+        means, vars_, logits = [None] * n, [None] * n, [None] * n
+        device = next(self.head.parameters()).device
+        for start in range(0, n, self.batch_size):
+            idx = order[start : start + self.batch_size].tolist()
+            hidden, mask = states.batch(idx)  # (B, T, H), (B, T)
+            out = self.head(hidden.to(device).float(), mask.to(device))
+            for j, i in enumerate(idx):
+                means[i] = out.mean[j].float().cpu()
+                logits[i] = out.logits[j].float().cpu()
+                vars_[i] = None if out.var is None else out.var[j].float().cpu()
+        return EncodedBatch(
+            mean=torch.stack(means).numpy(),  # (N, D)
+            var=None if vars_[0] is None else torch.stack(vars_).numpy(),
+            logits=torch.stack(logits).numpy(),  # (N, C)
+        )
+
+    def encode_gaussian(self, texts: list[str]) -> EncodedBatch:
+        """Texts -> mean, variance and logits (backbone run on the fly, nothing cached)."""
+        from ucse.backbone.cache import OnTheFlyStates
+
+        return self.run_states(OnTheFlyStates(self.backbone, list(texts)))
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """Texts -> (N, D) mu embeddings."""
+        return self.encode_gaussian(texts).mean

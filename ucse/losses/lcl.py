@@ -1,0 +1,41 @@
+"""Label-wise contrastive loss on the sampled embeddings (paper Eq. 3)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def label_wise_contrastive(z: torch.Tensor, labels: torch.Tensor, temperature: float = 2.0) -> torch.Tensor:
+    """``L_LCL`` of Eq. 3, on L2-normalised z.
+
+    For anchor i with ``s_ij = z_i . z_j / tau`` (unit vectors):
+    ``l_i = -log( sum_{k in P(i)} exp(s_ik) / sum_{j=1..n} exp(s_ij) )``, where ``P(i)`` are the *other*
+    samples with label ``y_i`` (k != i). The denominator follows Eq. 3 literally: it runs over all
+    ``j = 1..n`` *including j = i* (unlike SupCon, :func:`ucse.losses.supcon`, which excludes the anchor).
+    Both sums are computed with logsumexp.
+
+    Anchors with no positive in the batch (singleton labels) have an undefined term (log 0) and are excluded
+    from the mean; the loss is the mean of ``l_i`` over the remaining anchors. If no anchor has a positive
+    the result is 0, still attached to the graph so ``backward()`` works.
+
+    Args:
+        z: (B, D) embeddings (the reparameterised samples in training).
+        labels: (B,) integer labels.
+        temperature: tau > 0 (paper: 2.0).
+
+    Returns:
+        Scalar loss (fp32).
+    """
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature} (the paper uses 2.0).")
+    z = F.normalize(z.float(), dim=1)  # (B, D)
+    sim = z @ z.T / temperature  # (B, B)
+    eye = torch.eye(len(z), dtype=torch.bool, device=z.device)  # (B, B)
+    pos = (labels[:, None] == labels[None, :]) & ~eye  # (B, B) P(i)
+    has_pos = pos.any(dim=1)  # (B,)
+    if not bool(has_pos.any()):
+        return (z * 0.0).sum()
+    log_num = torch.logsumexp(sim.masked_fill(~pos, float("-inf")), dim=1)  # (B,), -inf without positives
+    log_den = torch.logsumexp(sim, dim=1)  # (B,) j = 1..n, self included
+    return (log_den - log_num)[has_pos].mean()

@@ -1,0 +1,115 @@
+"""The LightningModule: composes the head and the pure loss functions, logs every term."""
+
+from __future__ import annotations
+
+import lightning as L
+import torch
+from torchmetrics import MetricCollection
+from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
+from transformers import get_linear_schedule_with_warmup
+
+from ucse.config import ContrastiveType, LossConfig, OptimConfig
+from ucse.heads.base import Head, HeadOutput
+from ucse.losses import cross_entropy, gaussian_kl, label_wise_contrastive, simcse, supcon, total_loss
+
+
+class UcseModule(L.LightningModule):
+    """Trains a head on frozen token states with (1 - l_lcl) * CE + l_lcl * contrastive + l_kl * KL (Eq. 6).
+
+    The backbone is not part of this module: batches are already token states, so checkpoints hold
+    only the head and the optimiser state.
+
+    Args:
+        head: the trainable head.
+        num_classes: number of labels C.
+        loss: loss weights and contrastive choice.
+        optim: AdamW + warmup/decay settings.
+    """
+
+    def __init__(self, head: Head, num_classes: int, loss: LossConfig, optim: OptimConfig) -> None:
+        super().__init__()
+        self.head = head
+        self.loss_cfg = loss
+        self.optim_cfg = optim
+        metrics = MetricCollection(
+            {
+                "acc": MulticlassAccuracy(num_classes, average="micro"),
+                "f1_macro": MulticlassF1Score(num_classes, average="macro"),
+            }
+        )
+        self.val_metrics = metrics.clone(prefix="val/")
+        self.test_metrics = metrics.clone(prefix="test/")
+
+    def forward(self, hidden: torch.Tensor, mask: torch.Tensor) -> HeadOutput:
+        """Run the head on (B, T, H) states and a (B, T) mask."""
+        return self.head(hidden, mask)
+
+    def _contrastive(
+        self, out: HeadOutput, hidden: torch.Tensor, mask: torch.Tensor, y: torch.Tensor
+    ) -> torch.Tensor:
+        kind, tau = self.loss_cfg.contrastive, self.loss_cfg.temperature
+        if kind == ContrastiveType.lcl:
+            return label_wise_contrastive(out.z, y, tau)
+        if kind == ContrastiveType.supcon:
+            return supcon(out.z, y, tau)
+        if kind == ContrastiveType.simcse:
+            # Second view: the same states through the head again; dropout (and sampling) differ.
+            return simcse(out.z, self.head(hidden, mask).z, tau)
+        return out.z.new_zeros(())
+
+    def training_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> torch.Tensor:
+        """One optimisation step on a (hidden, mask, labels) batch."""
+        hidden, mask, y = batch  # (B, T, H), (B, T), (B,)
+        out = self.head(hidden, mask)
+        ce = cross_entropy(out.logits, y)
+        con = self._contrastive(out, hidden, mask, y)
+        kl = gaussian_kl(out.mean, out.log_var) if out.var is not None else ce.new_zeros(())
+        # With no contrastive term its weight is 0, so CE keeps full weight instead of (1 - l_lcl).
+        lcl_w = self.loss_cfg.lcl_weight if self.loss_cfg.contrastive != ContrastiveType.none else 0.0
+        kl_w = self.loss_cfg.kl_weight if out.var is not None else 0.0
+        loss = total_loss(ce, con, kl, lcl_weight=lcl_w, kl_weight=kl_w)
+        acc = (out.logits.argmax(-1) == y).float().mean()
+        bs = y.shape[0]
+        self.log_dict(
+            {"train/loss": loss, "train/ce": ce, "train/contrastive": con, "train/kl": kl, "train/acc": acc},
+            on_step=True,
+            on_epoch=True,
+            batch_size=bs,
+            prog_bar=False,
+        )
+        if out.var is not None:
+            self.log("train/sigma", out.var.sqrt().mean(), on_step=True, on_epoch=True, batch_size=bs)
+        self.log("loss", loss, prog_bar=True, on_step=True, on_epoch=False, logger=False, batch_size=bs)
+        return loss
+
+    def validation_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> None:
+        """Deterministic (mu-based) validation metrics."""
+        hidden, mask, y = batch
+        logits = self.head(hidden, mask).logits
+        self.val_metrics.update(logits, y)
+        self.log("val/ce", cross_entropy(logits, y), on_epoch=True, batch_size=y.shape[0])
+
+    def on_validation_epoch_end(self) -> None:
+        """Log and reset validation metrics (``val/acc`` selects the best checkpoint)."""
+        self.log_dict(self.val_metrics.compute(), prog_bar=True)
+        self.val_metrics.reset()
+
+    def test_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> None:
+        """Deterministic (mu-based) test metrics."""
+        hidden, mask, y = batch
+        self.test_metrics.update(self.head(hidden, mask).logits, y)
+
+    def on_test_epoch_end(self) -> None:
+        """Log and reset test metrics."""
+        self.log_dict(self.test_metrics.compute())
+        self.test_metrics.reset()
+
+    def configure_optimizers(self) -> dict:
+        """AdamW over the head, linear warmup then linear decay to 0, stepped per batch."""
+        opt = torch.optim.AdamW(
+            self.head.parameters(), lr=self.optim_cfg.lr, weight_decay=self.optim_cfg.weight_decay
+        )
+        total = int(self.trainer.estimated_stepping_batches)
+        warmup = int(round(self.optim_cfg.warmup_ratio * total))
+        sched = get_linear_schedule_with_warmup(opt, num_warmup_steps=warmup, num_training_steps=total)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}

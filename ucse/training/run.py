@@ -1,0 +1,188 @@
+"""One training run end to end: data -> frozen backbone states (cached) -> head training -> run folder."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+
+from ucse import atomic
+from ucse.backbone.cache import HiddenStateCache, OnTheFlyStates, SubsetStates, TokenStates
+from ucse.backbone.encoder import FrozenBackbone
+from ucse.config import Device, HeadType, Precision, TrainConfig, to_yaml
+from ucse.data import TaskData, load_classification
+from ucse.heads import build_head, save_head
+from ucse.training.datamodule import StatesDataModule
+from ucse.training.logreg import fit_logreg
+from ucse.training.module import UcseModule
+
+log = logging.getLogger(__name__)
+SPLITS = ("train", "validation", "test")
+
+
+@dataclass
+class RunResult:
+    """What a finished run produced."""
+
+    run_dir: Path
+    metrics: dict
+
+
+def resolve_device(device: Device) -> torch.device:
+    """``auto`` -> CUDA when available, else CPU; ``cuda`` without a GPU fails clearly."""
+    if device == Device.cuda and not torch.cuda.is_available():
+        raise RuntimeError("device=cuda but no CUDA GPU is visible; use device=auto or device=cpu.")
+    if device == Device.cpu or (device == Device.auto and not torch.cuda.is_available()):
+        return torch.device("cpu")
+    return torch.device("cuda")
+
+
+def run_dir_for(cfg: TrainConfig) -> Path:
+    """``output_dir`` or ``runs_dir/<task>/<backbone>/<name>``."""
+    if cfg.output_dir:
+        return Path(cfg.output_dir)
+    name = cfg.name or f"{cfg.head.type.value}-seed{cfg.seed}"
+    return Path(cfg.runs_dir) / cfg.task.name / cfg.backbone.name / name
+
+
+def build_states(
+    cfg: TrainConfig, backbone: FrozenBackbone, data: TaskData
+) -> tuple[dict[str, TokenStates], HiddenStateCache | None]:
+    """Token states of every split, as views of one pool of the task's unique texts.
+
+    The pool (sorted unique texts of all splits) does not depend on the seed's validation slice, so
+    every seed and every head of a sweep reuses one cache entry: one backbone pass per task.
+    """
+    split_texts = {s: list(data.splits[s]["text"]) for s in SPLITS}
+    pool = sorted({t for texts in split_texts.values() for t in texts})
+    row = {t: i for i, t in enumerate(pool)}
+    cache = None
+    if cfg.cache.enabled:
+        cache = HiddenStateCache(cfg.cache.dir, cfg.cache.dtype)
+        base: TokenStates = cache.get_or_build(backbone, pool, task=cfg.task.name, split="pool")
+    else:
+        base = OnTheFlyStates(backbone, pool)
+    return {s: SubsetStates(base, [row[t] for t in texts]) for s, texts in split_texts.items()}, cache
+
+
+def head_meta(cfg: TrainConfig, data: TaskData) -> dict:
+    """What a saved head needs to be used without Lightning: labels, backbone and task prompt."""
+    from omegaconf import OmegaConf
+
+    return {
+        "label_names": list(data.label_names),
+        "backbone": OmegaConf.to_container(OmegaConf.structured(cfg.backbone), enum_to_str=True),
+        "task": cfg.task.name,
+        "instruction": cfg.task.instruction,
+        "seed": cfg.seed,
+    }
+
+
+def _trainer(cfg: TrainConfig, run_dir: Path, device: torch.device) -> tuple[L.Trainer, ModelCheckpoint]:
+    ckpt = ModelCheckpoint(
+        dirpath=run_dir / "checkpoints",
+        filename="best-{epoch}-{step}",
+        monitor="val/acc",
+        mode="max",
+        save_top_k=1,
+        save_last=True,
+    )
+    head_precision = cfg.head_precision or (Precision.bf16 if device.type == "cuda" else Precision.fp32)
+    trainer = L.Trainer(
+        accelerator="gpu" if device.type == "cuda" else "cpu",
+        devices=1,
+        max_epochs=cfg.optim.epochs,
+        precision="bf16-mixed" if head_precision == Precision.bf16 else "32-true",
+        callbacks=[ckpt],
+        logger=[
+            CSVLogger(run_dir, name="logs", version=""),
+            TensorBoardLogger(run_dir, name="logs", version="", default_hp_metric=False),
+        ],
+        # Bit-for-bit determinism is promised on CPU; on CUDA it would need CUBLAS_WORKSPACE_CONFIG.
+        deterministic=device.type == "cpu",
+        log_every_n_steps=cfg.log_every_n_steps,
+        enable_progress_bar=cfg.progress_bar,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+    )
+    return trainer, ckpt
+
+
+def train(cfg: TrainConfig) -> RunResult:
+    """Train one head as ``cfg`` says and write the run folder.
+
+    The folder holds ``config.yaml`` (resolved), ``metrics.json``
+    (``{"val": {...}, "test": {"accuracy", "f1_macro"}, "timing": {...}, "data": {...}}``), Lightning
+    ``checkpoints/`` (``last.ckpt`` resumes with ``ckpt_path=last``), CSV/TensorBoard ``logs/`` and
+    ``head/`` (``config.json`` + ``model.safetensors``, loadable without Lightning).
+    """
+    t0 = time.perf_counter()
+    run_dir = run_dir_for(cfg)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic.write_text(run_dir / "config.yaml", to_yaml(cfg))
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
+    device = resolve_device(cfg.device)
+
+    data = load_classification(cfg.task, cfg.data, cfg.seed)
+    backbone = FrozenBackbone(cfg.backbone, device, instruction=cfg.task.instruction)
+    t_states = time.perf_counter()
+    states, cache = build_states(cfg, backbone, data)
+    states_s = time.perf_counter() - t_states
+    labels = {s: np.asarray(data.splits[s]["label"]) for s in SPLITS}
+
+    if cfg.head.type == HeadType.logreg:
+        metrics = fit_logreg(
+            cfg, states, labels, data.num_classes, backbone.hidden_size, run_dir, head_meta(cfg, data)
+        )
+    else:
+        metrics = _fit_lightning(cfg, run_dir, device, states, labels, data, backbone.hidden_size)
+
+    metrics["timing"] = {"states_s": round(states_s, 3), "total_s": round(time.perf_counter() - t0, 3)}
+    metrics["data"] = {
+        "source": data.source,
+        "sizes": {s: len(data.splits[s]) for s in SPLITS},
+        "num_classes": data.num_classes,
+        "dropped": data.dropped,
+        "cache_bytes": cache.size_bytes() if cache is not None else 0,
+        "cache_builds": cache.builds if cache is not None else 0,
+    }
+    atomic.write_json(run_dir / "metrics.json", metrics)
+    log.info("run folder: %s  test: %s", run_dir, metrics["test"])
+    return RunResult(run_dir, metrics)
+
+
+def _fit_lightning(
+    cfg: TrainConfig,
+    run_dir: Path,
+    device: torch.device,
+    states: dict[str, TokenStates],
+    labels: dict[str, np.ndarray],
+    data: TaskData,
+    hidden_size: int,
+) -> dict:
+    head = build_head(cfg.head, hidden_size, data.num_classes, cfg.backbone.pooling)
+    module = UcseModule(head, data.num_classes, cfg.loss, cfg.optim)
+    dm = StatesDataModule(states, labels, cfg.optim.batch_size, cfg.seed, cfg.num_workers)
+    trainer, ckpt = _trainer(cfg, run_dir, device)
+    t_fit = time.perf_counter()
+    trainer.fit(module, datamodule=dm, ckpt_path=cfg.ckpt_path)
+    fit_s = time.perf_counter() - t_fit
+    best = ckpt.best_model_path or None
+    # validate/test reload the best checkpoint's weights into `module`, so the exported head is the best one.
+    val = trainer.validate(module, datamodule=dm, ckpt_path=best, verbose=False)[0]
+    test = trainer.test(module, datamodule=dm, ckpt_path=best, verbose=False)[0]
+    save_head(module.head.cpu().float(), run_dir / "head", head_meta(cfg, data))
+    return {
+        "val": {"accuracy": val["val/acc"], "f1_macro": val["val/f1_macro"]},
+        "test": {"accuracy": test["test/acc"], "f1_macro": test["test/f1_macro"]},
+        "best_checkpoint": Path(best).name if best else None,
+        "fit_s": round(fit_s, 3),
+        "trainable_params": sum(p.numel() for p in head.parameters() if p.requires_grad),
+    }
