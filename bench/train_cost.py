@@ -58,7 +58,7 @@ def main(argv: list[str]) -> None:
     cfg.progress_bar = False
     device = resolve_device(cfg.device)
     data = load_classification(cfg.task, cfg.data, cfg.seed)
-    texts = {s: list(data.splits[s]["text"]) for s in SPLITS}
+    texts = {s: data.texts(s) for s in SPLITS}
     backbone = FrozenBackbone(cfg.backbone, device, instruction=cfg.task.instruction)
     all_texts = [t for s in SPLITS for t in texts[s]]
 

@@ -3,7 +3,7 @@ import random
 
 import datasets
 import pytest
-from conftest import make_task, toy_data, toy_rows, toy_task, write_jsonl
+from toy_tasks import make_task, toy_data, toy_rows, toy_task, write_jsonl
 
 from ucse.data import DataError, label_problems, load_classification, text_problems
 

@@ -4,7 +4,7 @@ from collections import Counter
 
 import datasets
 import pytest
-from conftest import TOY_COUNTS, TOY_NAMES, make_task, toy_data, toy_rows, toy_task, write_jsonl
+from toy_tasks import TOY_COUNTS, TOY_NAMES, make_task, toy_data, toy_rows, toy_task, write_jsonl
 
 from ucse.config import DataConfig, TaskType
 from ucse.data import DataError, load_classification

@@ -3,7 +3,7 @@ from collections import Counter
 
 import datasets
 import pytest
-from conftest import write_jsonl
+from toy_tasks import write_jsonl
 
 from ucse.config import DataConfig, TaskConfig, TaskType
 from ucse.data import (

@@ -3,7 +3,7 @@
 from collections import Counter
 
 import pytest
-from conftest import TOY_COUNTS, TOY_NAMES, make_task, toy_data, toy_rows, toy_task
+from toy_tasks import TOY_COUNTS, TOY_NAMES, make_task, toy_data, toy_rows, toy_task
 
 from ucse.data import load_classification
 

@@ -134,16 +134,16 @@ def _encode(
     else:
         column, key_by_name = ("label_text", True) if by_name else ("label", False)
         allowed = set(space.key_to_id) if space is not None else None
-    raw_labels = ds[column]
+    raw_labels = ds[column][:]  # one Arrow read; indexing a Column per row is slow
     bad = text_problems(ds, "text") + label_problems(raw_labels, column, key_by_name, allowed)
     keep = resolve_bad_rows(len(ds), bad, split=split, where=where, drop=drop)
     keys = [normalise_label(raw_labels[i], key_by_name) for i in keep]
     if space is None:
-        ints = [normalise_label(v, False) for v in ds.select(keep)["label"]] if by_name else None
+        ints = [normalise_label(v, False) for v in ds.select(keep)["label"][:]] if by_name else None
         space = _label_space(keys, ints, by_name)
     if by_name and column == "label":
         keys = [space.int_to_name[k] for k in keys]
-    texts = ds.select(keep)["text"]
+    texts = ds.select(keep)["text"][:]
     features = datasets.Features(
         {"text": datasets.Value("string"), "label": datasets.ClassLabel(names=space.names)}
     )

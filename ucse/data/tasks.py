@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import datasets
+import numpy as np
 
 from ucse.config import DataConfig, did_you_mean, group_choices
 
@@ -90,3 +91,12 @@ class TaskData:
     def num_classes(self) -> int:
         """Number of classes C."""
         return len(self.label_names)
+
+    def texts(self, split: str) -> list[str]:
+        """The texts of ``split`` in row order."""
+        # `[:]` materialises the Arrow column in one call; iterating a `datasets` Column goes row by row.
+        return self.splits[split]["text"][:]
+
+    def labels(self, split: str) -> np.ndarray:
+        """(N,) integer labels of ``split`` in row order."""
+        return np.asarray(self.splits[split]["label"][:], dtype=np.int64)

@@ -1,0 +1,1 @@
+"""Exported artifacts: Gaussian embeddings and trained heads as text encoders."""

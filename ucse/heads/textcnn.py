@@ -26,7 +26,7 @@ class GaussianTextCNN(Head):
     Invalid windows are set to -inf before the max so that padding never wins. A sequence shorter than k has
     no such window; it keeps the single window starting at ``first``, which covers all its tokens plus zeroed
     padding. For that window to exist for left-padded rows too (where ``first`` may be T - 1), the time axis
-    is extended on the right by ``max(k) - 1`` zero columns, so the padded length is at least max(k). Padding
+    is extended on the right with zero columns, just as far as the furthest such window reaches. Padding
     positions are zeroed in ``hidden`` first so their (arbitrary) backbone states never enter a window.
 
     Args:
@@ -89,8 +89,6 @@ class GaussianTextCNN(Head):
         dtype = self.bottleneck.mu.weight.dtype
         # masked_fill, not a multiply: pads may hold non-finite values and NaN * 0 is NaN
         x = hidden.to(dtype).masked_fill(~keep.unsqueeze(-1), 0.0).transpose(1, 2)  # (B, H, T), pads zeroed
-        k_max = max(self.kernel_sizes)
-        x = F.pad(x, (0, k_max - 1))  # (B, H, T + k_max - 1)
 
         pos = torch.arange(t, device=keep.device)  # (T,)
         first = torch.where(keep, pos, t).amin(dim=1, keepdim=True)  # (B, 1)
@@ -100,11 +98,16 @@ class GaussianTextCNN(Head):
                 "GaussianTextCNN needs contiguous real tokens per row (padding on the left or right only); "
                 "the mask has padding between real tokens."
             )
+        # Extend time only as far as some row's last valid window reaches: right-padded rows at least
+        # max(k) long need no extension, and every extra column costs a full conv position per kernel.
+        reach = max(int((torch.maximum(first, last - k + 1) + k).max()) for k in self.kernel_sizes)
+        x = F.pad(x, (0, max(0, reach - t)))  # (B, H, max(T, reach))
         pooled = []
         for k, conv in zip(self.kernel_sizes, self.convs):
-            feats = F.relu(conv(x))[:, :, :t]  # (B, filters, T): window starting at each position
+            feats = F.relu(conv(x))[:, :, :t]  # (B, filters, S): window starting at each position, S <= T
+            starts = pos[: feats.shape[2]]  # (S,) every valid start is < S because x reaches `reach`
             stop = torch.maximum(first, last - k + 1)  # (B, 1) last valid window start
-            valid = (pos >= first) & (pos <= stop)  # (B, T)
+            valid = (starts >= first) & (starts <= stop)  # (B, S)
             feats = feats.masked_fill(~valid.unsqueeze(1), float("-inf"))
             pooled.append(feats.amax(dim=2))  # (B, filters)
         return self.bottleneck(torch.cat(pooled, dim=1))  # (B, len(k) * filters) -> HeadOutput

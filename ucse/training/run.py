@@ -60,7 +60,7 @@ def build_states(
     The pool (sorted unique texts of all splits) does not depend on the seed's validation slice, so
     every seed and every head of a sweep reuses one cache entry: one backbone pass per task.
     """
-    split_texts = {s: list(data.splits[s]["text"]) for s in SPLITS}
+    split_texts = {s: data.texts(s) for s in SPLITS}
     pool = sorted({t for texts in split_texts.values() for t in texts})
     row = {t: i for i, t in enumerate(pool)}
     cache = None
@@ -94,12 +94,11 @@ def _trainer(cfg: TrainConfig, run_dir: Path, device: torch.device) -> tuple[L.T
         save_top_k=1,
         save_last=True,
     )
-    head_precision = cfg.head_precision or (Precision.bf16 if device.type == "cuda" else Precision.fp32)
     trainer = L.Trainer(
         accelerator="gpu" if device.type == "cuda" else "cpu",
         devices=1,
         max_epochs=cfg.optim.epochs,
-        precision="bf16-mixed" if head_precision == Precision.bf16 else "32-true",
+        precision="bf16-mixed" if cfg.head_precision == Precision.bf16 else "32-true",
         callbacks=[ckpt],
         logger=[
             CSVLogger(run_dir, name="logs", version=""),
@@ -135,7 +134,7 @@ def train(cfg: TrainConfig) -> RunResult:
     t_states = time.perf_counter()
     states, cache = build_states(cfg, backbone, data)
     states_s = time.perf_counter() - t_states
-    labels = {s: np.asarray(data.splits[s]["label"]) for s in SPLITS}
+    labels = {s: data.labels(s) for s in SPLITS}
 
     if cfg.head.type == HeadType.logreg:
         metrics = fit_logreg(

@@ -1,0 +1,45 @@
+"""Evaluate a trained run, export its Gaussian embeddings, or evaluate a UEC ensemble.
+
+Usage:
+    python eval.py run=runs/Banking77Classification/minilm-l6/textcnn-seed0 [mteb=true] [split=test]
+    python eval.py run=<run folder> export=<texts.jsonl | split> out=<dir>
+    python eval.py ensemble=minilm-pair task=STSBenchmark [out=<dir>]
+
+Arguments are ``key=value`` fields of ``ucse.config.EvalConfig``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+from ucse.config import ConfigError, build_eval_config
+
+
+def main(argv: list[str]) -> int:
+    """Parse arguments and dispatch to the package."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        cfg = build_eval_config(argv)
+    except ConfigError as err:
+        print(f"config error: {err}", file=sys.stderr)
+        return 2
+    if cfg.ensemble:
+        from ucse.uec.evaluate import run_ensemble
+
+        report = run_ensemble(cfg)
+    elif cfg.export:
+        from ucse.export.export import export_run
+
+        report = export_run(cfg)
+    else:
+        from ucse.evaluation.evaluate import evaluate_run
+
+        report = evaluate_run(cfg)
+    print(json.dumps(report, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,43 @@
+"""Small classification task folders in the shared/data layout, for data-layer tests."""
+
+import json
+from pathlib import Path
+
+from ucse.config import DataConfig, TaskConfig
+
+REAL_ROOT = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+# Imbalanced toy classes: name -> row count. Names are unsorted here on purpose.
+TOY_COUNTS = {"delta": 41, "alpha": 26, "charlie": 13, "bravo": 7}
+TOY_NAMES = sorted(TOY_COUNTS)
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def toy_rows(prefix: str, scale: float = 1.0) -> list[dict]:
+    """Unique texts; ids follow the sorted label names, as in the shared layout."""
+    rows = []
+    for name, count in TOY_COUNTS.items():
+        for i in range(max(2, round(count * scale))):
+            rows.append({"text": f"{prefix} {name} {i}", "label": TOY_NAMES.index(name), "label_text": name})
+    return rows
+
+
+def make_task(root: Path, splits: dict[str, list[dict]], name: str = "ToyClassification") -> Path:
+    for split, rows in splits.items():
+        write_jsonl(root / name / f"{split}.jsonl", rows)
+    return root
+
+
+def toy_task(**kw) -> TaskConfig:
+    kw.setdefault("name", "ToyClassification")
+    kw.setdefault("hf_path", "ucse-tests/not-a-dataset")
+    return TaskConfig(**kw)
+
+
+def toy_data(root: Path, **kw) -> DataConfig:
+    return DataConfig(root=str(root), **kw)
