@@ -1,0 +1,144 @@
+"""Uncertainty-driven Gaussian convolution of K member embeddings (paper Sec. 3.2, App. A.1).
+
+z(x) = sum_k pi_k(x) z_k(x) with independent z_k ~ N(mu_k, diag var_k) is Gaussian (Eq. 1):
+
+    mean = sum_k pi_k mu_k,     var = sum_k pi_k^2 var_k.
+
+The coefficients pi_k(x) depend on row x only, from that row's member statistics:
+
+* ``inverse_trace`` (Eq. 4): pi_k ∝ 1 / tr(Sigma_k(x)).
+* ``inverse_cost`` (Eq. 8): pi_k ∝ 1 / (tr(Sigma_k(x)) + ||mu_k(x)||^2); the cost c_k is the per-model
+  surrogate loss of Eq. 7. (After member normalisation ||mu_k||^2 = 1, so this is 1 / (tr + 1).)
+* ``softmax_trace``: pi = softmax(-tr(Sigma_k) / T), the exact minimiser of Eq. 7 plus an entropy term
+  T * sum pi log pi (the paper's Lagrangian step in App. A.1 for the *linear* Eq. 7 only fixes a vertex;
+  the entropy-regularised form is the well-posed version described in the ICLR summary).
+* ``softmax_precision``: softmax(sum_d 1/var_kd / T), the reference code's variant (kept as an option).
+
+Temperature: all methods are written as pi = softmax(logit_k / T). For the inverse rules the logit is
+-log c_k, so T = 1 gives Eq. 4 / Eq. 8 exactly and T < 1 sharpens, T > 1 flattens towards uniform.
+The reference code computed weights from statistics shared across the query batch; here each row's
+weights use only that row, so adding, removing or permuting other rows never changes them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+
+import torch
+
+from ucse.export.gaussian import GaussianEmbeddings
+
+
+class WeightRule(str, Enum):
+    """Rule mapping each member's (mean, variance) at one input to its convolution coefficient."""
+
+    INVERSE_TRACE = "inverse_trace"
+    INVERSE_COST = "inverse_cost"
+    SOFTMAX_TRACE = "softmax_trace"
+    SOFTMAX_PRECISION = "softmax_precision"
+
+
+@dataclass
+class ConvolutionResult:
+    """Fused Gaussian embedding plus the coefficients that produced it.
+
+    Attributes:
+        fused: (N, D) Gaussian with mean sum_k pi_k mu_k and var sum_k pi_k^2 var_k.
+        weights: (N, K) float32 coefficients pi_k(x), rows on the simplex (for the language heatmap).
+        members: the K member ids, column order of ``weights``.
+    """
+
+    fused: GaussianEmbeddings
+    weights: torch.Tensor
+    members: list[str]
+
+
+def _check_members(members: list[GaussianEmbeddings]) -> None:
+    if len(members) == 0:
+        raise ValueError("convolve() needs at least one member GaussianEmbeddings, got an empty list")
+    for i, m in enumerate(members):
+        if not isinstance(m, GaussianEmbeddings):
+            raise TypeError(f"member {i} is a {type(m).__name__}, expected GaussianEmbeddings")
+    dims = {m.member if m.member != "?" else f"#{i}": m.dim for i, m in enumerate(members)}
+    if len(set(dims.values())) > 1:
+        raise ValueError(
+            f"members have different dimensions {dims}; Gaussian convolution adds vectors so all members "
+            "need the same D (the paper's stated limitation); truncate (Matryoshka) or pick same-D members"
+        )
+    counts = {m.member if m.member != "?" else f"#{i}": m.n for i, m in enumerate(members)}
+    if len(set(counts.values())) > 1:
+        raise ValueError(f"members embed different numbers of rows {counts}; they must embed the same inputs")
+
+
+def coefficient_logits(
+    mean: torch.Tensor, var: torch.Tensor, rule: WeightRule | str, eps: float = 1e-30
+) -> torch.Tensor:
+    """Per-row, per-member logits (N, K) before the tempered softmax.
+
+    Args:
+        mean: (K, N, D) member means.
+        var: (K, N, D) member variances.
+        rule: the weighting rule.
+        eps: floor on traces / variances so zero variance gives a large finite logit, not inf/NaN.
+
+    Returns:
+        (N, K) float64 logits; pi = softmax(logits / T, dim=1).
+    """
+    try:
+        rule = WeightRule(rule)
+    except ValueError:
+        raise ValueError(f"rule={rule!r} invalid; choose one of {[r.value for r in WeightRule]}") from None
+    var = var.double()
+    trace = var.sum(-1).T  # (N, K)
+    if rule is WeightRule.INVERSE_TRACE:
+        return -trace.clamp_min(eps).log()
+    if rule is WeightRule.INVERSE_COST:
+        cost = trace + (mean.double() ** 2).sum(-1).T  # (N, K) Eq. 7 cost c_k
+        return -cost.clamp_min(eps).log()
+    if rule is WeightRule.SOFTMAX_TRACE:
+        return -trace
+    return (1.0 / var.clamp_min(eps)).sum(-1).T  # softmax_precision (reference code)
+
+
+def convolve(
+    members: list[GaussianEmbeddings],
+    rule: WeightRule | str = WeightRule.INVERSE_TRACE,
+    temperature: float = 1.0,
+    normalize: bool = True,
+) -> ConvolutionResult:
+    """Fuse K members' Gaussian embeddings of the same N inputs into one Gaussian per input.
+
+    Args:
+        members: K GaussianEmbeddings, each (N, D).
+        rule: coefficient rule (see module docstring).
+        temperature: T > 0 of the tempered softmax over members.
+        normalize: L2-normalise each member's means and rescale its variances by 1/||mu||^2 first (the
+            paper's setting); disable only for members already normalised.
+
+    Returns:
+        ConvolutionResult with the fused (N, D) Gaussian and the (N, K) weights.
+    """
+    _check_members(members)
+    if not temperature > 0 or not math.isfinite(temperature):
+        raise ValueError(f"temperature must be a finite number > 0, got {temperature}")
+    if normalize:
+        members = [m.normalized() for m in members]
+    mean = torch.stack([m.mean for m in members])  # (K, N, D)
+    var = torch.stack([m.var for m in members])  # (K, N, D)
+    weights = torch.softmax(coefficient_logits(mean, var, rule) / temperature, dim=1)  # (N, K)
+    w = weights.T.to(mean.dtype)[..., None]  # (K, N, 1)
+    fused_mean = (w * mean).sum(0)  # (N, D)
+    fused_var = (w**2 * var).sum(0)  # (N, D): independent members, Var(sum a_k z_k) = sum a_k^2 Var z_k
+    names = [m.member for m in members]
+    meta = {
+        "member": "uec(" + ",".join(names) + ")",
+        "members": names,
+        "rule": WeightRule(rule).value,
+        "temperature": temperature,
+        "normalisation": "l2_mean_var_rescaled" if normalize else members[0].meta.get("normalisation"),
+        "count": mean.shape[1],
+        "dim": mean.shape[2],
+    }
+    return ConvolutionResult(GaussianEmbeddings(fused_mean, fused_var, meta), weights.float(), names)
