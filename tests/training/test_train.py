@@ -144,3 +144,35 @@ def test_logreg_probe(tiny_run_cfg):
 def test_cache_off_recomputes(tiny_run_cfg):
     m = train(tiny_run_cfg("cache.enabled=false", "optim.epochs=1")).metrics
     assert m["data"]["cache_builds"] == 0 and m["test"]["accuracy"] > 0.4
+
+
+def test_sweep_trains_the_grid_resumes_and_writes_the_table(tiny_task_root, tiny_bert_dir, tmp_path):
+    from ucse.sweep import run_sweep
+
+    overrides = [
+        f"data.root={tiny_task_root}",
+        f"backbone.model={tiny_bert_dir}",
+        "backbone.name=tiny-bert",
+        "backbone.precision=fp32",
+        "optim.epochs=2",
+        "optim.batch_size=16",
+        "optim.lr=5e-3",
+        f"cache.dir={tmp_path / 'cache'}",
+    ]
+    out = tmp_path / "sweep"
+    summary = run_sweep(
+        ["Banking77Classification"], "minilm-l6", 2, ["textcnn-both", "logreg"], out, overrides
+    )
+    cells = summary["tasks"]["Banking77Classification"]
+    assert cells["textcnn-both"]["seeds"] == 2 and cells["logreg"]["seeds"] == 2
+    runs = sorted(p.parent.relative_to(out).as_posix() for p in out.rglob("metrics.json"))
+    assert runs == [
+        f"Banking77Classification/{v}/seed{s}" for v in ("logreg", "textcnn-both") for s in (0, 1)
+    ]
+    # One backbone pass for the whole grid: only the first run built the cache.
+    builds = [json.loads((out / r / "metrics.json").read_text())["data"]["cache_builds"] for r in runs]
+    assert sum(builds) == 1
+    stamp = (out / runs[0] / "metrics.json").stat().st_mtime_ns
+    run_sweep(["Banking77Classification"], "minilm-l6", 2, ["textcnn-both", "logreg"], out, overrides)
+    assert (out / runs[0] / "metrics.json").stat().st_mtime_ns == stamp  # resumed: nothing retrained
+    assert "textcnn-both" in (out / "ablation.md").read_text()

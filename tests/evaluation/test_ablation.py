@@ -1,0 +1,38 @@
+"""Ablation table aggregation against hand computation."""
+
+import json
+
+import numpy as np
+
+from ucse.evaluation.ablation import collect, summarise, to_markdown, write_ablation
+
+
+def _write(root, task, variant, seed, acc):
+    d = root / task / variant / f"seed{seed}"
+    d.mkdir(parents=True)
+    (d / "metrics.json").write_text(json.dumps({"test": {"accuracy": acc, "f1_macro": acc}}))
+
+
+def test_summary_means_spreads_and_average(tmp_path):
+    for seed, acc in enumerate([0.90, 0.92, 0.94]):
+        _write(tmp_path, "A", "textcnn-both", seed, acc)
+    for seed, acc in enumerate([0.80, 0.82]):
+        _write(tmp_path, "A", "linear-base", seed, acc)
+    _write(tmp_path, "B", "textcnn-both", 0, 0.50)
+    table = collect(tmp_path)
+    assert table["A"]["textcnn-both"] == [0.90, 0.92, 0.94]
+    s = summarise(table, ["linear-base", "textcnn-both"])
+    cell = s["tasks"]["A"]["textcnn-both"]
+    assert np.isclose(cell["mean"], 92.0) and np.isclose(cell["std"], np.std([90, 92, 94], ddof=1))
+    assert s["tasks"]["B"]["textcnn-both"]["std"] == 0.0
+    assert np.isclose(s["average"]["textcnn-both"]["mean"], (92.0 + 50.0) / 2)
+    assert s["average"]["textcnn-both"]["complete"] and not s["average"]["linear-base"]["complete"]
+    md = to_markdown(s)
+    assert "**92.00 ± 2.00**" in md and "81.00 ± 1.41" in md and "| B | — |" in md and "(1 tasks)" in md
+
+
+def test_write_ablation_files(tmp_path):
+    _write(tmp_path, "A", "mean", 0, 0.7)
+    write_ablation(tmp_path, ["mean"])
+    assert json.loads((tmp_path / "ablation.json").read_text())["tasks"]["A"]["mean"]["mean"] == 70.0
+    assert (tmp_path / "ablation.md").read_text().startswith("| task | mean |")

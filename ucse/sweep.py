@@ -1,0 +1,108 @@
+"""Train the ablation grid and write the Table-7-shaped summary.
+
+Usage:
+    python -m ucse.sweep task=Banking77Classification,MassiveIntentClassification backbone=minilm-l6 \
+        seeds=3 [variants=textcnn-both,linear-base] [out=runs/sweeps/minilm-l6] [optim.epochs=3 ...]
+
+Tokens other than task/backbone/seeds/variants/out are train-config overrides. Runs go to
+``<out>/<task>/<variant>/seed<k>/`` and are skipped when their ``metrics.json`` exists, so an interrupted
+sweep resumes. Every run of a task reuses one hidden-state cache entry: one backbone pass per task. After
+every run ``<out>/ablation.json`` and ``<out>/ablation.md`` are rewritten.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from pathlib import Path
+
+from ucse.config import ConfigError, build_config, did_you_mean
+from ucse.evaluation.ablation import write_ablation
+from ucse.training import train
+from ucse.training.variants import EXTRAS, TABLE7, Variant, variant_overrides
+
+log = logging.getLogger("ucse.sweep")
+SWEEP_KEYS = ("task", "backbone", "seeds", "variants", "out")
+
+
+def run_sweep(
+    tasks: list[str],
+    backbone: str,
+    seeds: int,
+    variants: list[str],
+    out: Path,
+    overrides: list[str],
+) -> dict:
+    """Train every (task, variant, seed) not yet done and return the ablation summary."""
+    for v in variants:
+        variant_overrides(v)  # fail on a bad name before any training starts
+    for task in tasks:  # likewise for bad tasks / overrides
+        build_config([f"task={task}", f"backbone={backbone}", *overrides])
+    for task in tasks:
+        for v in variants:
+            for seed in range(seeds):
+                run_dir = out / task / v / f"seed{seed}"
+                if (run_dir / "metrics.json").is_file():
+                    continue
+                cfg = build_config(
+                    [
+                        f"task={task}",
+                        f"backbone={backbone}",
+                        *variant_overrides(v),
+                        *overrides,
+                        f"seed={seed}",
+                        f"output_dir={run_dir}",
+                        "progress_bar=false",
+                    ]
+                )
+                t0 = time.perf_counter()
+                acc = train(cfg).metrics["test"]["accuracy"]
+                log.info("%s %s seed%d: test acc %.4f (%.1f s)", task, v, seed, acc, time.perf_counter() - t0)
+                write_ablation(out, variants)
+    return write_ablation(out, variants)
+
+
+def parse(argv: list[str]) -> tuple[dict, list[str]]:
+    """Split ``key=value`` tokens into sweep options and train-config overrides."""
+    opts: dict = {"task": "Banking77Classification", "backbone": "minilm-l6", "seeds": "3", "variants": "all"}
+    rest = []
+    for tok in argv:
+        if "=" not in tok:
+            raise ConfigError(f"Argument '{tok}' is not key=value; sweep keys: {', '.join(SWEEP_KEYS)}.")
+        key, value = tok.split("=", 1)
+        if key in SWEEP_KEYS:
+            opts[key] = value
+        elif "." not in key and key not in ("device", "head_precision", "num_workers"):
+            raise ConfigError(
+                f"Unknown sweep option '{key}'. Sweep options: {', '.join(SWEEP_KEYS)}; anything else must "
+                f"be a train override like optim.epochs=3.{did_you_mean(key, SWEEP_KEYS)}"
+            )
+        else:
+            rest.append(tok)
+    return opts, rest
+
+
+def main(argv: list[str]) -> int:
+    """Command-line entry point."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        opts, overrides = parse(argv)
+        variants = (
+            [v.value for v in TABLE7 + EXTRAS] if opts["variants"] == "all" else opts["variants"].split(",")
+        )
+        for v in variants:
+            variant_overrides(v)
+        seeds = int(opts["seeds"])
+    except (ConfigError, ValueError) as err:
+        print(f"sweep error: {err}", file=sys.stderr)
+        return 2
+    out = Path(opts.get("out") or Path("runs") / "sweeps" / opts["backbone"])
+    summary = run_sweep(opts["task"].split(","), opts["backbone"], seeds, variants, out, overrides)
+    print((out / "ablation.md").read_text())
+    log.info("variants: %s; summary in %s", ", ".join(Variant(v).value for v in variants), out)
+    return 0 if summary["tasks"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
