@@ -20,8 +20,9 @@ from tiny_models import (  # noqa: E402
     make_tiny_bert_cfg,
     make_tiny_qwen3_cfg,
 )
+from toy_tasks import write_cue_task  # noqa: E402
 
-from ucse.config import BackboneConfig  # noqa: E402
+from ucse.config import BackboneConfig, TrainConfig, build_config  # noqa: E402
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -75,3 +76,33 @@ def tiny_qwen3_backbone(tiny_qwen3_dir: Path):
     from ucse.backbone import FrozenBackbone
 
     return FrozenBackbone(make_tiny_qwen3_cfg(tiny_qwen3_dir))
+
+
+# Tiny end-to-end runs: a learnable 3-class task in the shared/data layout and a fast training config.
+@pytest.fixture(scope="session")
+def tiny_task_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_cue_task(tmp_path_factory.mktemp("tiny-task"))
+
+
+@pytest.fixture
+def tiny_run_cfg(tiny_task_root: Path, tiny_bert_dir: Path, tmp_path: Path):
+    """Factory: a fast config on the tiny BERT and the tiny task, with extra overrides."""
+
+    def make(*overrides: str, model_dir: Path | None = None) -> TrainConfig:
+        return build_config(
+            [
+                f"data.root={tiny_task_root}",
+                f"backbone.model={model_dir or tiny_bert_dir}",
+                "backbone.name=tiny-bert",
+                "backbone.precision=fp32",
+                "backbone.batch_size=16",
+                "optim.lr=5e-3",
+                "optim.epochs=3",
+                "optim.batch_size=16",
+                "progress_bar=false",
+                f"output_dir={tmp_path / 'run'}",
+                *overrides,
+            ]
+        )
+
+    return make

@@ -1,7 +1,10 @@
 """Small classification task folders in the shared/data layout, for data-layer tests."""
 
 import json
+import random
 from pathlib import Path
+
+from tiny_models import generated_words
 
 from ucse.config import DataConfig, TaskConfig
 
@@ -41,3 +44,25 @@ def toy_task(**kw) -> TaskConfig:
 
 def toy_data(root: Path, **kw) -> DataConfig:
     return DataConfig(root=str(root), **kw)
+
+
+CUES = {0: "bank", 1: "dog", 2: "guitar"}  # each class's texts carry its cue word among noise words
+
+
+def write_cue_task(
+    root: Path, name: str = "Banking77Classification", n_train: int = 120, n_test: int = 45
+) -> Path:
+    """Write ``<root>/<name>/{train,test}.jsonl`` with 3 balanced, learnable classes."""
+    rng = random.Random(0)
+    noise = generated_words(120)
+    folder = root / name
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, n in (("train", n_train), ("test", n_test)):
+        rows = []
+        for i in range(n):
+            label = i % 3
+            words = [rng.choice(noise) for _ in range(rng.randint(3, 10))]
+            words.insert(rng.randint(0, len(words)), CUES[label])
+            rows.append({"text": " ".join(words), "label": label, "label_text": f"class_{label}"})
+        (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return root

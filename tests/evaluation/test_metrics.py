@@ -1,0 +1,108 @@
+import numpy as np
+import pytest
+import torch
+from sklearn.metrics import (
+    accuracy_score,
+    brier_score_loss,
+    f1_score,
+    log_loss,
+    roc_auc_score,
+)
+
+from ucse.evaluation.metrics import classification_metrics
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _ece_reference(probs: np.ndarray, labels: np.ndarray, n_bins: int = 15) -> float:
+    conf = probs.max(axis=1)
+    correct = (probs.argmax(axis=1) == labels).astype(float)
+    ece = 0.0
+    for k in range(n_bins):
+        lo, hi = k / n_bins, (k + 1) / n_bins
+        in_bin = (conf >= lo) & (conf < hi) if k < n_bins - 1 else (conf >= lo) & (conf <= hi)
+        if in_bin.any():
+            ece += in_bin.mean() * abs(correct[in_bin].mean() - conf[in_bin].mean())
+    return ece
+
+
+def _inputs(n: int, c: int, seed: int, scale: float = 2.0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    labels = np.concatenate([np.arange(c), rng.integers(0, c, n - c)])  # every class present
+    logits = rng.normal(size=(n, c)) * scale
+    logits[np.arange(n), labels] += 1.5  # better than chance, not perfect
+    return logits, labels
+
+
+def _assert_matches_sklearn(m: dict[str, float], logits: np.ndarray, labels: np.ndarray) -> None:
+    c = logits.shape[1]
+    probs = _softmax(logits)
+    pred = probs.argmax(axis=1)
+    assert m["accuracy"] == pytest.approx(accuracy_score(labels, pred), abs=1e-6)
+    assert m["f1_macro"] == pytest.approx(f1_score(labels, pred, average="macro"), abs=1e-6)
+    if c == 2:
+        auroc = roc_auc_score(labels, probs[:, 1])
+    else:
+        auroc = roc_auc_score(labels, probs, multi_class="ovr", average="macro")
+    assert m["auroc"] == pytest.approx(auroc, abs=1e-5)
+    assert m["nll"] == pytest.approx(log_loss(labels, probs, labels=list(range(c))), abs=1e-6)
+    onehot = np.eye(c)[labels]
+    brier = ((probs - onehot) ** 2).sum(axis=1).mean()
+    assert m["brier"] == pytest.approx(brier, abs=1e-6)
+    assert m["brier"] == pytest.approx(
+        brier_score_loss(labels, probs, labels=list(range(c)), scale_by_half=False), abs=1e-6
+    )
+    assert m["ece"] == pytest.approx(_ece_reference(probs, labels), abs=1e-5)
+
+
+@pytest.mark.parametrize(("n", "c", "seed"), [(300, 5, 0), (157, 7, 1), (200, 3, 2)])
+def test_multiclass_matches_sklearn(n: int, c: int, seed: int) -> None:
+    logits, labels = _inputs(n, c, seed)
+    m = classification_metrics(torch.tensor(logits), torch.tensor(labels), c)
+    assert set(m) == {"accuracy", "f1_macro", "auroc", "ece", "nll", "brier"}
+    _assert_matches_sklearn(m, logits, labels)
+
+
+def test_binary_goes_through_multiclass_path() -> None:
+    logits, labels = _inputs(250, 2, 3)
+    m = classification_metrics(logits, labels, 2)  # numpy inputs accepted too
+    _assert_matches_sklearn(m, logits, labels)
+
+
+def test_probabilities_input_equals_logits_input() -> None:
+    logits, labels = _inputs(120, 4, 4)
+    from_logits = classification_metrics(logits, labels, 4)
+    from_probs = classification_metrics(_softmax(logits), labels, 4, from_probs=True)
+    for k, v in from_logits.items():
+        assert from_probs[k] == pytest.approx(v, abs=1e-6), k
+
+
+def test_logits_inside_unit_interval_are_still_softmaxed() -> None:
+    # torchmetrics would take such values for probabilities; the metrics must not.
+    rng = np.random.default_rng(5)
+    logits = rng.uniform(0.0, 1.0, size=(200, 3))
+    labels = np.concatenate([np.arange(3), rng.integers(0, 3, 197)])
+    m = classification_metrics(logits, labels, 3)
+    _assert_matches_sklearn(m, logits, labels)
+
+
+def test_perfect_confident_predictions() -> None:
+    labels = np.array([0, 1, 2, 1, 0])
+    logits = np.eye(3)[labels] * 50.0
+    m = classification_metrics(logits, labels, 3)
+    assert m["accuracy"] == 1.0
+    assert m["f1_macro"] == 1.0
+    assert m["auroc"] == 1.0
+    assert m["nll"] < 1e-10
+    assert m["brier"] < 1e-10
+    assert m["ece"] < 1e-6
+
+
+def test_shape_errors() -> None:
+    with pytest.raises(ValueError, match="scores"):
+        classification_metrics(np.zeros((4, 3)), np.zeros(4, dtype=int), 5)
+    with pytest.raises(ValueError, match="labels"):
+        classification_metrics(np.zeros((4, 3)), np.zeros(3, dtype=int), 3)

@@ -1,0 +1,167 @@
+"""``eval.py run=<run folder>``: test metrics, calibration, uncertainty analyses, plots, efficiency, MTEB."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ucse import atomic
+from ucse.config import EvalConfig, TrainConfig, from_yaml
+from ucse.data import load_classification
+from ucse.evaluation.efficiency import count_parameters, measure_throughput
+from ucse.evaluation.metrics import classification_metrics
+from ucse.evaluation.plots import plot_arc, plot_difficulty, plot_tsne
+from ucse.evaluation.uncertainty import (
+    accuracy_rejection_curve,
+    arc_area,
+    confidence_from_probs,
+    confidence_from_sigma,
+    difficulty_bins,
+    sigma_scores,
+)
+from ucse.export.encoder import EncodedBatch, UcseEncoder
+from ucse.training.run import build_states, resolve_device
+
+log = logging.getLogger(__name__)
+
+
+class PooledBackboneEncoder:
+    """The raw frozen backbone as a ``TextEncoder``: its pooled embedding (the MTEB baseline)."""
+
+    def __init__(self, encoder: UcseEncoder) -> None:
+        self.backbone = encoder.backbone
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """Texts -> (N, H) pooled embeddings."""
+        return self.backbone.pooled(list(texts)).numpy()
+
+
+def load_run(run: str | Path, data_root: str | None = None) -> tuple[Path, TrainConfig]:
+    """The run folder and its resolved training config; errors say what is missing."""
+    path = Path(run)
+    for need in ("config.yaml", "head/config.json", "head/model.safetensors"):
+        if not (path / need).is_file():
+            raise FileNotFoundError(
+                f"{path} is not a finished ucse run: {need} is missing. "
+                "Pass run=<folder written by train.py>."
+            )
+    cfg = from_yaml(path / "config.yaml")
+    if data_root:
+        cfg.data.root = data_root
+    return path, cfg
+
+
+def uncertainty_report(out: EncodedBatch, labels: np.ndarray, thresholds: list[float]) -> tuple[dict, dict]:
+    """Accuracy-rejection curves (by max probability and, with a variance branch, by sigma) and sigma bins."""
+    probs = torch.softmax(torch.from_numpy(out.logits).double(), dim=1).numpy()  # (N, C)
+    correct = probs.argmax(1) == labels  # (N,)
+    curves = {"max probability": accuracy_rejection_curve(confidence_from_probs(probs), correct)}
+    report: dict = {}
+    if out.var is not None:
+        sigma = sigma_scores(out.var)  # (N,)
+        curves["sigma (UCL)"] = accuracy_rejection_curve(confidence_from_sigma(sigma), correct)
+        report["sigma"] = {
+            "mean": float(sigma.mean()),
+            "quantiles": dict(zip(("p05", "p50", "p95"), map(float, np.quantile(sigma, [0.05, 0.5, 0.95])))),
+            "error_vs_correct_mean": [float(sigma[~correct].mean()), float(sigma[correct].mean())]
+            if (~correct).any()
+            else None,
+        }
+        report["difficulty_bins"] = difficulty_bins(sigma, correct, tuple(thresholds))
+        report["thresholds"] = list(thresholds)
+    report["arc"] = {
+        name: {"rates": r.tolist(), "accuracy": a.tolist(), "area": arc_area(r, a)}
+        for name, (r, a) in curves.items()
+    }
+    return report, curves
+
+
+def efficiency_report(encoder: UcseEncoder, texts: list[str], batches: int, batch_size: int) -> dict:
+    """Paper Table 5: parameters, latency and throughput of backbone alone vs backbone + head, end to end."""
+    chunk = [texts[i : i + batch_size] for i in range(0, min(len(texts), batches * batch_size), batch_size)]
+    timing = measure_throughput(
+        lambda b: encoder.backbone.pooled(b), lambda b: encoder.encode_gaussian(b), chunk, warmup=1, repeats=3
+    )
+    frozen = count_parameters(encoder.backbone.model)
+    head = count_parameters(encoder.head, trainable_only=False)
+    return {
+        "backbone_params": frozen,
+        "head_params": head,
+        "param_overhead_percent": 100.0 * head / frozen,
+        "batch_size": batch_size,
+        **timing,
+    }
+
+
+def mteb_report(encoder: UcseEncoder, cfg: TrainConfig, batch_size: int) -> dict:
+    """Official MTEB task on the trained encoder (mu) and on the raw backbone's pooled embedding."""
+    from ucse.data.tasks import resolve_data_root
+    from ucse.evaluation.mteb_eval import evaluate_classification, load_hub_task, load_local_task
+
+    root = resolve_data_root(cfg.data)
+    results = {}
+    for name, enc in (
+        ("trained_encoder_mu", encoder),
+        ("raw_backbone_pooled", PooledBackboneEncoder(encoder)),
+    ):
+        # A fresh task object per model: evaluation consumes the task's state.
+        task = load_local_task(cfg.task.name, root) if root else load_hub_task(cfg.task.name)
+        results[name] = evaluate_classification(enc, task, batch_size=batch_size)
+        log.info("MTEB %s %s: %.4f", cfg.task.name, name, results[name]["main_score"])
+    return results
+
+
+def evaluate_run(cfg: EvalConfig) -> dict:
+    """Evaluate a run folder on ``cfg.split`` and write ``eval.json`` (+ plots) into it.
+
+    The head is reloaded from ``head/`` (not from Lightning checkpoints) with the backbone named in the run's
+    ``config.yaml``; token states come from the hidden-state cache when the training run left them there.
+    """
+    run, train_cfg = load_run(cfg.run or "", cfg.data_root)
+    device = resolve_device(cfg.device)
+    encoder = UcseEncoder.from_dir(run / "head", device=device)
+    data = load_classification(train_cfg.task, train_cfg.data, train_cfg.seed)
+    if cfg.split not in data.splits:
+        raise ValueError(f"split={cfg.split!r} is not one of {list(data.splits)}.")
+    states, _ = build_states(train_cfg, encoder.backbone, data)
+    out = encoder.run_states(states[cfg.split])
+    labels = data.labels(cfg.split)
+    report: dict = {
+        "run": str(run),
+        "task": train_cfg.task.name,
+        "split": cfg.split,
+        "n": len(labels),
+        "metrics": classification_metrics(out.logits, labels, data.num_classes),
+    }
+    unc, curves = uncertainty_report(out, labels, cfg.sigma_thresholds)
+    report["uncertainty"] = unc
+    if cfg.plots:
+        report["plots"] = [
+            str(plot_arc(curves, run / "arc.png")),
+            str(
+                plot_tsne(
+                    out.mean,
+                    labels,
+                    run / "tsne.png",
+                    n=cfg.tsne_samples,
+                    seed=train_cfg.seed,
+                    title=f"t-SNE of mu: {train_cfg.task.name} {cfg.split}",
+                    label_names=data.label_names,
+                )
+            ),
+        ]
+        if "difficulty_bins" in unc:
+            report["plots"].append(str(plot_difficulty(unc["difficulty_bins"], run / "difficulty.png")))
+    if cfg.efficiency:
+        report["efficiency"] = efficiency_report(
+            encoder, data.texts(cfg.split), cfg.efficiency_batches, cfg.batch_size
+        )
+    if cfg.mteb:
+        report["mteb"] = mteb_report(encoder, train_cfg, cfg.batch_size)
+    atomic.write_json(run / ("eval.json" if cfg.split == "test" else f"eval-{cfg.split}.json"), report)
+    return {k: v for k, v in report.items() if k not in ("uncertainty",)} | {
+        "arc_area": {k: v["area"] for k, v in unc["arc"].items()}
+    }
