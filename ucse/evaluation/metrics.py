@@ -1,0 +1,84 @@
+"""Test-set classification metrics: accuracy, macro-F1, macro AUROC, ECE, NLL and Brier score.
+
+Accuracy, F1, AUROC and ECE come from torchmetrics. NLL and Brier are computed by hand because
+torchmetrics 1.9 has no multiclass negative log-likelihood metric and no multiclass Brier score
+(its calibration module only offers binned calibration errors).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torchmetrics.classification import (
+    MulticlassAccuracy,
+    MulticlassAUROC,
+    MulticlassCalibrationError,
+    MulticlassF1Score,
+)
+
+ECE_BINS = 15
+
+
+def _as_tensor(x: torch.Tensor | np.ndarray) -> torch.Tensor:
+    return x.detach().cpu() if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x))
+
+
+def classification_metrics(
+    scores: torch.Tensor | np.ndarray,
+    labels: torch.Tensor | np.ndarray,
+    num_classes: int,
+    *,
+    from_probs: bool = False,
+) -> dict[str, float]:
+    """Compute the paper's test metrics plus calibration metrics for one set of predictions.
+
+    Binary tasks (C=2) go through the same multiclass path: AUROC is then the macro mean of the two
+    one-vs-rest AUROCs, which both equal the binary AUROC of the positive class.
+
+    Args:
+        scores: (N, C) logits, or probabilities when ``from_probs`` is True.
+        labels: (N,) integer class ids in [0, C).
+        num_classes: C, the number of classes.
+        from_probs: whether ``scores`` already are probabilities (rows summing to 1). The flag is
+            explicit because torchmetrics' own logits-vs-probabilities guess (any value outside
+            [0, 1] means logits) misfires on logits that happen to lie in [0, 1].
+
+    Returns:
+        ``accuracy`` (micro), ``f1_macro``, ``auroc`` (one-vs-rest, macro, on softmax probabilities),
+        ``ece`` (15 equal-width bins, L1, top-label confidence), ``nll`` (mean -log p_true, natural log),
+        ``brier`` (multiclass: mean over samples of sum_c (p_c - onehot_c)^2, range [0, 2]; this is the
+        original Brier 1950 definition, not the binary one that is halved for C=2).
+    """
+    s = _as_tensor(scores).to(torch.float64)
+    y = _as_tensor(labels).long()
+    if s.ndim != 2 or s.shape[1] != num_classes:
+        raise ValueError(f"scores must be (N, {num_classes}), got {tuple(s.shape)}")
+    if y.shape != (s.shape[0],):
+        raise ValueError(f"labels must be ({s.shape[0]},), got {tuple(y.shape)}")
+
+    if from_probs:
+        probs = s / s.sum(dim=1, keepdim=True)
+        # Clamping keeps log finite for hard 0/1 probabilities (same eps as sklearn's log_loss).
+        log_probs = torch.log(probs.clamp_min(torch.finfo(torch.float64).eps))
+    else:
+        log_probs = torch.log_softmax(s, dim=1)
+        probs = log_probs.exp()
+
+    # torchmetrics always receives probabilities, so its softmax guess never runs twice.
+    acc = MulticlassAccuracy(num_classes=num_classes, average="micro")(probs, y)
+    f1 = MulticlassF1Score(num_classes=num_classes, average="macro")(probs, y)
+    auroc = MulticlassAUROC(num_classes=num_classes, average="macro", thresholds=None)(probs, y)
+    ece = MulticlassCalibrationError(num_classes=num_classes, n_bins=ECE_BINS, norm="l1")(probs, y)
+
+    nll = -log_probs.gather(1, y[:, None]).mean()
+    onehot = torch.nn.functional.one_hot(y, num_classes).to(probs.dtype)
+    brier = ((probs - onehot) ** 2).sum(dim=1).mean()
+
+    return {
+        "accuracy": float(acc),
+        "f1_macro": float(f1),
+        "auroc": float(auroc),
+        "ece": float(ece),
+        "nll": float(nll),
+        "brier": float(brier),
+    }

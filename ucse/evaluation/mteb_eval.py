@@ -1,0 +1,176 @@
+"""MTEB 2.x evaluation of any :class:`TextEncoder` on official tasks fed with local data.
+
+This is the only module of the package that imports mteb (it takes ~2 s to import).
+
+The official task object is kept (metadata, protocol: logistic-regression probe, ``samples_per_label``,
+``n_experiments``, seed); only its ``dataset`` is replaced by the local copy, so no hub access is needed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import mteb
+import numpy as np
+import torch
+from datasets import Dataset, DatasetDict
+from mteb.abstasks.abstask import AbsTask
+from mteb.models.abs_encoder import AbsEncoder
+from mteb.models.model_meta import ModelMeta
+from torch.utils.data import DataLoader
+
+from ucse.evaluation.encoder_protocol import TextEncoder
+
+# The paper evaluates the English portion of multilingual tasks; mteb names that subset "en".
+ENGLISH_SUBSET = "en"
+
+
+class MtebEncoder(AbsEncoder):
+    """Adapts a :class:`TextEncoder` to mteb's encoder protocol.
+
+    ``self.model`` is the wrapped encoder: when the meta has no ``similarity_fn_name``, mteb's
+    ``AbsEncoder.similarity`` calls ``self.model.similarity`` if the encoder defines one, else cosine.
+    """
+
+    def __init__(
+        self,
+        encoder: TextEncoder,
+        name: str = "ucse/encoder",
+        revision: str = "local",
+        embed_dim: int | None = None,
+    ) -> None:
+        """Wrap ``encoder``.
+
+        Args:
+            encoder: the text encoder.
+            name: model name in "org/model" form, stored in the results.
+            revision: model revision stored in the results (e.g. a checkpoint hash).
+            embed_dim: embedding size, recorded in the metadata when known.
+        """
+        if not isinstance(encoder, TextEncoder):
+            raise TypeError(f"{type(encoder).__name__} does not implement TextEncoder.encode")
+        self.model = encoder
+        # Without a meta, mteb.evaluate tries to look the model up in its registry (needs the hub).
+        self.mteb_model_meta = ModelMeta.create_empty(
+            overwrites={"name": name, "revision": revision, "embed_dim": embed_dim}
+        )
+
+    def encode(
+        self,
+        inputs: DataLoader,
+        *,
+        task_metadata: Any,
+        hf_split: str,
+        hf_subset: str,
+        prompt_type: Any = None,
+        **kwargs: Any,
+    ) -> np.ndarray:
+        """Embed every text of ``inputs``, one wrapped-encoder call per mteb batch.
+
+        Args:
+            inputs: mteb's DataLoader; each batch is a dict whose ``"text"`` is a list of strings.
+            task_metadata: the task's metadata (unused: prompts are the wrapped encoder's business).
+            hf_split: split being encoded (unused).
+            hf_subset: subset being encoded (unused).
+            prompt_type: query/document role for retrieval (unused for classification).
+            **kwargs: encode kwargs such as ``batch_size`` (already applied by the DataLoader).
+
+        Returns:
+            (N, D) float32 embeddings in input order.
+        """
+        chunks = []
+        for batch in inputs:
+            texts = list(batch["text"])
+            emb = self.model.encode(texts)
+            emb = emb.detach().cpu().float().numpy() if isinstance(emb, torch.Tensor) else np.asarray(emb)
+            if emb.ndim != 2 or emb.shape[0] != len(texts):
+                raise ValueError(f"encoder returned shape {emb.shape} for {len(texts)} texts")
+            chunks.append(emb.astype(np.float32, copy=False))
+        if not chunks:
+            raise ValueError("no inputs to encode")
+        return np.concatenate(chunks, axis=0)
+
+
+def _read_split(path: Path) -> Dataset:
+    texts: list[str] = []
+    labels: list[int] = []
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                row = json.loads(line)
+                texts.append(str(row["text"]))
+                labels.append(int(row["label"]))
+    return Dataset.from_dict({"text": texts, "label": labels})
+
+
+def load_local_task(task_name: str, data_root: str | Path, eval_splits: Sequence[str] = ("test",)) -> AbsTask:
+    """The official mteb classification task with its data replaced by ``data_root/task_name/*.jsonl``.
+
+    Only ``train`` (the probe's training pool) and the ``eval_splits`` are read, each a JSONL file with
+    ``text`` and int ``label``. Multilingual tasks (AmazonCounterfactual, Massive*) are restricted to
+    the English subset ``en``, and their dataset takes mteb's ``{hf_subset: DatasetDict}`` form.
+
+    Args:
+        task_name: official MTEB task name, e.g. ``"Banking77Classification"``.
+        data_root: folder holding one sub-folder per task (the shared/data layout).
+        eval_splits: splits to evaluate on; the paper reports ``test``.
+
+    Returns:
+        The task, with ``data_loaded`` set so mteb does not try to download it.
+    """
+    folder = Path(data_root) / task_name
+    if not folder.is_dir():
+        raise FileNotFoundError(f"no local data for {task_name} under {data_root}")
+    task = mteb.get_task(task_name).filter_eval_splits(list(eval_splits))
+    multilingual = task.metadata.is_multilingual
+    if multilingual:
+        # Raises ValueError when the task has no "en" subset.
+        task.filter_languages(None, hf_subsets=[ENGLISH_SUBSET])
+
+    splits = dict.fromkeys(["train", *eval_splits])
+    for split in splits:
+        path = folder / f"{split}.jsonl"
+        if not path.is_file():
+            raise FileNotFoundError(f"missing split file {path}")
+        splits[split] = _read_split(path)
+    data = DatasetDict(splits)
+    task.dataset = {ENGLISH_SUBSET: data} if multilingual else data
+    # The official tasks' transforms (column renames, subsampling) must run on injected data as well.
+    task.dataset_transform()
+    task.data_loaded = True
+    return task
+
+
+def evaluate_classification(
+    encoder: TextEncoder | MtebEncoder, task: AbsTask, batch_size: int = 32
+) -> dict[str, Any]:
+    """Run mteb's classification protocol for ``encoder`` on ``task`` (no result cache).
+
+    Args:
+        encoder: a TextEncoder (wrapped on the fly) or an already wrapped MtebEncoder.
+        task: a task from :func:`load_local_task` (or any loaded mteb task).
+        batch_size: texts per encode call.
+
+    Returns:
+        ``{"task_name", "main_score" (accuracy for these tasks, in [0, 1]), "scores" ({split: [scores
+        dict per subset]}, as in ``TaskResult.scores``)}``.
+    """
+    model = encoder if isinstance(encoder, MtebEncoder) else MtebEncoder(encoder)
+    # cache=None: otherwise results go to ~/.cache/mteb and a rerun silently returns the old score.
+    res = mteb.evaluate(
+        model,
+        [task],
+        cache=None,
+        encode_kwargs={"batch_size": batch_size},
+        show_progress_bar=False,
+        co2_tracker=False,
+    )
+    task_result = res.task_results[0]
+    return {
+        "task_name": task_result.task_name,
+        "main_score": float(task_result.get_score()),
+        "scores": task_result.scores,
+    }

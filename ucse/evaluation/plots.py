@@ -1,0 +1,229 @@
+"""Figures of the paper's analyses: accuracy-rejection curves, t-SNE, difficulty bins, UEC weight heatmap.
+
+Every figure is written atomically (temporary file in the target folder, then an atomic rename), so an
+interrupted or failing run never leaves a half-written PNG behind.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: no display on training / CI machines
+
+import matplotlib.pyplot as plt  # noqa: E402  (backend must be chosen before pyplot loads)
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from ucse.evaluation.uncertainty import BIN_NAMES  # noqa: E402
+
+
+def _np(x: torch.Tensor | np.ndarray | Sequence) -> np.ndarray:
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu().float().numpy()
+    return np.asarray(x)
+
+
+def save_figure(fig: Figure, path: str | Path, dpi: int = 150) -> Path:
+    """Write ``fig`` to ``path`` as PNG atomically and close it.
+
+    Args:
+        fig: the figure.
+        path: target file; parent folders are created.
+        dpi: resolution.
+
+    Returns:
+        The target path.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fig.savefig(fh, format="png", dpi=dpi, bbox_inches="tight")
+        Path(tmp).replace(path)  # same atomic rename as os.replace
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    finally:
+        plt.close(fig)
+    return path
+
+
+def plot_arc(curves: Mapping[str, tuple[Sequence[float], Sequence[float]]], path: str | Path) -> Path:
+    """Accuracy-rejection curves, one line per method (paper Fig. 5, right).
+
+    Args:
+        curves: ``{method name: (rates (R,), accuracies (R,))}``.
+        path: output PNG, conventionally ``arc.png``.
+
+    Returns:
+        The written path.
+    """
+    if not curves:
+        raise ValueError("no curves to plot")
+    fig, ax = plt.subplots(figsize=(5.5, 4.0))
+    for name, (rates, accs) in curves.items():
+        ax.plot(100 * _np(rates), 100 * _np(accs), marker="o", markersize=3, label=name)
+    ax.set_xlabel("Rejection rate (%)")
+    ax.set_ylabel("Accuracy on kept samples (%)")
+    ax.set_title("Accuracy-rejection curve")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    return save_figure(fig, path)
+
+
+def balanced_sample(labels: np.ndarray, n: int, seed: int) -> np.ndarray:
+    """Indices of up to ``n`` samples drawn as evenly as possible over classes, without replacement.
+
+    Each class gets floor(n / K) samples (fewer if it is smaller); slots left by small classes go to
+    the remaining samples of larger classes at random. Returned indices are sorted.
+
+    Args:
+        labels: (N,) class ids.
+        n: maximum sample count.
+        seed: RNG seed.
+
+    Returns:
+        (min(n, N),) int64 indices into ``labels``.
+    """
+    rng = np.random.default_rng(seed)
+    labels = np.asarray(labels)
+    if n >= labels.size:
+        return np.arange(labels.size)
+    classes = np.unique(labels)
+    per_class = n // len(classes)
+    chosen: list[np.ndarray] = []
+    leftovers: list[np.ndarray] = []
+    for c in classes:
+        idx = rng.permutation(np.flatnonzero(labels == c))
+        chosen.append(idx[:per_class])
+        leftovers.append(idx[per_class:])
+    taken = np.concatenate(chosen)
+    rest = rng.permutation(np.concatenate(leftovers))
+    return np.sort(np.concatenate([taken, rest[: n - taken.size]])).astype(np.int64)
+
+
+def plot_tsne(
+    embeddings: torch.Tensor | np.ndarray,
+    labels: torch.Tensor | np.ndarray,
+    path: str | Path,
+    n: int = 2000,
+    seed: int = 0,
+    title: str = "t-SNE of test embeddings",
+    label_names: Sequence[str] | None = None,
+) -> Path:
+    """2-D t-SNE of up to ``n`` class-balanced samples coloured by label (paper Fig. 4).
+
+    Args:
+        embeddings: (N, D) sentence embeddings (e.g. mu).
+        labels: (N,) integer class ids.
+        path: output PNG, conventionally ``tsne.png``.
+        n: number of samples to embed (paper: 2000).
+        seed: seed of the sampling and of t-SNE.
+        title: figure title.
+        label_names: optional names indexed by class id, for the legend.
+
+    Returns:
+        The written path.
+    """
+    from sklearn.manifold import TSNE  # imported here: sklearn.manifold is slow to import
+
+    x = _np(embeddings).astype(np.float32)
+    y = _np(labels).astype(np.int64)
+    if x.ndim != 2 or y.shape != (x.shape[0],):
+        raise ValueError(f"embeddings must be (N, D) and labels (N,), got {x.shape}, {y.shape}")
+    idx = balanced_sample(y, n, seed)
+    x, y = x[idx], y[idx]
+    # Perplexity must stay below the sample count; 30 is sklearn's default for large samples.
+    perplexity = float(min(30.0, max(2.0, (len(x) - 1) / 3)))
+    xy = TSNE(n_components=2, init="pca", perplexity=perplexity, random_state=seed).fit_transform(x)
+
+    classes = np.unique(y)
+    cmap = plt.get_cmap("tab10" if len(classes) <= 10 else "tab20")
+    fig, ax = plt.subplots(figsize=(6.0, 5.5))
+    for i, c in enumerate(classes):
+        m = y == c
+        name = label_names[c] if label_names is not None else f"class {c}"
+        ax.scatter(xy[m, 0], xy[m, 1], s=6, alpha=0.7, color=cmap(i % cmap.N), label=name)
+    ax.set_title(f"{title} (n={len(x)})")
+    ax.set_xlabel("t-SNE dimension 1")
+    ax.set_ylabel("t-SNE dimension 2")
+    # Beyond 20 classes colours repeat and a legend stops being readable, so it is dropped.
+    if len(classes) <= 20:
+        ax.legend(markerscale=2, fontsize="small", loc="best", ncol=1 if len(classes) <= 10 else 2)
+    return save_figure(fig, path)
+
+
+def plot_difficulty(
+    bins: Mapping[str, Mapping[str, float]] | Mapping[str, Mapping[str, Mapping[str, float]]],
+    path: str | Path,
+) -> Path:
+    """Bar chart of the share of errors per difficulty bin (paper Fig. 5, left).
+
+    Args:
+        bins: one :func:`ucse.evaluation.uncertainty.difficulty_bins` result, or ``{method name: result}``
+            to compare methods side by side.
+        path: output PNG.
+
+    Returns:
+        The written path.
+    """
+    first = next(iter(bins.values()))
+    methods = {"model": bins} if "error_share" in first else dict(bins)
+    fig, ax = plt.subplots(figsize=(5.5, 4.0))
+    width = 0.8 / len(methods)
+    x = np.arange(len(BIN_NAMES))
+    for i, (name, result) in enumerate(methods.items()):
+        shares = [100 * result[b]["error_share"] for b in BIN_NAMES]
+        bars = ax.bar(x + (i - (len(methods) - 1) / 2) * width, shares, width, label=name)
+        ax.bar_label(bars, fmt="%.1f", fontsize="small")
+    ax.set_xticks(x, BIN_NAMES)
+    ax.set_xlabel("Difficulty (by predicted sigma)")
+    ax.set_ylabel("Share of misclassified samples (%)")
+    ax.set_title("Where the errors fall")
+    ax.legend()
+    return save_figure(fig, path)
+
+
+def plot_weight_heatmap(
+    weights: torch.Tensor | np.ndarray,
+    row_names: Sequence[str],
+    member_names: Sequence[str],
+    path: str | Path,
+    title: str = "UEC ensemble weights",
+) -> Path:
+    """Heatmap of ensemble member weights, one row per task (or sample group), one column per member.
+
+    Args:
+        weights: (rows, K) weights, e.g. mean per-task UEC weights.
+        row_names: (rows,) row labels.
+        member_names: (K,) ensemble member labels.
+        path: output PNG.
+        title: figure title.
+
+    Returns:
+        The written path.
+    """
+    w = _np(weights).astype(np.float64)
+    if w.shape != (len(row_names), len(member_names)):
+        raise ValueError(
+            f"weights {w.shape} do not match {len(row_names)} rows x {len(member_names)} members"
+        )
+    fig, ax = plt.subplots(figsize=(1.2 * len(member_names) + 3, 0.45 * len(row_names) + 1.8))
+    im = ax.imshow(w, cmap="viridis", aspect="auto")
+    ax.set_xticks(np.arange(len(member_names)), member_names, rotation=30, ha="right")
+    ax.set_yticks(np.arange(len(row_names)), row_names)
+    mid = (np.nanmax(w) + np.nanmin(w)) / 2
+    for (i, j), v in np.ndenumerate(w):
+        ax.text(j, i, f"{v:.2f}", ha="center", va="center", color="black" if v > mid else "white")
+    ax.set_xlabel("Ensemble member")
+    ax.set_ylabel("Task")
+    ax.set_title(title)
+    fig.colorbar(im, ax=ax, label="Weight")
+    return save_figure(fig, path)
