@@ -61,3 +61,36 @@ def test_eval_cli_rejects_unknown_key():
         timeout=120,
     )
     assert proc.returncode == 2 and "Did you mean 'run'" in proc.stderr
+
+
+def test_encoder_serves_known_texts_from_attached_states(tiny_run, tiny_task_root):
+    from ucse.config import from_yaml
+    from ucse.data import load_classification
+    from ucse.export.encoder import UcseEncoder
+    from ucse.training.run import build_states, task_pool
+
+    cfg = from_yaml(tiny_run.run_dir / "config.yaml")
+    enc = UcseEncoder.from_dir(tiny_run.run_dir / "head")
+    data = load_classification(cfg.task, cfg.data, cfg.seed)
+    texts = data.texts("test")[:7]
+    fresh = enc.encode_gaussian(texts)
+    states, _ = build_states(cfg, enc.backbone, data)
+    enc.attach_states(task_pool(data), states["train"].base)
+    calls = enc.backbone.forward_calls
+    cached = enc.encode_gaussian(texts)
+    assert enc.backbone.forward_calls == calls  # served from the cache pool: no backbone pass
+    np.testing.assert_allclose(cached.mean, fresh.mean, atol=2e-2)  # fp16 cache vs fp32 on the fly
+    enc.encode_gaussian(["a text the pool has never seen"])
+    assert enc.backbone.forward_calls == calls + 1
+
+
+@pytest.mark.slow
+def test_mteb_classification_offline_on_the_tiny_run(tiny_run):
+    cfg = build_eval_config([f"run={tiny_run.run_dir}", "mteb=true", "plots=false", "efficiency=false"])
+    evaluate_run(cfg)
+    mteb = json.loads((tiny_run.run_dir / "eval.json").read_text())["mteb"]
+    trained, raw = mteb["trained_encoder_mu"]["main_score"], mteb["raw_backbone_pooled"]["main_score"]
+    # Both embeddings carry the cue word, so mteb's few-shot logistic-regression probe (8 samples per label)
+    # must land well above chance (1/3) for both; their order is an empirical question, not asserted.
+    assert 0.53 < raw <= 1.0 and 0.53 < trained <= 1.0
+    assert mteb["trained_encoder_mu"]["task_name"] == "Banking77Classification"

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from ucse import atomic
+from ucse.backbone.pooling import pool
 from ucse.config import EvalConfig, TrainConfig, from_yaml
 from ucse.data import load_classification
 from ucse.evaluation.efficiency import count_parameters, measure_throughput
@@ -23,20 +24,31 @@ from ucse.evaluation.uncertainty import (
     sigma_scores,
 )
 from ucse.export.encoder import EncodedBatch, UcseEncoder
-from ucse.training.run import build_states, resolve_device
+from ucse.training.run import build_states, resolve_device, task_pool
 
 log = logging.getLogger(__name__)
 
 
 class PooledBackboneEncoder:
-    """The raw frozen backbone as a ``TextEncoder``: its pooled embedding (the MTEB baseline)."""
+    """The raw frozen backbone as a ``TextEncoder``: its pooled embedding (the MTEB baseline).
+
+    Shares the trained encoder's token states, so known texts cost no backbone pass.
+    """
 
     def __init__(self, encoder: UcseEncoder) -> None:
-        self.backbone = encoder.backbone
+        self.encoder = encoder
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        """Texts -> (N, H) pooled embeddings."""
-        return self.backbone.pooled(list(texts)).numpy()
+        """Texts -> (N, H) pooled embeddings with the backbone config's pooling."""
+        states = self.encoder.states_for(list(texts))
+        strategy = self.encoder.backbone.cfg.pooling
+        out = []
+        for start in range(0, len(states), 256):
+            hidden, mask = states.batch(
+                list(range(start, min(start + 256, len(states))))
+            )  # (B, T, H), (B, T)
+            out.append(pool(hidden, mask, strategy).numpy())
+        return np.concatenate(out)
 
 
 def load_run(run: str | Path, data_root: str | None = None) -> tuple[Path, TrainConfig]:
@@ -127,6 +139,8 @@ def evaluate_run(cfg: EvalConfig) -> dict:
     if cfg.split not in data.splits:
         raise ValueError(f"split={cfg.split!r} is not one of {list(data.splits)}.")
     states, _ = build_states(train_cfg, encoder.backbone, data)
+    # Every split is a view of one pool of the task's texts; MTEB's texts are served from it too.
+    encoder.attach_states(task_pool(data), states["train"].base)
     out = encoder.run_states(states[cfg.split])
     labels = data.labels(cfg.split)
     report: dict = {

@@ -144,6 +144,17 @@ def load_local_task(task_name: str, data_root: str | Path, eval_splits: Sequence
     return task
 
 
+def load_hub_task(task_name: str, eval_splits: Sequence[str] = ("test",)) -> AbsTask:
+    """The official task with mteb loading its own data from the hub (no local copy configured).
+
+    Multilingual tasks are restricted to the English subset, as for local data.
+    """
+    task = mteb.get_task(task_name).filter_eval_splits(list(eval_splits))
+    if task.metadata.is_multilingual:
+        task.filter_languages(None, hf_subsets=[ENGLISH_SUBSET])
+    return task
+
+
 def evaluate_classification(
     encoder: TextEncoder | MtebEncoder, task: AbsTask, batch_size: int = 32
 ) -> dict[str, Any]:

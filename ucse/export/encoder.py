@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 
-from ucse.backbone.cache import TokenStates
+from ucse.backbone.cache import OnTheFlyStates, SubsetStates, TokenStates
 from ucse.backbone.encoder import FrozenBackbone
 from ucse.config import BackboneConfig
 from ucse.heads import load_head
@@ -43,6 +43,25 @@ class UcseEncoder:
         self.meta = meta
         self.backbone = backbone
         self.batch_size = batch_size
+        self._known: dict[str, int] = {}
+        self._known_states: TokenStates | None = None
+
+    def attach_states(self, texts: list[str], states: TokenStates) -> None:
+        """Serve these texts from precomputed token states (e.g. a run's cache pool), not the backbone.
+
+        The states must come from this backbone with this prompt; the hidden-state cache's key guarantees
+        that for the pool a training run built. Texts not in ``texts`` are still encoded on the fly.
+        """
+        if len(texts) != len(states):
+            raise ValueError(f"attach_states: {len(texts)} texts but {len(states)} token-state rows.")
+        self._known = {t: i for i, t in enumerate(texts)}
+        self._known_states = states
+
+    def states_for(self, texts: list[str]) -> TokenStates:
+        """Token states of ``texts``: a view of the attached states when all are known, else computed."""
+        if self._known_states is not None and all(t in self._known for t in texts):
+            return SubsetStates(self._known_states, [self._known[t] for t in texts])
+        return OnTheFlyStates(self.backbone, list(texts))
 
     @classmethod
     def from_dir(
@@ -90,10 +109,8 @@ class UcseEncoder:
         )
 
     def encode_gaussian(self, texts: list[str]) -> EncodedBatch:
-        """Texts -> mean, variance and logits (backbone run on the fly, nothing cached)."""
-        from ucse.backbone.cache import OnTheFlyStates
-
-        return self.run_states(OnTheFlyStates(self.backbone, list(texts)))
+        """Texts -> mean, variance and logits (from attached states when known, else the backbone)."""
+        return self.run_states(self.states_for(list(texts)))
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """Texts -> (N, D) mu embeddings."""

@@ -52,6 +52,11 @@ def run_dir_for(cfg: TrainConfig) -> Path:
     return Path(cfg.runs_dir) / cfg.task.name / cfg.backbone.name / name
 
 
+def task_pool(data: TaskData) -> list[str]:
+    """The sorted unique texts of all splits: what the hidden-state cache stores for a task."""
+    return sorted({t for s in SPLITS for t in data.texts(s)})
+
+
 def build_states(
     cfg: TrainConfig, backbone: FrozenBackbone, data: TaskData
 ) -> tuple[dict[str, TokenStates], HiddenStateCache | None]:
@@ -61,7 +66,7 @@ def build_states(
     every seed and every head of a sweep reuses one cache entry: one backbone pass per task.
     """
     split_texts = {s: data.texts(s) for s in SPLITS}
-    pool = sorted({t for texts in split_texts.values() for t in texts})
+    pool = task_pool(data)
     row = {t: i for i, t in enumerate(pool)}
     cache = None
     if cfg.cache.enabled:
