@@ -23,7 +23,7 @@ from ucse.training import train
 from ucse.training.variants import EXTRAS, TABLE7, Variant, variant_overrides
 
 log = logging.getLogger("ucse.sweep")
-SWEEP_KEYS = ("task", "backbone", "seeds", "variants", "out")
+SWEEP_KEYS = ("task", "backbone", "seeds", "variants", "out", "eval")
 
 
 def run_sweep(
@@ -33,8 +33,13 @@ def run_sweep(
     variants: list[str],
     out: Path,
     overrides: list[str],
+    evaluate: bool = False,
 ) -> dict:
-    """Train every (task, variant, seed) not yet done and return the ablation summary."""
+    """Train every (task, variant, seed) not yet done and return the ablation summary.
+
+    With ``evaluate``, every finished run without an ``eval.json`` is also evaluated (metrics, calibration,
+    accuracy-rejection; no plots or timing) and ``calibration.md`` is written beside ``ablation.md``.
+    """
     for v in variants:
         variant_overrides(v)  # fail on a bad name before any training starts
     for task in tasks:  # likewise for bad tasks / overrides
@@ -60,12 +65,33 @@ def run_sweep(
                 acc = train(cfg).metrics["test"]["accuracy"]
                 log.info("%s %s seed%d: test acc %.4f (%.1f s)", task, v, seed, acc, time.perf_counter() - t0)
                 write_ablation(out, variants)
+    if evaluate:
+        _evaluate_runs(out, tasks, variants, seeds)
     return write_ablation(out, variants)
+
+
+def _evaluate_runs(out: Path, tasks: list[str], variants: list[str], seeds: int) -> None:
+    from ucse.config import build_eval_config
+    from ucse.evaluation.evaluate import evaluate_run
+
+    for task in tasks:
+        for v in variants:
+            for seed in range(seeds):
+                run_dir = out / task / v / f"seed{seed}"
+                if v == "logreg" or (run_dir / "eval.json").is_file() or not (run_dir / "head").is_dir():
+                    continue  # logreg has no head folder; done runs are skipped
+                evaluate_run(build_eval_config([f"run={run_dir}", "plots=false", "efficiency=false"]))
 
 
 def parse(argv: list[str]) -> tuple[dict, list[str]]:
     """Split ``key=value`` tokens into sweep options and train-config overrides."""
-    opts: dict = {"task": "Banking77Classification", "backbone": "minilm-l6", "seeds": "3", "variants": "all"}
+    opts: dict = {
+        "task": "Banking77Classification",
+        "backbone": "minilm-l6",
+        "seeds": "3",
+        "variants": "all",
+        "eval": "false",
+    }
     rest = []
     for tok in argv:
         if "=" not in tok:
@@ -98,7 +124,8 @@ def main(argv: list[str]) -> int:
         print(f"sweep error: {err}", file=sys.stderr)
         return 2
     out = Path(opts.get("out") or Path("runs") / "sweeps" / opts["backbone"])
-    summary = run_sweep(opts["task"].split(","), opts["backbone"], seeds, variants, out, overrides)
+    evaluate = opts["eval"].lower() in ("1", "true", "yes")
+    summary = run_sweep(opts["task"].split(","), opts["backbone"], seeds, variants, out, overrides, evaluate)
     print((out / "ablation.md").read_text())
     log.info("variants: %s; summary in %s", ", ".join(Variant(v).value for v in variants), out)
     return 0 if summary["tasks"] else 1

@@ -173,6 +173,14 @@ def test_sweep_trains_the_grid_resumes_and_writes_the_table(tiny_task_root, tiny
     builds = [json.loads((out / r / "metrics.json").read_text())["data"]["cache_builds"] for r in runs]
     assert sum(builds) == 1
     stamp = (out / runs[0] / "metrics.json").stat().st_mtime_ns
-    run_sweep(["Banking77Classification"], "minilm-l6", 2, ["textcnn-both", "logreg"], out, overrides)
+    run_sweep(["Banking77Classification"], "minilm-l6", 2, ["textcnn-both", "logreg"], out, overrides, True)
     assert (out / runs[0] / "metrics.json").stat().st_mtime_ns == stamp  # resumed: nothing retrained
     assert "textcnn-both" in (out / "ablation.md").read_text()
+    # evaluate=True: every head run got an eval.json, and the calibration table averages them.
+    ece = [
+        json.loads((out / f"Banking77Classification/textcnn-both/seed{s}/eval.json").read_text())["metrics"]["ece"]
+        for s in (0, 1)
+    ]
+    calibration = json.loads((out / "calibration.json").read_text())
+    assert calibration["Banking77Classification"]["textcnn-both"]["ECE"] == pytest.approx(ece)
+    assert f"{np.mean(ece):.4f}" in (out / "calibration.md").read_text()

@@ -82,9 +82,58 @@ def to_markdown(summary: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+CALIBRATION_KEYS = {
+    "ECE": ("metrics", "ece"),
+    "NLL": ("metrics", "nll"),
+    "ARC area (max prob)": ("uncertainty", "arc", "max probability", "area"),
+    "ARC area (sigma)": ("uncertainty", "arc", "sigma (UCL)", "area"),
+}
+
+
+def collect_eval(sweep_dir: str | Path) -> dict[str, dict[str, dict[str, list[float]]]]:
+    """``{task: {variant: {quantity: [value per seed]}}}`` from each run's ``eval.json``."""
+    table: dict = {}
+    for path in sorted(Path(sweep_dir).glob("*/*/seed*/eval.json")):
+        task, variant = path.parts[-4], path.parts[-3]
+        report = json.loads(path.read_text())
+        for name, keys in CALIBRATION_KEYS.items():
+            node = report
+            for k in keys:
+                node = node.get(k) if isinstance(node, dict) else None
+            if node is not None:
+                table.setdefault(task, {}).setdefault(variant, {}).setdefault(name, []).append(float(node))
+    return table
+
+
+def calibration_markdown(table: dict) -> str:
+    """One row per (task, variant) with seed-mean ECE, NLL and accuracy-rejection areas."""
+    names = list(CALIBRATION_KEYS)
+    lines = ["| task | variant | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
+    for task, rows in table.items():
+        for variant, values in rows.items():
+            cells = []
+            for n in names:
+                vals = values.get(n)
+                cells.append(
+                    f"{np.mean(vals):.4f} ± {np.std(vals, ddof=1) if len(vals) > 1 else 0:.4f}"
+                    if vals
+                    else "—"
+                )
+            lines.append(f"| {task} | {variant} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "Test split; mean ± sample std over seeds. ARC area: area under accuracy-rejection, rates 0-0.9.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def write_ablation(sweep_dir: str | Path, variants: list[str]) -> dict:
     """Write ``ablation.json`` and ``ablation.md`` into ``sweep_dir``; return the summary."""
     summary = summarise(collect(sweep_dir), variants)
     atomic.write_json(Path(sweep_dir) / "ablation.json", summary)
     atomic.write_text(Path(sweep_dir) / "ablation.md", to_markdown(summary))
+    calibration = collect_eval(sweep_dir)
+    if calibration:
+        atomic.write_json(Path(sweep_dir) / "calibration.json", calibration)
+        atomic.write_text(Path(sweep_dir) / "calibration.md", calibration_markdown(calibration))
     return summary
