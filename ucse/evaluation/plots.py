@@ -6,8 +6,6 @@ interrupted or failing run never leaves a half-written PNG behind.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -20,6 +18,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from ucse import atomic  # noqa: E402
 from ucse.evaluation.uncertainty import BIN_NAMES  # noqa: E402
 
 
@@ -40,16 +39,9 @@ def save_figure(fig: Figure, path: str | Path, dpi: int = 150) -> Path:
     Returns:
         The target path.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "wb") as fh:
+        with atomic.atomic_file(path, "wb") as fh:
             fig.savefig(fh, format="png", dpi=dpi, bbox_inches="tight")
-        Path(tmp).replace(path)  # same atomic rename as os.replace
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     finally:
         plt.close(fig)
     return path

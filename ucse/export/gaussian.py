@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +15,8 @@ from typing import Any
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
+
+from ucse import atomic
 
 TENSOR_FILE = "embeddings.safetensors"
 META_FILE = "meta.json"
@@ -133,24 +133,10 @@ class GaussianEmbeddings:
             The directory path.
         """
         target = Path(directory)
-        target.parent.mkdir(parents=True, exist_ok=True)
         meta = {**self.meta, "count": self.n, "dim": self.dim}
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
-        try:
+        with atomic.atomic_dir(target) as tmp:
             save_file({"mean": self.mean, "var": self.var}, str(tmp / TENSOR_FILE))
-            (tmp / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True, default=str))
-            if target.exists():
-                # Move the old export aside first so the final rename is a single atomic step.
-                old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
-                old.rmdir()
-                target.rename(old)
-                tmp.rename(target)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                tmp.rename(target)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+            atomic.write_json(tmp / META_FILE, meta, sort_keys=True, default=str)
         return target
 
     @classmethod

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import shutil
-import tempfile
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -15,6 +12,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from ucse import atomic
 from ucse.config import HeadConfig, HeadType
 from ucse.heads.base import Head
 from ucse.heads.factory import build_head
@@ -34,13 +32,6 @@ def _jsonable(obj: Any) -> Any:
     if isinstance(obj, Path):
         return str(obj)
     raise TypeError(f"{type(obj).__name__} value {obj!r} is not JSON-serialisable; pass plain JSON in meta.")
-
-
-def _fsync_write(path: Path, data: bytes) -> None:
-    with path.open("wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
 
 
 def save_head(head: Head, directory: str | Path, meta: dict[str, Any]) -> Path:
@@ -86,24 +77,9 @@ def save_head(head: Head, directory: str | Path, meta: dict[str, Any]) -> Path:
     text = json.dumps(config, indent=2, default=_jsonable)
     tensors = {k: v.detach().cpu().contiguous() for k, v in head.state_dict().items()}
 
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=dest.parent))
-    old = None
-    try:
-        _fsync_write(tmp / CONFIG_FILE, text.encode())
+    with atomic.atomic_dir(dest) as tmp:
+        atomic.write_text(tmp / CONFIG_FILE, text)
         save_file(tensors, str(tmp / WEIGHTS_FILE), metadata={"format_version": str(FORMAT_VERSION)})
-        if dest.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old-", dir=dest.parent))
-            old.rmdir()  # only reserve the name: rename() needs a free target
-            dest.rename(old)
-        tmp.rename(dest)
-    except BaseException:
-        if old is not None and old.exists() and not dest.exists():
-            old.rename(dest)  # put the previous head back
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
     return dest
 
 
