@@ -14,7 +14,8 @@ import json
 import logging
 import sys
 
-from ucse.config import ConfigError, build_eval_config
+from ucse.config import ConfigError
+from ucse.evaluation.config import build_eval_config
 
 
 def main(argv: list[str]) -> int:

@@ -71,7 +71,7 @@ def run_sweep(
 
 
 def _evaluate_runs(out: Path, tasks: list[str], variants: list[str], seeds: int) -> None:
-    from ucse.config import build_eval_config
+    from ucse.evaluation.config import build_eval_config
     from ucse.evaluation.evaluate import evaluate_run
 
     for task in tasks:

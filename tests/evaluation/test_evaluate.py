@@ -11,7 +11,7 @@ import matplotlib.image as mpimg
 import numpy as np
 import pytest
 
-from ucse.config import build_eval_config
+from ucse.evaluation.config import build_eval_config
 from ucse.evaluation.evaluate import evaluate_run
 from ucse.training import train
 
@@ -42,8 +42,6 @@ def test_evaluate_run_writes_metrics_uncertainty_and_plots(tiny_run):
     assert sum(b["errors"] for b in bins.values()) == errors
     eff = report["efficiency"]
     assert eff["head_params"] > 0 and eff["backbone_params"] > 0 and eff["full_throughput"] > 0
-    # Backbone + head does strictly more work than the backbone alone (timing noise allowed for).
-    assert eff["overhead_ratio"] > 0.8
     for name in ("arc.png", "tsne.png", "difficulty.png"):
         img = mpimg.imread(tiny_run.run_dir / name)
         assert img.ndim == 3 and img.shape[0] > 200 and np.std(img) > 0.01
@@ -96,3 +94,21 @@ def test_mteb_classification_offline_on_the_tiny_run(tiny_run):
     # must land well above chance (1/3) for both; their order is an empirical question, not asserted.
     assert 0.53 < raw <= 1.0 and 0.53 < trained <= 1.0
     assert mteb["trained_encoder_mu"]["task_name"] == "Banking77Classification"
+
+
+def test_efficiency_runs_the_backbone_in_both_timed_paths(tiny_run, tmp_path):
+    from ucse.backbone.cache import HiddenStateCache
+    from ucse.evaluation.evaluate import efficiency_report
+    from ucse.export.encoder import UcseEncoder
+
+    enc = UcseEncoder.from_dir(tiny_run.run_dir / "head")
+    texts = [f"bank dog guitar {i}" for i in range(12)]
+    cached = HiddenStateCache(tmp_path).get_or_build(enc.backbone, texts, "T", "pool")
+    enc.attach_states(texts, cached)  # known, cached texts: must not make the timed full path free
+    calls = enc.backbone.forward_calls
+    report = efficiency_report(enc, texts, batches=3, batch_size=4)
+    # (1 warm-up + 3 timed passes) x 3 batches, for the backbone alone and for backbone + head.
+    assert enc.backbone.forward_calls - calls == 2 * 4 * 3
+    assert report["n_samples"] == 12 and report["head_params"] == sum(
+        p.numel() for p in enc.head.parameters()
+    )

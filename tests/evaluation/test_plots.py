@@ -58,7 +58,9 @@ def test_plot_tsne(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     labels = np.repeat(np.arange(3), 40)
     emb = rng.normal(size=(120, 8)) + 4 * np.eye(8)[labels]
-    out = plot_tsne(emb, labels, tmp_path / "sub" / "tsne.png", n=60, seed=0, label_names=["neg", "neu", "pos"])
+    out = plot_tsne(
+        emb, labels, tmp_path / "sub" / "tsne.png", n=60, seed=0, label_names=["neg", "neu", "pos"]
+    )
     _assert_png(out)
 
 

@@ -178,7 +178,9 @@ def test_sweep_trains_the_grid_resumes_and_writes_the_table(tiny_task_root, tiny
     assert "textcnn-both" in (out / "ablation.md").read_text()
     # evaluate=True: every head run got an eval.json, and the calibration table averages them.
     ece = [
-        json.loads((out / f"Banking77Classification/textcnn-both/seed{s}/eval.json").read_text())["metrics"]["ece"]
+        json.loads((out / f"Banking77Classification/textcnn-both/seed{s}/eval.json").read_text())["metrics"][
+            "ece"
+        ]
         for s in (0, 1)
     ]
     calibration = json.loads((out / "calibration.json").read_text())

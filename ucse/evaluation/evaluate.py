@@ -11,8 +11,9 @@ import torch
 from ucse import atomic
 from ucse.backbone.cache import OnTheFlyStates
 from ucse.backbone.pooling import pool
-from ucse.config import EvalConfig, TrainConfig, from_yaml
+from ucse.config import TrainConfig, from_yaml
 from ucse.data import load_classification
+from ucse.evaluation.config import EvalConfig
 from ucse.evaluation.efficiency import count_parameters, measure_throughput
 from ucse.evaluation.metrics import classification_metrics
 from ucse.evaluation.plots import plot_arc, plot_difficulty, plot_tsne

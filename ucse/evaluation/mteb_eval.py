@@ -185,3 +185,122 @@ def evaluate_classification(
         "main_score": float(task_result.get_score()),
         "scores": task_result.scores,
     }
+
+
+# ----------------------------------------------------------------------------- UEC ensembles (issue 4)
+# Task types (mteb's TaskMetadata.type) whose scores go through the encoder's similarity hooks.
+SIMILARITY_TASK_TYPES = ("STS", "Retrieval")
+
+
+class UecMtebEncoder(AbsEncoder):
+    """An mteb encoder over a UEC ensemble variant, whose similarity really is the variant's.
+
+    ``encode`` gathers every text of mteb's DataLoader, asks each member for its Gaussians and returns
+    ``scorer.pack(...)`` ([mean, var] for Gaussian variants). mteb's STS evaluator scores pairs with
+    ``similarity_pairwise`` (reported as ``spearman``; its ``cosine_spearman`` is the cosine of the packed
+    arrays and means nothing here) and its retrieval search scores with ``similarity``; both are
+    overridden to call the scorer. Classification tasks get the unit mean only (a feature vector for the
+    logistic-regression probe). The task type is read from the ``task_metadata`` mteb passes to encode.
+
+    Args:
+        members: K members (``encode(texts) -> GaussianEmbeddings``), e.g. ``CachedMember`` s.
+        scorer: the variant's ``VariantScorer``.
+        name: model name in "org/model" form for mteb's results.
+    """
+
+    def __init__(self, members: Sequence[Any], scorer: Any, name: str = "ucse/uec") -> None:
+        self.members = list(members)
+        self.scorer = scorer
+        self.task_type: str | None = None
+        self.mteb_model_meta = ModelMeta.create_empty(
+            overwrites={"name": name, "revision": "local", "embed_dim": scorer.dim}
+        )
+
+    def encode(
+        self,
+        inputs: DataLoader,
+        *,
+        task_metadata: Any,
+        hf_split: str,
+        hf_subset: str,
+        prompt_type: Any = None,
+        **kwargs: Any,
+    ) -> np.ndarray:
+        """(N, width) packed embeddings of every text in ``inputs`` (input order)."""
+        texts = [t for batch in inputs for t in batch["text"]]
+        if not texts:
+            raise ValueError("no inputs to encode")
+        self.task_type = str(getattr(task_metadata, "type", ""))
+        gaussians = [m.encode(texts) for m in self.members]
+        if self.task_type in SIMILARITY_TASK_TYPES:
+            return self.scorer.pack(gaussians)
+        return self.scorer.mean(gaussians).numpy().astype(np.float32)  # (N, D) features
+
+    def similarity(self, embeddings1: Any, embeddings2: Any) -> torch.Tensor:
+        """(N1, N2) variant scores (probit for UEC) of packed embeddings."""
+        return self.scorer.similarity(embeddings1, embeddings2)
+
+    def similarity_pairwise(self, embeddings1: Any, embeddings2: Any) -> torch.Tensor:
+        """(N,) variant scores of aligned rows (STS pairs)."""
+        return self.scorer.similarity_pairwise(embeddings1, embeddings2)
+
+
+def local_sts_task(task_name: str, pairs: dict[str, Dataset]) -> AbsTask:
+    """The official mteb STS task with its splits replaced by ``pairs`` ({split: Dataset}).
+
+    Each split needs ``sentence1``, ``sentence2`` and ``score`` (0..5; mteb normalises it).
+    """
+    task = mteb.get_task(task_name).filter_eval_splits(list(pairs))
+    for split, ds in pairs.items():
+        missing = {"sentence1", "sentence2", "score"} - set(ds.column_names)
+        if missing:
+            raise ValueError(f"STS split '{split}' lacks column(s) {sorted(missing)}; has {ds.column_names}")
+    task.dataset = DatasetDict(pairs)
+    task.data_loaded = True
+    return task
+
+
+def local_retrieval_task(
+    task_name: str,
+    corpus: dict[str, dict[str, str]],
+    queries: dict[str, str],
+    qrels: dict[str, dict[str, int]],
+    split: str = "test",
+) -> AbsTask:
+    """The official mteb retrieval task fed with a local BEIR split (mteb 2.x ``RetrievalSplitData`` layout).
+
+    Args:
+        task_name: e.g. ``"SciFact"``.
+        corpus: doc id -> ``{"title", "text"}``.
+        queries: query id -> text.
+        qrels: query id -> doc id -> relevance.
+        split: the split name the scores are reported under.
+    """
+    task = mteb.get_task(task_name).filter_eval_splits([split])
+    corpus_ds = Dataset.from_dict(
+        {
+            "id": list(corpus),
+            "title": [d.get("title", "") or "" for d in corpus.values()],
+            "text": [d.get("text", "") or "" for d in corpus.values()],
+        }
+    )
+    queries_ds = Dataset.from_dict({"id": list(queries), "text": list(queries.values())})
+    split_data = {"corpus": corpus_ds, "queries": queries_ds, "relevant_docs": qrels, "top_ranked": None}
+    task.dataset = {"default": {split: split_data}}
+    task.data_loaded = True
+    return task
+
+
+def evaluate_task(model: AbsEncoder, task: AbsTask, batch_size: int = 64) -> dict[str, Any]:
+    """Run ``task`` with mteb's own evaluator (no result cache); the first split/subset's scores dict."""
+    res = mteb.evaluate(
+        model,
+        [task],
+        cache=None,
+        encode_kwargs={"batch_size": batch_size},
+        show_progress_bar=False,
+        co2_tracker=False,
+    )
+    task_result = res.task_results[0]
+    split = next(iter(task_result.scores))
+    return dict(task_result.scores[split][0])

@@ -189,6 +189,7 @@ def plot_weight_heatmap(
     member_names: Sequence[str],
     path: str | Path,
     title: str = "UEC ensemble weights",
+    row_label: str = "Task",
 ) -> Path:
     """Heatmap of ensemble member weights, one row per task (or sample group), one column per member.
 
@@ -198,6 +199,7 @@ def plot_weight_heatmap(
         member_names: (K,) ensemble member labels.
         path: output PNG.
         title: figure title.
+        row_label: y-axis label naming what the rows are.
 
     Returns:
         The written path.
@@ -215,7 +217,7 @@ def plot_weight_heatmap(
     for (i, j), v in np.ndenumerate(w):
         ax.text(j, i, f"{v:.2f}", ha="center", va="center", color="black" if v > mid else "white")
     ax.set_xlabel("Ensemble member")
-    ax.set_ylabel("Task")
+    ax.set_ylabel(row_label)
     ax.set_title(title)
     fig.colorbar(im, ax=ax, label="Weight")
     return save_figure(fig, path)

@@ -1,0 +1,191 @@
+"""The UEC mteb encoder, local mteb tasks and ``run_ensemble`` end to end on tiny local data (offline)."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import zlib
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import spearmanr
+
+from ucse.config import ConfigError, Device
+from ucse.evaluation import mteb_eval  # the UEC glue: UecMtebEncoder, local_*_task, evaluate_task
+from ucse.evaluation.config import EvalConfig
+from ucse.export.gaussian import GaussianEmbeddings
+from ucse.uec.config import load_ensemble_config
+from ucse.uec.convolution import convolve
+from ucse.uec.ensemble import UecEnsemble
+from ucse.uec.evaluate import ndcg_at_10, run_ensemble
+from ucse.uec.similarity import probit_similarity
+
+
+class RandomMember:
+    """Deterministic pseudo-random Gaussians per text (CRC32-seeded, so distinct texts differ), no model."""
+
+    def __init__(self, member_id: str, dim: int, scale: float) -> None:
+        self.member_id, self._dim, self.scale = member_id, dim, scale
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def encode(self, texts: list[str]) -> GaussianEmbeddings:
+        rows = []
+        for t in texts:
+            g = torch.Generator().manual_seed(zlib.crc32((self.member_id + "|" + t).encode()))
+            rows.append(
+                (torch.randn(self._dim, generator=g), torch.rand(self._dim, generator=g) * self.scale)
+            )
+        return GaussianEmbeddings(torch.stack([m for m, _ in rows]), torch.stack([v for _, v in rows]))
+
+
+def _loader(texts: list[str], batch: int = 3) -> list[dict]:
+    return [{"text": texts[i : i + batch]} for i in range(0, len(texts), batch)]
+
+
+def test_encoder_hooks_return_probit_matrix_and_classification_gets_means():
+    members = [RandomMember("a", 6, 0.3), RandomMember("b", 6, 0.9)]
+    ens = UecEnsemble(members, temperature=1.5, beta=0.1)
+    enc = mteb_eval.UecMtebEncoder(members, ens.scorer("uec"))
+    texts = [f"q{i}" for i in range(4)] + [f"d{i}" for i in range(7)]
+    sts = SimpleNamespace(type="Retrieval")
+    packed = enc.encode(_loader(texts), task_metadata=sts, hf_split="test", hf_subset="default")
+    assert packed.shape == (11, 12)
+    fused = convolve([m.encode(texts) for m in members], "inverse_trace", 1.5).fused.normalized()
+    q = GaussianEmbeddings(fused.mean[:4], fused.var[:4])
+    c = GaussianEmbeddings(fused.mean[4:], fused.var[4:])
+    expected = probit_similarity(q, c, beta=0.1)
+    torch.testing.assert_close(enc.similarity(packed[:4], packed[4:]), expected, rtol=1e-5, atol=1e-6)
+    pair = enc.similarity_pairwise(packed[:4], packed[4:8])
+    torch.testing.assert_close(pair, expected[:, :4].diagonal(), rtol=1e-5, atol=1e-6)
+    cls = enc.encode(
+        _loader(texts), task_metadata=SimpleNamespace(type="Classification"), hf_split="t", hf_subset="d"
+    )
+    np.testing.assert_allclose(cls, fused.mean.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_mteb_retrieval_ndcg_uses_probit_scores():
+    members = [RandomMember("a", 8, 0.5), RandomMember("b", 8, 2.0)]
+    ens = UecEnsemble(members, beta=1.0)
+    scorer = ens.scorer("uec")
+    corpus = {f"d{i}": {"title": "", "text": f"doc {i}"} for i in range(30)}
+    queries = {f"q{i}": f"query {i}" for i in range(12)}
+    qrels = {f"q{i}": {f"d{(3 * i) % 30}": 1, f"d{(3 * i + 1) % 30}": 2} for i in range(12)}
+    task = mteb_eval.local_retrieval_task("SciFact", corpus, queries, qrels)
+    scores = mteb_eval.evaluate_task(mteb_eval.UecMtebEncoder(members, scorer), task, batch_size=8)
+    gauss = [m.encode(list(queries.values()) + [d["text"] for d in corpus.values()]) for m in members]
+    packed = scorer.pack(gauss)
+    sim = scorer.similarity(packed[:12], packed[12:])
+    rel = [{int(d[1:]): r for d, r in qrels[q].items()} for q in queries]
+    assert scores["ndcg_at_10"] == pytest.approx(ndcg_at_10(sim, rel), abs=1e-4)
+    cosine = ens.scorer("uniform")
+    cos_scores = mteb_eval.evaluate_task(mteb_eval.UecMtebEncoder(members, cosine), task, batch_size=8)
+    assert cos_scores["ndcg_at_10"] != pytest.approx(
+        scores["ndcg_at_10"], abs=1e-6
+    )  # the hook changes rankings
+
+
+def test_ndcg_at_10_by_hand():
+    scores = torch.tensor([[0.9, 0.1, 0.5, 0.3], [0.0, 1.0, 0.2, 0.4]])
+    rel = [{2: 1, 3: 2}, {0: 1}]
+    # q0 ranks 0,2,3,1: DCG = 1/log2(3) + 2/log2(4); ideal = 2 + 1/log2(3). q1 ranks 1,3,2,0: 1/log2(5).
+    q0 = (1 / math.log2(3) + 2 / 2) / (2 + 1 / math.log2(3))
+    assert ndcg_at_10(scores, rel) == pytest.approx((q0 + 1 / math.log2(5)) / 2)
+
+
+def _write_sts(root: Path, n: int = 40) -> None:
+    words = "a man woman dog cat is eating riding playing food bread horse guitar book".split()
+    folder = root / "STSBenchmark"
+    folder.mkdir(parents=True)
+    for split, seed in (("train", 0), ("validation", 1), ("test", 2)):
+        rng = random.Random(seed)
+        with (folder / f"{split}.jsonl").open("w") as fh:
+            for _ in range(n):
+                a = [rng.choice(words) for _ in range(rng.randint(3, 8))]
+                b = a[: rng.randint(1, len(a))] + [rng.choice(words) for _ in range(rng.randint(0, 3))]
+                score = round(5 * len(set(a) & set(b)) / len(set(a) | set(b)), 2)
+                fh.write(
+                    json.dumps({"sentence1": " ".join(a), "sentence2": " ".join(b), "score": score}) + "\n"
+                )
+
+
+def test_run_ensemble_end_to_end_on_tiny_sts(tiny_bert_dir, tmp_path):
+    _write_sts(tmp_path / "data")
+    common = f"{{model: '{tiny_bert_dir}', max_length: 64, precision: fp32, batch_size: 16"
+    fit = "{threshold: 2.5, batch_size: 8}"
+    (tmp_path / "tiny.yaml").write_text(
+        "name: tiny\nmembers:\n"
+        f"  - {{id: mean, backbone: minilm-l6, overrides: {common}}}, fit: {fit}}}\n"
+        f"  - {{id: cls, backbone: minilm-l6, overrides: {common}, pooling: cls}}, fit: {fit}}}\n"
+    )
+    cfg = EvalConfig(
+        ensemble=str(tmp_path / "tiny.yaml"),
+        task="STSBenchmark",
+        data_root=str(tmp_path / "data"),
+        out=str(tmp_path / "out"),
+        device=Device.cpu,
+        batch_size=16,
+    )
+    run_ensemble(cfg)
+    report = json.loads((tmp_path / "out" / "ensemble.json").read_text())
+    assert (tmp_path / "out" / "ensemble.md").is_file() and (tmp_path / "out" / "weights.png").is_file()
+    rows = report["results"]
+    expected_rows = {
+        "uec",
+        "uec_no_sim",
+        "uec_no_weights",
+        "uniform",
+        "weighted",
+        "member:mean",
+        "member:cls",
+        "member_probit:mean",
+        "member_probit:cls",
+    }
+    assert set(rows) == expected_rows  # borda / rrf are retrieval-only
+    # Independent recomputation of the UEC row: probit of the convolution of the cached members' Gaussians.
+    from ucse.uec.evaluate import _task_config, build_member
+
+    members = [
+        build_member(m, _task_config("STSBenchmark"), tmp_path / "data", torch.device("cpu"))
+        for m in load_ensemble_config(str(tmp_path / "tiny.yaml")).members
+    ]
+    test = [
+        json.loads(line)
+        for line in (tmp_path / "data" / "STSBenchmark" / "test.jsonl").read_text().splitlines()
+    ]
+    s1, s2 = [r["sentence1"] for r in test], [r["sentence2"] for r in test]
+    fused = convolve([m.encode(s1 + s2) for m in members], "inverse_trace", 1.5).fused.normalized()
+    beta = rows["uec"]["params"]["beta"]
+    mu_s = (fused.mean[:40] * fused.mean[40:]).sum(1)
+    var_s = (
+        fused.mean[:40] ** 2 * fused.var[40:] + fused.var[:40] * (fused.mean[40:] ** 2 + fused.var[40:])
+    ).sum(1)
+    probit = mu_s / torch.sqrt(1 + math.pi / 8 * beta * var_s)
+    ref = spearmanr(probit.numpy(), [r["score"] for r in test])[0]
+    assert rows["uec"]["scores"]["spearman"] == pytest.approx(ref, abs=1e-6)
+    member = rows["member:mean"]["scores"]
+    # A plain cosine member: its hook score is the cosine (float32 round-off may swap near-ties).
+    assert member["spearman"] == pytest.approx(member["cosine_spearman"], abs=1e-3)
+    assert abs(sum(report["members"][k]["mean_weight"] for k in range(2)) - 1) < 1e-5
+
+
+def test_config_errors_name_the_key(tmp_path):
+    with pytest.raises(ConfigError, match="Unknown ensemble 'nope'. Valid choices: .*minilm-pair"):
+        load_ensemble_config("nope")
+    (tmp_path / "bad.yaml").write_text("name: x\nmembers:\n  - {id: a, backbone: minilm-l6, fitt: {}}\n")
+    with pytest.raises(ConfigError, match=r"Unknown key 'fitt' in a members\[\] entry .*Did you mean 'fit'"):
+        load_ensemble_config(str(tmp_path / "bad.yaml"))
+    (tmp_path / "bad2.yaml").write_text(
+        "name: x\nmembers:\n  - {id: a, backbone: minilm-l6}\nvariants: [uec, best]\n"
+    )
+    with pytest.raises(ConfigError, match=r"variants\[\]='best'; choose one of \['uec'"):
+        load_ensemble_config(str(tmp_path / "bad2.yaml"))
+    (tmp_path / "bad3.yaml").write_text("name: x\nmembers:\n  - {id: a, backbone: minilm-l6}\nrule: trace\n")
+    with pytest.raises(ConfigError, match="rule='trace'; choose one of .*Did you mean 'softmax_trace'"):
+        load_ensemble_config(str(tmp_path / "bad3.yaml"))

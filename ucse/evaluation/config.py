@@ -1,0 +1,78 @@
+"""Typed configuration of ``eval.py`` (evaluate a run, export Gaussian embeddings, or run an ensemble)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from ucse.config import ConfigError, Device, did_you_mean
+
+
+@dataclass
+class EvalConfig:
+    """``eval.py``: evaluate a run, export Gaussian embeddings, or run an ensemble (exactly one mode)."""
+
+    run: str | None = None
+    """Run folder written by ``train.py`` (evaluation and export modes)."""
+    split: str = "test"
+    """Split to evaluate."""
+    mteb: bool = False
+    """Also run the official MTEB task on the trained encoder (mu) and the raw backbone."""
+    plots: bool = True
+    """Write arc.png, tsne.png and difficulty.png into the run folder."""
+    tsne_samples: int = 2000
+    """Class-balanced test samples in the t-SNE plot (paper Fig. 4)."""
+    sigma_thresholds: list[float] = field(default_factory=lambda: [0.8, 1.0])
+    """Easy / Semi-hard / Hard sigma thresholds (paper Sec. 5.8)."""
+    efficiency: bool = True
+    """Measure backbone vs backbone + head latency and throughput (paper Table 5)."""
+    efficiency_batches: int = 10
+    """Batches timed per configuration in the efficiency measurement."""
+    export: str | None = None
+    """Export mode: a ``.jsonl`` file of ``{"text": ...}`` rows or a split name of the run's task."""
+    out: str | None = None
+    """Output folder of an export or an ensemble evaluation."""
+    ensemble: str | None = None
+    """Ensemble mode: a config under ``configs/ensemble/``."""
+    task: str | None = None
+    """Task of the ensemble evaluation (e.g. ``STSBenchmark``, ``SciFact``)."""
+    data_root: str | None = None
+    """Local data folder (else env ``UCSE_DATA_DIR``)."""
+    device: Device = Device.auto
+    """Where to run."""
+    batch_size: int = 64
+    """Encoding batch size."""
+
+
+def build_eval_config(overrides: list[str] | None = None) -> EvalConfig:
+    """Parse ``key=value`` tokens of ``eval.py`` into a validated ``EvalConfig``."""
+    for tok in overrides or []:
+        if "=" not in tok:
+            raise ConfigError(f"Argument '{tok}' is not of the form key=value (e.g. run=runs/...).")
+    base: DictConfig = OmegaConf.structured(EvalConfig)
+    try:
+        merged = OmegaConf.merge(base, OmegaConf.from_dotlist(list(overrides or [])))
+    except OmegaConfBaseException as err:
+        key = str(getattr(err, "full_key", "") or "")
+        valid = [f.name for f in fields(EvalConfig)]
+        raise ConfigError(
+            f"Invalid eval.py argument '{key}': {str(err).splitlines()[0].split('. Did you mean')[0]}. "
+            f"Valid keys: {', '.join(valid)}."
+            f"{did_you_mean(key, valid)}"
+        ) from None
+    cfg = OmegaConf.to_object(merged)
+    assert isinstance(cfg, EvalConfig)
+    modes = [
+        m
+        for m, on in (("run", cfg.run and not cfg.export), ("export", cfg.export), ("ensemble", cfg.ensemble))
+        if on
+    ]
+    if len(modes) != 1:
+        raise ConfigError(
+            "eval.py needs exactly one mode: run=<run folder> (evaluate), "
+            "run=<run folder> export=<texts.jsonl|split> out=<dir> (export Gaussian embeddings), "
+            f"or ensemble=<name> task=<task>; got {modes or 'none'}."
+        )
+    return cfg

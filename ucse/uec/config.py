@@ -1,0 +1,187 @@
+"""Typed UEC ensemble configs: ``configs/ensemble/<name>.yaml`` merged onto these dataclasses by OmegaConf.
+
+Unknown keys and bad enum values fail with a :class:`ucse.config.ConfigError` naming the key or value,
+the valid choices and a "did you mean".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
+
+from ucse.config import CONFIG_DIR, ConfigError, did_you_mean
+from ucse.uec.convolution import WeightRule
+from ucse.uec.distances import Metric
+from ucse.uec.ensemble import Variant
+from ucse.uec.laplace import HessianType, PairSimilarity, PriorSelection
+
+ENSEMBLE_DIR = CONFIG_DIR / "ensemble"
+
+
+class MemberKind(str, Enum):
+    """How a member gets its variance."""
+
+    laplace = "laplace"  # frozen backbone + post-hoc diagonal Laplace on its last linear layer
+    head = "head"  # trained UCSE head: sigma^2 of its variance branch
+
+
+class PairSource(str, Enum):
+    """Positive pairs the Laplace posterior is fitted on."""
+
+    auto = "auto"  # from the evaluated task: STS -> sts, retrieval -> retrieval
+    sts = "sts"  # STS train pairs with score >= threshold
+    retrieval = "retrieval"  # judged-relevant (query, doc) pairs of a qrels split
+    labels = "labels"  # same-label pairs of a classification split
+
+
+@dataclass
+class FitConfig:
+    """Laplace fit of one member (paper Sec. 3.1); the prior precision is chosen, never set by hand."""
+
+    source: PairSource = PairSource.auto
+    """Where the positive pairs come from."""
+    task: str | None = None
+    """Task providing the pairs; ``None`` = the evaluated task."""
+    split: str = "train"
+    """Split providing the pairs (never the evaluated test split)."""
+    threshold: float = 4.0
+    """STS score (0..5) at or above which a pair is positive."""
+    max_pairs: int | None = 2000
+    """Cap on pairs (first ones kept; label pairs are sampled with ``seed``)."""
+    seed: int = 0
+    """Seed of the label-pair sampling."""
+    hessian: str = HessianType.GGN.value
+    """``ggn`` or ``ef``."""
+    prior: str = PriorSelection.MARGLIK.value
+    """``marglik`` (Laplace evidence) or ``val_loss``."""
+    temperature: float = 0.05
+    """InfoNCE temperature of the likelihood (all-MiniLM-L6-v2 was trained with scale 20 = 1/0.05)."""
+    similarity: str = PairSimilarity.COSINE.value
+    """Similarity inside the likelihood's logits."""
+    batch_size: int = 32
+    """Pairs per in-batch-negatives group."""
+
+
+@dataclass
+class MemberConfig:
+    """One ensemble member."""
+
+    id: str = "member"
+    """Name in tables and caches."""
+    kind: MemberKind = MemberKind.laplace
+    """Variance source."""
+    backbone: str | None = None
+    """A ``configs/backbone/<name>.yaml`` (laplace members)."""
+    overrides: dict[str, Any] = field(default_factory=dict)
+    """BackboneConfig fields overriding the backbone file, e.g. ``{max_length: 256}``."""
+    layer: str | None = None
+    """Dotted path of the Laplace layer; default ``encoder.layer.-1.output.dense``."""
+    head_dir: str | None = None
+    """A trained head folder (head members)."""
+    fit: FitConfig = field(default_factory=FitConfig)
+    """Laplace fit."""
+
+
+@dataclass
+class EnsembleConfig:
+    """A named ensemble and the variants evaluated for it."""
+
+    name: str = "ensemble"
+    """Ensemble name (output folder)."""
+    members: list[MemberConfig] = field(default_factory=list)
+    """The K members (same D)."""
+    rule: str = WeightRule.INVERSE_TRACE.value
+    """UEC coefficient rule."""
+    temperature: float = 1.5
+    """UEC softmax temperature T (the paper fixes 1.5, App. B.3.4)."""
+    similarity: str = Metric.PROBIT.value
+    """Similarity of the Gaussian variants."""
+    beta: float | None = None
+    """Variance scale of the probit score (App. B.3.4); ``None`` = chosen on the validation split from
+    ``beta_grid`` for each Gaussian variant (the paper searches it)."""
+    beta_grid: list[float] = field(default_factory=lambda: [1e-4, 1e-3, 1e-2, 1e-1, 1.0])
+    """Candidate betas: the paper's App. B.3.4 grid plus 1 (Eq. 6 unscaled)."""
+    variants: list[str] = field(default_factory=lambda: [v.value for v in Variant])
+    """Variants to evaluate (borda/rrf only on retrieval tasks)."""
+    weight_step: float = 0.1
+    """Simplex grid step of the weighted ensemble."""
+    weight_min: float = 0.1
+    """Smallest weight on the grid."""
+    rrf_k: int = 60
+    """RRF constant."""
+
+
+def _check_choice(value: str, cls: type[Enum], key: str) -> None:
+    options = [m.value for m in cls]  # type: ignore[attr-defined]
+    if value not in options:
+        raise ConfigError(
+            f"Invalid value {key}={value!r}; choose one of {options}.{did_you_mean(value, options)}"
+        )
+
+
+def validate(cfg: EnsembleConfig) -> EnsembleConfig:
+    """Check the string choices and member consistency; returns ``cfg``."""
+    _check_choice(cfg.rule, WeightRule, "rule")
+    _check_choice(cfg.similarity, Metric, "similarity")
+    for v in cfg.variants:
+        _check_choice(v, Variant, "variants[]")
+    if not cfg.members:
+        raise ConfigError(f"ensemble '{cfg.name}' has no members; list them under `members:`")
+    ids = [m.id for m in cfg.members]
+    if len(set(ids)) != len(ids):
+        raise ConfigError(f"ensemble '{cfg.name}' has duplicate member ids {ids}")
+    for m in cfg.members:
+        _check_choice(m.fit.hessian, HessianType, f"members[{m.id}].fit.hessian")
+        _check_choice(m.fit.prior, PriorSelection, f"members[{m.id}].fit.prior")
+        _check_choice(m.fit.similarity, PairSimilarity, f"members[{m.id}].fit.similarity")
+        if m.kind is MemberKind.laplace and not m.backbone:
+            raise ConfigError(f"laplace member '{m.id}' needs `backbone:` (a configs/backbone/<name>.yaml)")
+        if m.kind is MemberKind.head and not m.head_dir:
+            raise ConfigError(f"head member '{m.id}' needs `head_dir:` (a runs/.../head folder)")
+    return cfg
+
+
+def load_ensemble_config(name_or_path: str, overrides: list[str] | None = None) -> EnsembleConfig:
+    """Load ``configs/ensemble/<name>.yaml`` (or a YAML path) onto :class:`EnsembleConfig`.
+
+    Raises:
+        ConfigError: unknown name, unknown key (named, with the valid keys) or bad value.
+    """
+    path = Path(name_or_path)
+    if path.suffix not in (".yaml", ".yml"):
+        path = ENSEMBLE_DIR / f"{name_or_path}.yaml"
+    if not path.is_file():
+        choices = sorted(p.stem for p in ENSEMBLE_DIR.glob("*.yaml"))
+        raise ConfigError(
+            f"Unknown ensemble '{name_or_path}'. Valid choices: {', '.join(choices) or 'none'}."
+            f"{did_you_mean(name_or_path, choices)} Add configs/ensemble/{name_or_path}.yaml to define it."
+        )
+    try:
+        merged = OmegaConf.merge(
+            OmegaConf.structured(EnsembleConfig),
+            OmegaConf.load(path),
+            OmegaConf.from_dotlist(overrides or []),
+        )
+        cfg = OmegaConf.to_object(merged)
+    except OmegaConfBaseException as err:
+        key = str(getattr(err, "full_key", "") or "")
+        leaf = key.rpartition(".")[2]
+        if isinstance(err, ConfigKeyError):
+            scope = getattr(err, "object_type", None)
+            scope = scope if scope in (MemberConfig, FitConfig) else EnsembleConfig
+            where = {MemberConfig: "a members[] entry", FitConfig: "a member's fit"}.get(
+                scope, "the top level"
+            )
+            valid = [f.name for f in fields(scope)]
+            raise ConfigError(
+                f"Unknown key '{key}' in {where} of {path}. Valid keys there: {', '.join(valid)}."
+                f"{did_you_mean(leaf, valid)}"
+            ) from None
+        raise ConfigError(f"Invalid value at '{key}' in {path}: {str(err).splitlines()[0]}") from None
+    assert isinstance(cfg, EnsembleConfig)
+    return validate(cfg)

@@ -1,0 +1,317 @@
+"""A UEC ensemble of Gaussian members and the variants compared in the paper's tables.
+
+:class:`UecEnsemble` encodes texts with every member, fuses the K Gaussians with :func:`convolve` and
+scores with the uncertainty-aware similarity. :class:`VariantScorer` turns the K member Gaussians of a
+batch into the flat array an mteb encoder returns (``pack``) and scores two such arrays
+(``similarity`` / ``similarity_pairwise``), for one named variant:
+
+========================  ====================================================  ===================
+variant                   representation                                        similarity
+========================  ====================================================  ===================
+``uec``                   Gaussian convolution, uncertainty weights (rule, T)    probit (or metric)
+``uec_no_sim``            same fused mean                                       cosine
+``uec_no_weights``        Gaussian convolution with uniform weights 1/K         probit (or metric)
+``uniform``               mean of the L2-normalised member means                cosine
+``weighted``              fixed simplex weights (chosen on validation)          cosine
+``member``                one member's mean                                     cosine
+``member_probit``         one member's Gaussian                                 probit (or metric)
+``borda`` / ``rrf``       the K member means                                    rank fusion of cosines
+========================  ====================================================  ===================
+
+Gaussian variants pack ``[mean, var]`` (N, 2D) of the L2-normalised Gaussian (variance rescaled by
+1/||mu||^2), so the similarity hook can split them; deterministic ones pack the unit mean (N, D); rank
+fusion packs the K unit means (N, K*D).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+import numpy as np
+import torch
+import torch.nn.functional as F  # noqa: N812
+
+from ucse.export.gaussian import GaussianEmbeddings
+from ucse.uec.convolution import ConvolutionResult, WeightRule, convolve
+from ucse.uec.distances import Metric, pairwise_similarity
+from ucse.uec.fusion import borda_count, reciprocal_rank_fusion, uniform_ensemble, weighted_ensemble
+from ucse.uec.members import Member
+from ucse.uec.similarity import probit_score
+
+
+class Variant(str, Enum):
+    """Ensemble variants and baselines (see the module table)."""
+
+    UEC = "uec"
+    UEC_NO_SIM = "uec_no_sim"
+    UEC_NO_WEIGHTS = "uec_no_weights"
+    UNIFORM = "uniform"
+    WEIGHTED = "weighted"
+    MEMBER = "member"
+    MEMBER_PROBIT = "member_probit"
+    BORDA = "borda"
+    RRF = "rrf"
+
+
+GAUSSIAN_VARIANTS = (Variant.UEC, Variant.UEC_NO_WEIGHTS, Variant.MEMBER_PROBIT)
+RANK_VARIANTS = (Variant.BORDA, Variant.RRF)
+
+
+def parse_enum(cls: type[Enum], value: object, name: str) -> Enum:
+    """``cls(value)`` with an error that names the bad value and the valid options."""
+    try:
+        return cls(value)
+    except ValueError:
+        options = [m.value for m in cls]  # type: ignore[attr-defined]
+        raise ValueError(f"{name}={value!r} is not valid; choose one of {options}") from None
+
+
+def check_same_dim(members: Sequence[Member]) -> int:
+    """The members' common dimension D; a clear error when they differ or there are none."""
+    if len(members) == 0:
+        raise ValueError("an ensemble needs at least one member, got none")
+    dims = {m.member_id: m.dim for m in members}
+    if len(set(dims.values())) != 1:
+        raise ValueError(
+            f"ensemble members have different dimensions {dims}: Gaussian convolution adds member vectors, "
+            "so all must share D (the paper's limitation); use same-D backbones or trained heads with one "
+            "embed_dim"
+        )
+    return next(iter(dims.values()))
+
+
+def fixed_weight_convolution(
+    members: Sequence[GaussianEmbeddings], weights: Sequence[float]
+) -> GaussianEmbeddings:
+    """Gaussian convolution with input-independent weights w (K,): mean sum w mu, var sum w^2 var.
+
+    Members are L2-normalised first (variances rescaled), as in :func:`convolve`.
+    """
+    w = torch.as_tensor(weights, dtype=torch.float32).flatten()
+    if w.numel() != len(members):
+        raise ValueError(f"got {w.numel()} weights for {len(members)} members")
+    normed = [m.normalized() for m in members]
+    mean = sum(wk * m.mean for wk, m in zip(w, normed))  # (N, D)
+    var = sum(wk**2 * m.var for wk, m in zip(w, normed))  # (N, D)
+    return GaussianEmbeddings(mean, var, {"member": "fixed(" + ",".join(m.member for m in members) + ")"})
+
+
+def _tensor(x: object) -> torch.Tensor:
+    t = x if isinstance(x, torch.Tensor) else torch.from_numpy(np.asarray(x))
+    return t.float().reshape(1, -1) if t.ndim == 1 else t.float()
+
+
+@dataclass
+class VariantScorer:
+    """One variant's packing of member Gaussians and its similarity on packed arrays.
+
+    Attributes:
+        variant: which variant.
+        dim: member dimension D.
+        n_members: K.
+        rule: UEC coefficient rule.
+        temperature: UEC softmax temperature.
+        metric: similarity of Gaussian variants (``probit`` = the paper's).
+        beta: variance scale of the probit score.
+        member: member index for ``member`` / ``member_probit``.
+        weights: (K,) fixed weights for ``weighted``.
+        rrf_k: RRF constant.
+        expected_candidates: rank fusion ranks over the candidates of one similarity call; when set, a call
+            with another number of candidates fails (mteb must hand over the whole corpus at once).
+    """
+
+    variant: Variant
+    dim: int
+    n_members: int
+    rule: WeightRule = WeightRule.INVERSE_TRACE
+    temperature: float = 1.0
+    metric: Metric = Metric.PROBIT
+    beta: float = 1.0
+    member: int | None = None
+    weights: tuple[float, ...] | None = None
+    rrf_k: int = 60
+    expected_candidates: int | None = None
+
+    def __post_init__(self) -> None:
+        self.variant = parse_enum(Variant, self.variant, "variant")
+        self.rule = parse_enum(WeightRule, self.rule, "rule")
+        self.metric = parse_enum(Metric, self.metric, "similarity")
+        if self.variant in (Variant.MEMBER, Variant.MEMBER_PROBIT) and not (
+            self.member is not None and 0 <= self.member < self.n_members
+        ):
+            raise ValueError(
+                f"variant {self.variant.value} needs member in [0, {self.n_members}), got {self.member}"
+            )
+        if self.variant is Variant.WEIGHTED and (self.weights is None or len(self.weights) != self.n_members):
+            raise ValueError(f"variant 'weighted' needs {self.n_members} weights, got {self.weights}")
+
+    @property
+    def width(self) -> int:
+        """Columns of a packed array."""
+        if self.variant in GAUSSIAN_VARIANTS:
+            return 2 * self.dim
+        return self.n_members * self.dim if self.variant in RANK_VARIANTS else self.dim
+
+    def convolution(self, members: Sequence[GaussianEmbeddings]) -> ConvolutionResult:
+        """The UEC convolution (uncertainty weights) of the K member Gaussians."""
+        return convolve(list(members), self.rule, self.temperature)
+
+    def gaussian(self, members: Sequence[GaussianEmbeddings]) -> GaussianEmbeddings:
+        """The normalised (N, D) Gaussian a Gaussian variant scores."""
+        if self.variant is Variant.UEC:
+            fused = self.convolution(members).fused
+        elif self.variant is Variant.UEC_NO_WEIGHTS:
+            fused = fixed_weight_convolution(members, [1.0 / len(members)] * len(members))
+        elif self.variant is Variant.MEMBER_PROBIT:
+            fused = members[self.member]
+        else:
+            raise ValueError(f"variant {self.variant.value} is deterministic; it has no Gaussian")
+        return fused.normalized()  # unit means so mu_s is a cosine (Sec. 3.3); variances rescaled alike
+
+    def mean(self, members: Sequence[GaussianEmbeddings]) -> torch.Tensor:
+        """(N, D) unit-norm representation of a deterministic (or any) variant, e.g. for classification."""
+        means = [m.mean for m in members]
+        if self.variant in GAUSSIAN_VARIANTS:
+            return self.gaussian(members).mean
+        if self.variant is Variant.UEC_NO_SIM:
+            out = self.convolution(members).fused.mean
+        elif self.variant is Variant.UNIFORM:
+            out = uniform_ensemble(means)
+        elif self.variant is Variant.WEIGHTED:
+            out = weighted_ensemble(means, self.weights)
+        elif self.variant is Variant.MEMBER:
+            out = means[self.member]
+        else:
+            raise ValueError(
+                f"variant {self.variant.value} ranks per member; it has no single representation"
+            )
+        return F.normalize(out.float(), dim=-1)
+
+    def pack(self, members: Sequence[GaussianEmbeddings]) -> np.ndarray:
+        """(N, width) float32 array handed to mteb."""
+        if len(members) != self.n_members:
+            raise ValueError(f"expected {self.n_members} member Gaussians, got {len(members)}")
+        if self.variant in GAUSSIAN_VARIANTS:
+            g = self.gaussian(members)
+            out = torch.cat([g.mean, g.var], dim=1)  # (N, 2D)
+        elif self.variant in RANK_VARIANTS:
+            out = torch.cat([F.normalize(m.mean, dim=-1) for m in members], dim=1)  # (N, K*D)
+        else:
+            out = self.mean(members)  # (N, D)
+        return out.numpy().astype(np.float32)
+
+    def _split(self, packed: object) -> GaussianEmbeddings:
+        x = _tensor(packed)
+        if x.shape[1] != self.width:
+            raise ValueError(
+                f"{self.variant.value} embeddings must have {self.width} columns, got {tuple(x.shape)}"
+            )
+        return GaussianEmbeddings(x[:, : self.dim], x[:, self.dim :].clamp_min(0))
+
+    def similarity(self, a: object, b: object) -> torch.Tensor:
+        """(Na, Nb) scores between packed arrays a (Na, width) and b (Nb, width)."""
+        if self.variant in GAUSSIAN_VARIANTS:
+            return pairwise_similarity(self._split(a), self._split(b), self.metric, beta=self.beta)
+        x, y = _tensor(a), _tensor(b)
+        if self.variant not in RANK_VARIANTS:
+            return x @ y.T  # unit means: cosine
+        if self.expected_candidates is not None and y.shape[0] != self.expected_candidates:
+            raise ValueError(
+                f"{self.variant.value} ranks the whole corpus in one call: expected "
+                f"{self.expected_candidates} "
+                f"candidates, got {y.shape[0]} (raise mteb's corpus_chunk_size above the corpus size)"
+            )
+        d = self.dim
+        scores = [x[:, k * d : (k + 1) * d] @ y[:, k * d : (k + 1) * d].T for k in range(self.n_members)]
+        if self.variant is Variant.BORDA:
+            return borda_count(scores)
+        return reciprocal_rank_fusion(scores, k=self.rrf_k)
+
+    def similarity_pairwise(self, a: object, b: object) -> torch.Tensor:
+        """(N,) scores of row i of a with row i of b (STS)."""
+        if self.variant in RANK_VARIANTS:
+            raise ValueError(
+                f"{self.variant.value} is a retrieval rank fusion; it has no pairwise (STS) score"
+            )
+        if self.variant not in GAUSSIAN_VARIANTS:
+            x, y = _tensor(a), _tensor(b)
+            return (x * y).sum(1)
+        q, c = self._split(a), self._split(b)
+        if q.n != c.n:
+            raise ValueError(f"pairwise similarity needs equal row counts, got {q.n} and {c.n}")
+        if self.metric is Metric.PROBIT:
+            mu_s = (q.mean * c.mean).sum(1)  # (N,)
+            var_s = (q.mean**2 * c.var + q.var * (c.mean**2 + c.var)).sum(1)  # (N,) diagonal of Eq. 5
+            return probit_score(mu_s, var_s, self.beta)
+        rows = [pairwise_similarity(_row(q, i), _row(c, i), self.metric, self.beta)[0, 0] for i in range(q.n)]
+        return torch.stack(rows)
+
+
+def _row(g: GaussianEmbeddings, i: int) -> GaussianEmbeddings:
+    return GaussianEmbeddings(g.mean[i : i + 1], g.var[i : i + 1])
+
+
+class UecEnsemble:
+    """K same-dimension members fused by uncertainty-driven Gaussian convolution (Sec. 3.2-3.3).
+
+    Args:
+        members: the members (anything with ``member_id``, ``dim`` and ``encode(texts)``).
+        rule: coefficient rule (``inverse_trace`` = Eq. 4, ``inverse_cost``, ``softmax_trace``,
+            ``softmax_precision``).
+        temperature: T of the tempered softmax over members.
+        similarity: metric of the fused Gaussians (``probit`` = Eq. 6; others of App. B.2).
+        beta: variance scale of the probit score.
+    """
+
+    def __init__(
+        self,
+        members: Sequence[Member],
+        rule: WeightRule | str = WeightRule.INVERSE_TRACE,
+        temperature: float = 1.0,
+        similarity: Metric | str = Metric.PROBIT,
+        beta: float = 1.0,
+    ) -> None:
+        self.members = list(members)
+        self.dim = check_same_dim(self.members)
+        self.rule = parse_enum(WeightRule, rule, "rule")
+        self.similarity = parse_enum(Metric, similarity, "similarity")
+        if not (temperature > 0 and math.isfinite(temperature)):
+            raise ValueError(f"temperature must be a finite number > 0, got {temperature}")
+        self.temperature, self.beta = float(temperature), float(beta)
+
+    @property
+    def member_ids(self) -> list[str]:
+        """Member ids in weight-column order."""
+        return [m.member_id for m in self.members]
+
+    def member_gaussians(self, texts: Sequence[str]) -> list[GaussianEmbeddings]:
+        """K (N, D) Gaussians, one per member, checked to agree in shape."""
+        out = [m.encode(texts) for m in self.members]
+        for m, g in zip(self.members, out):
+            if g.dim != self.dim:
+                raise ValueError(f"member {m.member_id} returned dim {g.dim}, declared {self.dim}")
+        return out
+
+    def encode(self, texts: Sequence[str]) -> ConvolutionResult:
+        """Fused (N, D) Gaussians and (N, K) weights of ``texts``."""
+        return convolve(self.member_gaussians(texts), self.rule, self.temperature)
+
+    def score(self, queries: GaussianEmbeddings, candidates: GaussianEmbeddings) -> torch.Tensor:
+        """(Nq, Nc) similarity of fused Gaussians, normalised first so mu_s is a cosine."""
+        return pairwise_similarity(queries.normalized(), candidates.normalized(), self.similarity, self.beta)
+
+    def scorer(self, variant: Variant | str, **kwargs: object) -> VariantScorer:
+        """A :class:`VariantScorer` for ``variant`` with this ensemble's rule, temperature and metric."""
+        return VariantScorer(
+            variant=parse_enum(Variant, variant, "variant"),
+            dim=self.dim,
+            n_members=len(self.members),
+            rule=self.rule,
+            temperature=self.temperature,
+            metric=self.similarity,
+            beta=self.beta,
+            **kwargs,
+        )
