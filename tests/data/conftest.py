@@ -14,6 +14,6 @@ def _no_env_data_root(monkeypatch):
 
 @pytest.fixture
 def real_root() -> Path:
-    if not (REAL_ROOT / "README.md").is_file():
-        pytest.skip(f"real task data not found at {REAL_ROOT}")
+    # shared/data sits beside the repo for developers and CI; its absence is an environment error.
+    assert (REAL_ROOT / "README.md").is_file(), f"real task data not found at {REAL_ROOT}"
     return REAL_ROOT
