@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 
 from ucse.config import ConfigError
@@ -26,18 +27,26 @@ def main(argv: list[str]) -> int:
     except ConfigError as err:
         print(f"config error: {err}", file=sys.stderr)
         return 2
-    if cfg.ensemble:
-        from ucse.uec.evaluate import run_ensemble
+    try:
+        if cfg.ensemble:
+            from ucse.uec.evaluate import run_ensemble
 
-        report = run_ensemble(cfg)
-    elif cfg.export:
-        from ucse.export.export import export_run
+            report = run_ensemble(cfg)
+        elif cfg.export:
+            from ucse.export.export import export_run
 
-        report = export_run(cfg)
-    else:
-        from ucse.evaluation.evaluate import evaluate_run
+            report = export_run(cfg)
+        else:
+            from ucse.evaluation.evaluate import evaluate_run
 
-        report = evaluate_run(cfg)
+            report = evaluate_run(cfg)
+    except (ValueError, FileNotFoundError) as err:
+        # Every ucse input error is a ValueError subclass with a message that names the fix; set
+        # UCSE_DEBUG=1 to see the traceback.
+        if os.environ.get("UCSE_DEBUG"):
+            raise
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     print(json.dumps(report, indent=2, default=str))
     return 0
 

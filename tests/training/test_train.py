@@ -186,3 +186,27 @@ def test_sweep_trains_the_grid_resumes_and_writes_the_table(tiny_task_root, tiny
     calibration = json.loads((out / "calibration.json").read_text())
     assert calibration["Banking77Classification"]["textcnn-both"]["ECE"] == pytest.approx(ece)
     assert f"{np.mean(ece):.4f}" in (out / "calibration.md").read_text()
+
+
+def test_train_cli_reports_input_errors_without_a_traceback(tmp_path):
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [sys.executable, str(repo / "train.py"), f"data.root={tmp_path / 'missing'}"],
+        capture_output=True,
+        text=True,
+        cwd=repo,
+        timeout=300,
+    )
+    assert proc.returncode == 2
+    assert "error: Data root" in proc.stderr and "Traceback" not in proc.stderr
+    proc = subprocess.run(
+        [sys.executable, str(repo / "train.py"), "loss.lcl_weigth=0.5"],
+        capture_output=True,
+        text=True,
+        cwd=repo,
+        timeout=300,
+    )
+    assert proc.returncode == 2 and "Did you mean 'lcl_weight'" in proc.stderr
