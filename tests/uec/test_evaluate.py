@@ -189,3 +189,24 @@ def test_config_errors_name_the_key(tmp_path):
     (tmp_path / "bad3.yaml").write_text("name: x\nmembers:\n  - {id: a, backbone: minilm-l6}\nrule: trace\n")
     with pytest.raises(ConfigError, match="rule='trace'; choose one of .*Did you mean 'softmax_trace'"):
         load_ensemble_config(str(tmp_path / "bad3.yaml"))
+
+
+def test_weight_summary_aggregates_tasks_and_refuses_mixed_members(tmp_path):
+    import json as _json
+
+    import matplotlib.image as mpimg
+
+    from ucse.uec.evaluate import write_weight_summary
+
+    assert write_weight_summary(tmp_path) is None
+    for task, rows in {"A": {"A sentences": [0.6, 0.4]}, "B": {"B queries": [0.8, 0.2]}}.items():
+        (tmp_path / task).mkdir()
+        report = {"members": [{"id": "m1"}, {"id": "m2"}], "weights_per_row": rows}
+        (tmp_path / task / "ensemble.json").write_text(_json.dumps(report))
+    png = write_weight_summary(tmp_path)
+    assert png == tmp_path / "weights_by_task.png" and mpimg.imread(png).ndim == 3
+    (tmp_path / "C").mkdir()
+    bad = {"members": [{"id": "m1"}, {"id": "other"}], "weights_per_row": {"C": [0.5, 0.5]}}
+    (tmp_path / "C" / "ensemble.json").write_text(_json.dumps(bad))
+    with pytest.raises(ValueError, match="has members"):
+        write_weight_summary(tmp_path)

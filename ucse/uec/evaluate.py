@@ -8,6 +8,7 @@ classification evaluators produce every number, with the variant's similarity in
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from pathlib import Path
@@ -32,6 +33,7 @@ from ucse.data.pairs import (
 )
 from ucse.data.tasks import DataError, resolve_data_root, task_folder
 from ucse.evaluation.config import EvalConfig
+from ucse.evaluation.plots import plot_weight_heatmap
 from ucse.training import resolve_device
 from ucse.uec.config import EnsembleConfig, MemberConfig, MemberKind, PairSource, load_ensemble_config
 from ucse.uec.ensemble import GAUSSIAN_VARIANTS, RANK_VARIANTS, UecEnsemble, Variant, VariantScorer
@@ -255,6 +257,33 @@ def _markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def write_weight_summary(ensemble_dir: Path) -> Path | None:
+    """One heatmap of the mean UEC weights of every task this ensemble was run on (paper Fig. 4).
+
+    Reads ``<ensemble_dir>/<task>/ensemble.json``; rows are the tasks' inputs (e.g. SciFact queries),
+    columns the members. Returns the PNG path, or ``None`` when no run has been written yet.
+    """
+    rows: dict[str, list[float]] = {}
+    members: list[str] | None = None
+    for path in sorted(Path(ensemble_dir).glob("*/ensemble.json")):
+        report = json.loads(path.read_text())
+        ids = [m["id"] for m in report["members"]]
+        if members is not None and ids != members:
+            raise ValueError(f"{path} has members {ids}, other tasks of {ensemble_dir} have {members}.")
+        members = ids
+        rows.update(report["weights_per_row"])
+    if not rows or members is None:
+        return None
+    weights = torch.tensor(list(rows.values()))  # (rows, K)
+    return plot_weight_heatmap(
+        weights,
+        list(rows),
+        members,
+        Path(ensemble_dir) / "weights_by_task.png",
+        title=f"Mean UEC weights per task: {Path(ensemble_dir).name}",
+    )
+
+
 def run_ensemble(cfg: EvalConfig) -> dict:
     """Evaluate ensemble ``cfg.ensemble`` on ``cfg.task``; write ensemble.json, .md, weights.png to out."""
     from ucse.evaluation import mteb_eval  # the only module importing mteb (slow import)
@@ -327,12 +356,8 @@ def run_ensemble(cfg: EvalConfig) -> dict:
     }
     write_json(out / "ensemble.json", report)
     write_text(out / "ensemble.md", _markdown(report))
-    try:
-        from ucse.evaluation.plots import plot_weight_heatmap
-
-        plot_weight_heatmap(torch.stack(list(heat.values())), list(heat), ens.member_ids, out / "weights.png")
-    except ImportError:
-        logger.warning("ucse.evaluation.plots unavailable; no weight heatmap written")
+    plot_weight_heatmap(torch.stack(list(heat.values())), list(heat), ens.member_ids, out / "weights.png")
+    write_weight_summary(out.parent)
     return {
         "out": str(out),
         "results": {n: {m: r["scores"].get(m) for m in task.metrics} for n, r in results.items()},
