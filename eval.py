@@ -11,23 +11,17 @@ Arguments are ``key=value`` fields of ``ucse.config.EvalConfig``.
 from __future__ import annotations
 
 import json
-import logging
-import os
 import sys
 
-from ucse.config import ConfigError
+from ucse.cli import run_cli
 from ucse.evaluation.config import build_eval_config
 
 
 def main(argv: list[str]) -> int:
     """Parse arguments and dispatch to the package."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    try:
+
+    def body() -> int:
         cfg = build_eval_config(argv)
-    except ConfigError as err:
-        print(f"config error: {err}", file=sys.stderr)
-        return 2
-    try:
         if cfg.ensemble:
             from ucse.uec.evaluate import run_ensemble
 
@@ -40,15 +34,10 @@ def main(argv: list[str]) -> int:
             from ucse.evaluation.evaluate import evaluate_run
 
             report = evaluate_run(cfg)
-    except (ValueError, FileNotFoundError) as err:
-        # Every ucse input error is a ValueError subclass with a message that names the fix; set
-        # UCSE_DEBUG=1 to see the traceback.
-        if os.environ.get("UCSE_DEBUG"):
-            raise
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    print(json.dumps(report, indent=2, default=str))
-    return 0
+        print(json.dumps(report, indent=2, default=str))
+        return 0
+
+    return run_cli(body)
 
 
 if __name__ == "__main__":

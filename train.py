@@ -9,34 +9,23 @@ config field (see ``ucse/config.py``). The run folder is printed at the end.
 
 from __future__ import annotations
 
-import logging
-import os
 import sys
 
-from ucse.config import ConfigError, build_config
+from ucse.cli import run_cli
+from ucse.config import build_config
 from ucse.training import train
 
 
 def main(argv: list[str]) -> int:
     """Parse overrides, train, print where the run went."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        cfg = build_config(argv)
-    except ConfigError as err:
-        print(f"config error: {err}", file=sys.stderr)
-        return 2
-    try:
-        result = train(cfg)
-    except (ValueError, FileNotFoundError) as err:
-        # Every ucse input error is a ValueError subclass with a message that names the fix (bad rows,
-        # unknown labels, missing model packages...); set UCSE_DEBUG=1 to see the traceback.
-        if os.environ.get("UCSE_DEBUG"):
-            raise
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    test = result.metrics["test"]
-    print(f"run: {result.run_dir}\ntest accuracy {test['accuracy']:.4f}  macro-F1 {test['f1_macro']:.4f}")
-    return 0
+
+    def body() -> int:
+        result = train(build_config(argv))
+        test = result.metrics["test"]
+        print(f"run: {result.run_dir}\ntest accuracy {test['accuracy']:.4f}  macro-F1 {test['f1_macro']:.4f}")
+        return 0
+
+    return run_cli(body)
 
 
 if __name__ == "__main__":

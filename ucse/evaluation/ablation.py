@@ -50,31 +50,28 @@ def summarise(table: dict[str, dict[str, list[float]]], variants: list[str]) -> 
     return {"metric_percent": True, "variants": variants, "tasks": cells, "average": average}
 
 
+def _cells(row: dict[str, dict], variants: list[str], text) -> list[str]:
+    """Markdown cells of a row: ``text(cell)`` per variant, the best mean bold, a dash if missing."""
+    best = max((c["mean"] for c in row.values()), default=None)
+    cells = []
+    for v in variants:
+        c = row.get(v)
+        cells.append("—" if c is None else f"**{text(c)}**" if c["mean"] == best else text(c))
+    return cells
+
+
 def to_markdown(summary: dict) -> str:
     """Render a summary as a Markdown table; the best mean of each row is bold."""
     variants = summary["variants"]
     lines = ["| task | " + " | ".join(variants) + " |", "|---|" + "---|" * len(variants)]
     for task, row in summary["tasks"].items():
-        best = max((c["mean"] for c in row.values()), default=None)
-        cells = []
-        for v in variants:
-            c = row.get(v)
-            if c is None:
-                cells.append("—")
-                continue
-            text = f"{c['mean']:.2f} ± {c['std']:.2f}"
-            cells.append(f"**{text}**" if c["mean"] == best else text)
+        cells = _cells(row, variants, lambda c: f"{c['mean']:.2f} ± {c['std']:.2f}")
         lines.append(f"| {task} | " + " | ".join(cells) + " |")
-    avg = summary["average"]
-    best = max((c["mean"] for c in avg.values()), default=None)
-    cells = []
-    for v in variants:
-        c = avg.get(v)
-        if c is None:
-            cells.append("—")
-            continue
-        text = f"{c['mean']:.2f}" + ("" if c["complete"] else f" ({c['tasks']} tasks)")
-        cells.append(f"**{text}**" if c["mean"] == best else text)
+    cells = _cells(
+        summary["average"],
+        variants,
+        lambda c: f"{c['mean']:.2f}" + ("" if c["complete"] else f" ({c['tasks']} tasks)"),
+    )
     lines.append("| **Average** | " + " | ".join(cells) + " |")
     seeds = sorted({c["seeds"] for row in summary["tasks"].values() for c in row.values()})
     lines.append("")

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
+
+from ucse.losses.pairwise import cosine_logits_and_positives
 
 
 def label_wise_contrastive(z: torch.Tensor, labels: torch.Tensor, temperature: float = 2.0) -> torch.Tensor:
@@ -27,15 +28,10 @@ def label_wise_contrastive(z: torch.Tensor, labels: torch.Tensor, temperature: f
     Returns:
         Scalar loss (fp32).
     """
-    if temperature <= 0:
-        raise ValueError(f"temperature must be > 0, got {temperature} (the paper uses 2.0).")
-    z = F.normalize(z.float(), dim=1)  # (B, D)
-    sim = z @ z.T / temperature  # (B, B)
-    eye = torch.eye(len(z), dtype=torch.bool, device=z.device)  # (B, B)
-    pos = (labels[:, None] == labels[None, :]) & ~eye  # (B, B) P(i)
+    sim, pos, _ = cosine_logits_and_positives(z, labels, temperature)  # (B, B) each; pos = P(i)
     has_pos = pos.any(dim=1)  # (B,)
     if not bool(has_pos.any()):
-        return (z * 0.0).sum()
+        return (sim * 0.0).sum()
     log_num = torch.logsumexp(sim.masked_fill(~pos, float("-inf")), dim=1)  # (B,), -inf without positives
     log_den = torch.logsumexp(sim, dim=1)  # (B,) j = 1..n, self included
     return (log_den - log_num)[has_pos].mean()

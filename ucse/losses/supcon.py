@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
+
+from ucse.losses.pairwise import cosine_logits_and_positives
 
 
 def supcon(z: torch.Tensor, labels: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -22,15 +23,10 @@ def supcon(z: torch.Tensor, labels: torch.Tensor, temperature: float) -> torch.T
     Returns:
         Scalar loss (fp32).
     """
-    if temperature <= 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}.")
-    z = F.normalize(z.float(), dim=1)  # (B, D)
-    sim = z @ z.T / temperature  # (B, B)
-    eye = torch.eye(len(z), dtype=torch.bool, device=z.device)  # (B, B)
-    pos = (labels[:, None] == labels[None, :]) & ~eye  # (B, B)
+    sim, pos, eye = cosine_logits_and_positives(z, labels, temperature)  # (B, B) each
     n_pos = pos.sum(dim=1)  # (B,)
     if not bool((n_pos > 0).any()):
-        return (z * 0.0).sum()
+        return (sim * 0.0).sum()
     log_prob = sim - torch.logsumexp(sim.masked_fill(eye, float("-inf")), dim=1, keepdim=True)  # (B, B)
     mean_pos = log_prob.masked_fill(~pos, 0.0).sum(dim=1) / n_pos.clamp(min=1)  # (B,)
     return -mean_pos[n_pos > 0].mean()

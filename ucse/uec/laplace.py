@@ -24,9 +24,10 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F  # noqa: N812
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save
 from torch.func import grad, vmap
 
+from ucse import atomic
 from ucse.uec.similarity import similarity_moments
 
 
@@ -292,7 +293,9 @@ class DiagonalLaplace:
         folder = Path(directory)
         folder.mkdir(parents=True, exist_ok=True)
         tensors = {"weight": self.weight, "bias": self.bias, "h_weight": self.h_weight, "h_bias": self.h_bias}
-        save_file({k: t.contiguous() for k, t in tensors.items()}, str(folder / "laplace.safetensors"))
+        # Each file is written atomically; the folder may also hold a caller's files (a member's member.json).
+        with atomic.atomic_file(folder / "laplace.safetensors", "wb") as fh:
+            fh.write(save({k: t.contiguous() for k, t in tensors.items()}))
         config = {
             "hessian": self.hessian.value,
             "prior": self.prior.value,
@@ -304,7 +307,7 @@ class DiagonalLaplace:
             "prior_precision": self.prior_precision,
             "log_lik": self.log_lik,
         }
-        (folder / "laplace.json").write_text(json.dumps(config, indent=2))
+        atomic.write_json(folder / "laplace.json", config)
         return folder
 
     @classmethod
