@@ -50,8 +50,21 @@ def backbone_flops_per_token(backbone: FrozenBackbone, texts: list[str], device:
     return flops / int(enc["attention_mask"].sum())
 
 
-def main(argv: list[str]) -> None:
-    cache_root = tempfile.mkdtemp(prefix="ucse-bench-cache-")
+def head_flops_per_token(cfg, backbone: FrozenBackbone, num_classes: int, sample: list[str], device) -> float:
+    """Forward+backward FLOPs per real token of the configured head on one real batch of ``sample``."""
+    _, hidden, mask = next(iter(backbone.iter_states(sample, batch_size=len(sample))))
+    head = build_head(cfg.head, backbone.hidden_size, num_classes, cfg.backbone.pooling).to(device)
+
+    def head_step():
+        out = head(hidden.float(), mask)
+        out.logits.sum().backward()
+
+    return count_flops(head_step) / int(mask.sum())
+
+
+def measure(argv: list[str], cache_root: str | None = None) -> dict:
+    """Run A (one backbone pass) and B (the whole training run) in this process; return the figures."""
+    cache_root = cache_root or tempfile.mkdtemp(prefix="ucse-bench-cache-")
     cfg = build_config(["task=Banking77Classification", "backbone=minilm-l6", "head=textcnn", *argv])
     cfg.cache.dir = cache_root
     cfg.output_dir = tempfile.mkdtemp(prefix="ucse-bench-run-")
@@ -62,57 +75,90 @@ def main(argv: list[str]) -> None:
     backbone = FrozenBackbone(cfg.backbone, device, instruction=cfg.task.instruction)
     all_texts = [t for s in SPLITS for t in texts[s]]
 
-    # A: one backbone pass over everything, after a short warm-up so one-off start-up costs don't count.
-    for _ in backbone.iter_states(all_texts[:128]):
+    # A: one backbone pass over everything, after a warm-up so one-off start-up costs don't count. On a GPU
+    # the warm-up is a whole pass: kernels are selected per new sequence length, which the first pass pays.
+    for _ in backbone.iter_states(all_texts if device.type == "cuda" else all_texts[:128]):
         pass
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    sync()
     t0 = time.perf_counter()
     n_tokens = {s: 0 for s in SPLITS}
     for s in SPLITS:
         for _, _, mask in backbone.iter_states(texts[s]):
             n_tokens[s] += int(mask.sum())
+    sync()
     backbone_s = time.perf_counter() - t0
 
     # FLOP floor from a real sample batch: per-token costs of backbone forward and head forward+backward.
     sample = texts["train"][:64]
-    _, hidden, mask = next(iter(backbone.iter_states(sample, batch_size=64)))
-    tok = int(mask.sum())
     bb_per_tok = backbone_flops_per_token(backbone, sample, device)
-    head = build_head(cfg.head, backbone.hidden_size, data.num_classes, cfg.backbone.pooling).to(device)
-
-    def head_step():
-        out = head(hidden.float(), mask)
-        out.logits.sum().backward()
-
-    head_per_tok = count_flops(head_step) / tok
+    head_per_tok = head_flops_per_token(cfg, backbone, data.num_classes, sample, device)
     floor = 1 + cfg.optim.epochs * head_per_tok * n_tokens["train"] / (bb_per_tok * sum(n_tokens.values()))
 
     # B: the whole run, cache build included.
     del backbone  # free the pass-A copy; the run loads its own
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
     t0 = time.perf_counter()
     result = train(cfg)
     run_s = time.perf_counter() - t0
     m = result.metrics
-    print(f"machine: {torch.get_num_threads()} torch threads, device {device}")
+    return {
+        "device": str(device),
+        "torch_threads": torch.get_num_threads(),
+        "backbone": cfg.backbone.name,
+        "backbone_precision": cfg.backbone.precision.value,
+        "texts": sum(len(v) for v in texts.values()),
+        "tokens": sum(n_tokens.values()),
+        "train_tokens": n_tokens["train"],
+        "backbone_pass_s": backbone_s,
+        "backbone_tokens_per_s": sum(n_tokens.values()) / backbone_s,
+        "run_s": run_s,
+        "cache_build_s": m["timing"]["states_s"],
+        "fit_s": m["fit_s"],
+        "ratio": run_s / backbone_s,
+        "flop_floor": floor,
+        "head_mflop_per_token": head_per_tok / 1e6,
+        "backbone_mflop_per_token": bb_per_tok / 1e6,
+        "cache_mib": m["data"]["cache_bytes"] / 2**20,
+        "test_accuracy": m["test"]["accuracy"],
+        "peak_gpu_mib": m["timing"].get("peak_gpu_mib"),
+        "run_dir": str(result.run_dir),
+    }
+
+
+def report(r: dict, target: float = 2.0) -> None:
+    """Print the figures of :func:`measure`."""
+    print(f"machine: {r['torch_threads']} torch threads, device {r['device']}")
     print(
-        f"texts: {sum(len(v) for v in texts.values())}  tokens: {sum(n_tokens.values())} "
-        f"(train {n_tokens['train']})  backbone precision {cfg.backbone.precision.value}"
-    )
-    print(f"A  backbone pass over all texts : {backbone_s:8.2f} s")
-    print(
-        f"B  3-epoch run incl. cache build: {run_s:8.2f} s  (cache build {m['timing']['states_s']:.2f} s, "
-        f"fit {m['fit_s']:.2f} s)"
+        f"texts: {r['texts']}  tokens: {r['tokens']} (train {r['train_tokens']})  "
+        f"backbone {r['backbone']} precision {r['backbone_precision']}"
     )
     print(
-        f"ratio B/A                        : {run_s / backbone_s:8.2f}   "
-        "(target <= 2.0; recompute-every-epoch ~ 4)"
+        f"A  backbone pass over all texts : {r['backbone_pass_s']:8.2f} s  "
+        f"({r['backbone_tokens_per_s']:.0f} tokens/s)"
     )
     print(
-        f"FLOP floor of the ratio          : {floor:8.2f}   "
-        f"(head fwd+bwd {head_per_tok / 1e6:.1f} MFLOP/token, "
-        f"backbone fwd {bb_per_tok / 1e6:.1f} MFLOP/token)"
+        f"B  3-epoch run incl. cache build: {r['run_s']:8.2f} s  (cache build {r['cache_build_s']:.2f} s, "
+        f"fit {r['fit_s']:.2f} s)"
     )
-    print(f"cache size on disk               : {m['data']['cache_bytes'] / 2**20:8.1f} MiB")
-    print(f"test accuracy                    : {m['test']['accuracy']:.4f}")
+    print(
+        f"ratio B/A                        : {r['ratio']:8.2f}   "
+        f"(target <= {target}; recompute-every-epoch ~ 4)"
+    )
+    print(
+        f"FLOP floor of the ratio          : {r['flop_floor']:8.2f}   "
+        f"(head fwd+bwd {r['head_mflop_per_token']:.1f} MFLOP/token, "
+        f"backbone fwd {r['backbone_mflop_per_token']:.1f} MFLOP/token)"
+    )
+    print(f"cache size on disk               : {r['cache_mib']:8.1f} MiB")
+    if r.get("peak_gpu_mib") is not None:
+        print(f"peak GPU memory of the run       : {r['peak_gpu_mib']:8.1f} MiB")
+    print(f"test accuracy                    : {r['test_accuracy']:.4f}")
+
+
+def main(argv: list[str]) -> None:
+    report(measure(argv))
 
 
 if __name__ == "__main__":

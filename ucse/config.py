@@ -87,6 +87,15 @@ class ContrastiveType(str, Enum):
     none = "none"
 
 
+class ProfilerType(str, Enum):
+    """Lightning profiler for the head's training loop; its report is written into the run folder."""
+
+    none = "none"
+    simple = "simple"  # time per Lightning hook and step
+    advanced = "advanced"  # cProfile of every hook
+    pytorch = "pytorch"  # torch.profiler operator and kernel times
+
+
 class TaskType(str, Enum):
     """Kind of task a task config describes."""
 
@@ -148,8 +157,12 @@ class BackboneConfig:
     """Tokenizer padding side override."""
     max_length: int = 512
     """Truncation length in tokens, prompt included (paper Sec. 5.3)."""
-    batch_size: int = 64
-    """Texts per backbone forward pass (batches are length-sorted and dynamically padded)."""
+    batch_size: int | None = None
+    """Texts per backbone forward pass (batches are length-sorted and dynamically padded); ``None`` means 64
+    on CPU and 512 on a GPU, where small batches leave it idle (0.6B decoder on an H100: 40k tokens/s at 64,
+    105k at 1024)."""
+    max_batch_tokens: int = 65536
+    """Cap on padded tokens (texts x longest text) per backbone forward; long texts get smaller batches."""
     precision: Precision = Precision.bf16
     """Backbone compute precision (bf16 autocast on CPU and GPU, or fp32)."""
     trust_remote_code: bool = False
@@ -234,6 +247,9 @@ class CacheConfig:
     """Cache folder; falls back to env ``UCSE_CACHE_DIR``, then ``~/.cache/ucse``."""
     dtype: CacheDtype = CacheDtype.fp16
     """Storage dtype."""
+    on_device: bool = True
+    """On a GPU, hold the cached states in GPU memory when they take under half of its free memory, so
+    batches are gathered there (needs ``num_workers=0``); off reads every batch from the memory map."""
 
 
 @dataclass
@@ -275,6 +291,8 @@ class TrainConfig:
     """Logging interval in optimisation steps."""
     progress_bar: bool = True
     """Show Lightning's progress bar."""
+    profiler: ProfilerType = ProfilerType.none
+    """Profile the training loop (``simple``, ``advanced``, ``pytorch``); report saved in the run folder."""
 
 
 def did_you_mean(value: str, choices: list[str] | tuple[str, ...]) -> str:

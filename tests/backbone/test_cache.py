@@ -15,6 +15,7 @@ from ucse.backbone import (
     OnTheFlyStates,
     SubsetStates,
     TokenStates,
+    right_pad,
 )
 from ucse.config import CacheDtype
 
@@ -200,3 +201,19 @@ def test_copy_reopens_the_memory_map(tiny_bert_backbone, tmp_path):
     assert clone.path == entry.path and clone._states is not entry._states
     assert isinstance(clone._states, np.memmap)
     assert torch.equal(clone.batch([1, 2])[0], entry.batch([1, 2])[0])
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_gathered_batches_equal_row_by_row_assembly(tiny_qwen3_backbone, tmp_path, dtype):
+    """The vectorised memory-map gather and the device-resident copy serve exactly the stored rows."""
+    from ucse.backbone.cache import DeviceStates
+
+    entry = HiddenStateCache(tmp_path, dtype).get_or_build(tiny_qwen3_backbone, TEXTS, "Toy", "train")
+    on_device = entry.to_device("cpu")
+    assert isinstance(on_device, DeviceStates) and isinstance(on_device, TokenStates)
+    assert on_device.lengths.tolist() == entry.lengths.tolist() and len(on_device) == len(entry)
+    for idx in ([7, 0, 3], [10], list(range(11))[::-1]):
+        ref_hidden, ref_mask = right_pad([entry.states(i) for i in idx], entry.hidden_size)
+        for got_hidden, got_mask in (entry.batch(idx), on_device.batch(idx)):
+            assert torch.equal(got_mask, ref_mask)
+            assert torch.equal(got_hidden, ref_hidden)

@@ -137,8 +137,79 @@ class CachedStates:
 
     def batch(self, indices: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
         """Hidden (B, Tmax, H) float32 and mask (B, Tmax) long for ``indices``, right-padded."""
+        idx = np.asarray(_check_indices(indices, len(self)), dtype=np.int64)
+        rows, keep = gather_rows(self.offsets[idx], self.lengths[idx])  # (B, T), (B, T)
+        block = np.asarray(self._states[rows.reshape(-1)])  # (B*T, H): one fancy-indexed read of the map
+        hidden = _to_float(torch.from_numpy(block), self.dtype).view(*rows.shape, self.hidden_size)
+        mask = torch.from_numpy(keep).long()
+        return hidden.masked_fill_(~mask.bool().unsqueeze(-1), 0.0), mask
+
+    def nbytes(self) -> int:
+        """Bytes of the stored token states."""
+        return int(self._states.nbytes)
+
+    def to_device(self, device: torch.device | str) -> DeviceStates:
+        """Copy the states into (accelerator) memory once; batches are then gathered there."""
+        return DeviceStates(torch.from_numpy(np.asarray(self._states)), self.offsets, self.dtype, device)
+
+
+def gather_rows(starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Row numbers (B, Tmax) of a right-padded batch of texts stored as contiguous row ranges, and its mask.
+
+    Text b owns rows ``starts[b] : starts[b] + lengths[b]``; padding positions point at the text's first row
+    (any valid row: they are zeroed after the read) so that one fancy-indexed read fetches the whole batch.
+    """
+    t = np.arange(int(lengths.max()))  # (T,)
+    keep = t[None, :] < lengths[:, None]  # (B, T)
+    rows = np.where(keep, starts[:, None] + t[None, :], starts[:, None])  # (B, T)
+    return rows, keep
+
+
+def _to_float(block: torch.Tensor, dtype: CacheDtype) -> torch.Tensor:
+    """Stored rows (fp16, or bf16 kept as its uint16/int16 bit pattern) -> float32."""
+    if dtype is CacheDtype.bf16:
+        return block.view(torch.int16).view(torch.bfloat16).float()
+    return block.float()
+
+
+class DeviceStates:
+    """A cache entry held in device memory (e.g. a GPU), batches gathered there without host round trips.
+
+    Written because the frozen backbone is so much larger than the head that, on a GPU, a training epoch
+    over memory-mapped states is bound by host-side batch assembly and copies rather than by the head.
+
+    Args:
+        states: (sum_i T_i, H) stored rows (fp16, or bf16 bit patterns as int16/uint16).
+        offsets: (N + 1,) row offsets; text i owns rows offsets[i]:offsets[i+1].
+        dtype: storage dtype.
+        device: where to keep them.
+    """
+
+    def __init__(
+        self, states: torch.Tensor, offsets: np.ndarray, dtype: CacheDtype, device: torch.device | str
+    ) -> None:
+        self.device = torch.device(device)
+        if dtype is CacheDtype.bf16:
+            states = states.view(torch.int16).view(torch.bfloat16)
+        self.states = states.to(self.device)  # (sum T_i, H) fp16 / bf16
+        self.offsets = torch.as_tensor(np.asarray(offsets), dtype=torch.long, device=self.device)  # (N + 1,)
+        self.lengths = np.diff(np.asarray(offsets))  # (N,) on the host: samplers read it
+        self._lengths = self.offsets[1:] - self.offsets[:-1]  # (N,) on the device
+        self.hidden_size = int(states.shape[1])
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def batch(self, indices: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Hidden (B, Tmax, H) float32 and mask (B, Tmax) long on the device, right-padded."""
         idx = _check_indices(indices, len(self))
-        return right_pad([self.states(i) for i in idx], self.hidden_size)
+        t_max = int(self.lengths[idx].max())  # host-side lengths: no device sync
+        sel = torch.as_tensor(idx, dtype=torch.long).to(self.device, non_blocking=True)  # (B,)
+        t = torch.arange(t_max, device=self.device)  # (T,)
+        keep = t[None, :] < self._lengths[sel][:, None]  # (B, T)
+        rows = torch.where(keep, self.offsets[sel][:, None] + t[None, :], self.offsets[sel][:, None])
+        hidden = self.states[rows].float().masked_fill_(~keep.unsqueeze(-1), 0.0)  # (B, T, H)
+        return hidden, keep.long()
 
 
 class OnTheFlyStates:
@@ -304,13 +375,20 @@ class HiddenStateCache:
         states = np.lib.format.open_memmap(
             tmp / "states.npy", mode="w+", dtype=_NP_DTYPES[self.dtype], shape=(int(offsets[-1]), h)
         )
-        for idx, hidden, mask in backbone.iter_states(texts):
-            hidden, keep = hidden.cpu(), mask.cpu().bool()
-            for b, i in enumerate(idx.tolist()):
-                rows = hidden[b, keep[b]]  # (T_i, H)
-                if rows.shape[0] != lengths[i]:
-                    raise CacheError(f"text {i}: model gave {rows.shape[0]} tokens, tokenizer {lengths[i]}")
-                states[offsets[i] : offsets[i + 1]] = self._encode_rows(rows, i)
+        for idx, hidden, mask in backbone.iter_states(texts):  # (B,), (B, T, H), (B, T)
+            idx_np = idx.numpy()
+            keep = mask.bool()
+            got = keep.sum(dim=1).cpu().numpy()  # (B,)
+            if not np.array_equal(got, lengths[idx_np]):
+                b = int(np.flatnonzero(got != lengths[idx_np])[0])
+                i = idx_np[b]
+                raise CacheError(f"text {i}: model gave {got[b]} tokens, tokenizer {lengths[i]}")
+            # Real tokens only, row-major: idx[0]'s tokens in order, then idx[1]'s, ... (left or right pads).
+            block = self._encode_rows(hidden[keep], idx_np)  # (sum_b T_b, H), converted on the device
+            # Each text's rows are contiguous in the file but a batch's texts are not adjacent (batches are
+            # length-sorted): one scattered write of the whole block instead of one small write per text.
+            dest = np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in idx_np])
+            states[dest] = block
         states.flush()
         del states
         np.save(tmp / "offsets.npy", offsets)
@@ -325,17 +403,17 @@ class HiddenStateCache:
         }
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1))  # written last: marks the entry complete
 
-    def _encode_rows(self, rows: torch.Tensor, i: int) -> np.ndarray:
-        """(T_i, H) float32 -> storage array; fp16 overflow is an error, not silent inf."""
+    def _encode_rows(self, rows: torch.Tensor, idx: np.ndarray) -> np.ndarray:
+        """(R, H) float32 rows of the texts ``idx`` -> storage array; fp16 overflow is an error, not inf."""
         if self.dtype is CacheDtype.bf16:
-            return rows.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+            return rows.to(torch.bfloat16).view(torch.int16).cpu().numpy().view(np.uint16)
         half = rows.to(torch.float16)
         if not bool(torch.isfinite(half).all()):
             raise CacheError(
-                f"Token states of text {i} overflow fp16 (max |x| = {rows.abs().max().item():.3g}); "
-                "set cache.dtype=bf16."
+                f"Token states of a text among {idx[:5].tolist()} overflow fp16 (max |x| = "
+                f"{rows.abs().max().item():.3g}); set cache.dtype=bf16."
             )
-        return half.numpy()
+        return half.cpu().numpy()
 
     def _discard(self, folder: Path, key: str) -> None:
         """Move a bad entry out of sight atomically, then delete it."""

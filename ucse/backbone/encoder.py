@@ -149,20 +149,25 @@ class FrozenBackbone:
 
         Args:
             texts: N input texts (before the prompt is applied).
-            batch_size: texts per forward pass; default ``cfg.batch_size``.
+            batch_size: texts per forward pass; default ``cfg.batch_size`` (64 on CPU, 512 on a GPU when
+                unset), and never more than ``cfg.max_batch_tokens`` padded tokens.
 
         Yields:
             ``(idx, hidden, mask)``: idx (B,) long positions in ``texts``; hidden (B, T, H) float32 on
             ``self.device`` with zeros at pads; mask (B, T) long, 1 for real tokens.
         """
-        bs = int(batch_size or self.cfg.batch_size)
+        bs = int(batch_size or self.cfg.batch_size or (512 if self.device.type == "cuda" else 64))
         if bs < 1:
             raise ValueError(f"batch_size must be >= 1, got {bs}.")
         enc = self._encode(texts)
         lengths = np.array([len(ids) for ids in enc["input_ids"]])
         order = np.argsort(-lengths, kind="stable")  # longest first, ties in input order
-        for start in range(0, len(order), bs):
-            idx = order[start : start + bs]
+        start = 0
+        while start < len(order):
+            # The batch's first text is its longest: cap texts x longest at max_batch_tokens.
+            take = max(1, min(bs, int(self.cfg.max_batch_tokens) // int(lengths[order[start]])))
+            idx = order[start : start + take]
+            start += take
             rows = [{k: enc[k][i] for k in enc} for i in idx]
             features = self.tokenizer.pad(rows, padding=True, return_tensors="pt")
             hidden, mask = self._forward(dict(features))

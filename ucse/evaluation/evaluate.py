@@ -9,7 +9,6 @@ import numpy as np
 import torch
 
 from ucse import atomic
-from ucse.backbone.cache import OnTheFlyStates
 from ucse.backbone.pooling import pool
 from ucse.config import TrainConfig, from_yaml
 from ucse.data import load_classification
@@ -99,7 +98,7 @@ def efficiency_report(encoder: UcseEncoder, texts: list[str], batches: int, batc
     # Both paths run the backbone on the fly: attached cache states must not make the full path look free.
     timing = measure_throughput(
         lambda b: encoder.backbone.pooled(b),
-        lambda b: encoder.run_states(OnTheFlyStates(encoder.backbone, b)),
+        encoder.run_texts,
         chunk,
         warmup=1,
         repeats=3,

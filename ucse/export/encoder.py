@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,8 +11,8 @@ import torch
 from omegaconf import OmegaConf
 
 from ucse.backbone.cache import OnTheFlyStates, SubsetStates, TokenStates
-from ucse.backbone.encoder import FrozenBackbone
-from ucse.config import BackboneConfig
+from ucse.backbone.encoder import FrozenBackbone, validate_texts
+from ucse.config import BackboneConfig, Precision
 from ucse.heads import load_head
 from ucse.heads.base import Head
 
@@ -63,6 +64,16 @@ class UcseEncoder:
             return SubsetStates(self._known_states, [self._known[t] for t in texts])
         return OnTheFlyStates(self.backbone, list(texts))
 
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        """bf16 autocast for the head where the backbone itself runs bf16 on a GPU, else nothing.
+
+        On a GPU the backbone runs in bf16 weights, and an fp32 head would cost far more than its FLOPs
+        (measured +9.7 % latency on short texts over a 0.6B backbone). On CPU the head stays fp32.
+        """
+        if self.backbone.device.type == "cuda" and Precision(self.backbone.cfg.precision) is Precision.bf16:
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
     @classmethod
     def from_dir(
         cls, head_dir: str | Path, device: torch.device | str = "cpu", backbone_overrides: dict | None = None
@@ -97,7 +108,8 @@ class UcseEncoder:
         for start in range(0, n, self.batch_size):
             idx = order[start : start + self.batch_size].tolist()
             hidden, mask = states.batch(idx)  # (B, T, H), (B, T)
-            out = self.head(hidden.to(device).float(), mask.to(device))
+            with self._autocast():
+                out = self.head(hidden.to(device).float(), mask.to(device))
             for j, i in enumerate(idx):
                 means[i] = out.mean[j].float().cpu()
                 logits[i] = out.logits[j].float().cpu()
@@ -108,9 +120,42 @@ class UcseEncoder:
             logits=torch.stack(logits).numpy(),  # (N, C)
         )
 
+    @torch.inference_mode()
+    def run_texts(self, texts: list[str]) -> EncodedBatch:
+        """Texts -> head outputs, backbone batch straight into the head on the backbone's device.
+
+        The backbone's padded batch (left or right padding; the head's masking handles both) goes to the
+        head without a round trip through CPU memory, so on a GPU the head adds only its own compute.
+        """
+        texts = validate_texts(texts)
+        n = len(texts)
+        mean: torch.Tensor | None = None
+        var: torch.Tensor | None = None
+        logits: torch.Tensor | None = None
+        for idx, hidden, mask in self.backbone.iter_states(texts):  # (B,), (B, T, H), (B, T)
+            with self._autocast():
+                out = self.head(hidden, mask)
+            if mean is None:  # allocate once the output widths are known; filled in input order
+                mean = torch.empty(n, out.mean.shape[1])
+                logits = torch.empty(n, out.logits.shape[1])
+                var = None if out.var is None else torch.empty(n, out.var.shape[1])
+            parts = [out.mean, out.logits] + ([] if out.var is None else [out.var])
+            host = torch.cat([t.float() for t in parts], dim=1).cpu()  # one device->host copy per batch
+            d, c = mean.shape[1], logits.shape[1]
+            mean[idx], logits[idx] = host[:, :d], host[:, d : d + c]
+            if var is not None:
+                var[idx] = host[:, d + c :]
+        assert mean is not None and logits is not None
+        return EncodedBatch(
+            mean=mean.numpy(), var=None if var is None else var.numpy(), logits=logits.numpy()
+        )
+
     def encode_gaussian(self, texts: list[str]) -> EncodedBatch:
-        """Texts -> mean, variance and logits (from attached states when known, else the backbone)."""
-        return self.run_states(self.states_for(list(texts)))
+        """Texts -> mean, variance and logits (from attached states when all are known, else the backbone)."""
+        texts = list(validate_texts(texts))
+        if self._known_states is not None and all(t in self._known for t in texts):
+            return self.run_states(self.states_for(texts))
+        return self.run_texts(texts)
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """Texts -> (N, D) mu embeddings."""

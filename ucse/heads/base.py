@@ -46,6 +46,30 @@ class Head(nn.Module, ABC):
         """Map (B, T, H) token states and a (B, T) mask to a HeadOutput."""
 
 
+def check_shapes(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Validate a head's input shapes (no device sync) and return the mask as bool (B, T).
+
+    Raises:
+        ValueError: on wrong ranks or shapes.
+    """
+    if hidden.dim() != 3 or mask.dim() != 2 or hidden.shape[:2] != mask.shape:
+        raise ValueError(
+            f"Head inputs must be hidden (B, T, H) and mask (B, T); got hidden {tuple(hidden.shape)} and "
+            f"mask {tuple(mask.shape)}. Pass the backbone's last hidden state and its attention mask."
+        )
+    return mask.bool()
+
+
+def raise_empty_rows(empty: torch.Tensor) -> None:
+    """Raise for (B,) bool ``empty`` rows (already on the host) that hold no real token."""
+    rows = empty.nonzero().flatten().tolist()
+    if rows:
+        raise ValueError(
+            f"Rows {rows[:10]} of the mask have no real token; every row needs at least one "
+            "(drop empty texts before encoding)."
+        )
+
+
 def check_inputs(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Validate a head's inputs and return the mask as bool.
 
@@ -60,16 +84,6 @@ def check_inputs(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         ValueError: on wrong ranks or shapes, or a row without any real token (every pooling would be
             undefined for it: a masked max or softmax over nothing).
     """
-    if hidden.dim() != 3 or mask.dim() != 2 or hidden.shape[:2] != mask.shape:
-        raise ValueError(
-            f"Head inputs must be hidden (B, T, H) and mask (B, T); got hidden {tuple(hidden.shape)} and "
-            f"mask {tuple(mask.shape)}. Pass the backbone's last hidden state and its attention mask."
-        )
-    keep = mask.bool()
-    empty = (~keep.any(dim=1)).nonzero().flatten()
-    if empty.numel():
-        raise ValueError(
-            f"Rows {empty.tolist()[:10]} of the mask have no real token; every row needs at least one "
-            "(drop empty texts before encoding)."
-        )
+    keep = check_shapes(hidden, mask)
+    raise_empty_rows((~keep.any(dim=1)).cpu())
     return keep

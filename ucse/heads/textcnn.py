@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ucse.heads.base import Head, HeadOutput, check_inputs
+from ucse.heads.base import Head, HeadOutput, check_shapes, raise_empty_rows
 from ucse.heads.bottleneck import GaussianBottleneck
 
 
@@ -84,7 +84,7 @@ class GaussianTextCNN(Head):
 
     def forward(self, hidden: torch.Tensor, mask: torch.Tensor) -> HeadOutput:
         """Map (B, T, H) token states and a (B, T) mask to a HeadOutput (mean/var/z (B, D), logits (B, C))."""
-        keep = check_inputs(hidden, mask)  # (B, T) bool
+        keep = check_shapes(hidden, mask)  # (B, T) bool
         b, t = keep.shape
         dtype = self.bottleneck.mu.weight.dtype
         # masked_fill, not a multiply: pads may hold non-finite values and NaN * 0 is NaN
@@ -93,15 +93,19 @@ class GaussianTextCNN(Head):
         pos = torch.arange(t, device=keep.device)  # (T,)
         first = torch.where(keep, pos, t).amin(dim=1, keepdim=True)  # (B, 1)
         last = torch.where(keep, pos, -1).amax(dim=1, keepdim=True)  # (B, 1)
-        if bool(((last - first + 1).squeeze(1) != keep.sum(dim=1)).any()):
+        # Extend time only as far as some row's last valid window reaches: right-padded rows at least
+        # max(k) long need no extension, and every extra column costs a full conv position per kernel.
+        reach = torch.stack([(torch.maximum(first, last - k + 1) + k).max() for k in self.kernel_sizes])
+        # One host transfer for every check and size (each separate read would stall a GPU's queue).
+        n_real = keep.sum(dim=1)  # (B,)
+        host = torch.cat([n_real, (last - first + 1).squeeze(1), reach]).cpu()
+        raise_empty_rows(host[:b] == 0)
+        if bool((host[b : 2 * b] != host[:b]).any()):
             raise ValueError(
                 "GaussianTextCNN needs contiguous real tokens per row (padding on the left or right only); "
                 "the mask has padding between real tokens."
             )
-        # Extend time only as far as some row's last valid window reaches: right-padded rows at least
-        # max(k) long need no extension, and every extra column costs a full conv position per kernel.
-        reach = max(int((torch.maximum(first, last - k + 1) + k).max()) for k in self.kernel_sizes)
-        x = F.pad(x, (0, max(0, reach - t)))  # (B, H, max(T, reach))
+        x = F.pad(x, (0, max(0, int(host[2 * b :].max()) - t)))  # (B, H, max(T, reach))
         pooled = []
         for k, conv in zip(self.kernel_sizes, self.convs):
             feats = F.relu(conv(x))[:, :, :t]  # (B, filters, S): window starting at each position, S <= T

@@ -12,11 +12,12 @@ import numpy as np
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+from lightning.pytorch.profilers import AdvancedProfiler, Profiler, PyTorchProfiler, SimpleProfiler
 
 from ucse import atomic
 from ucse.backbone.cache import HiddenStateCache, OnTheFlyStates, SubsetStates, TokenStates
 from ucse.backbone.encoder import FrozenBackbone
-from ucse.config import Device, HeadType, Precision, TrainConfig, to_yaml
+from ucse.config import Device, HeadType, Precision, ProfilerType, TrainConfig, to_yaml
 from ucse.data import TaskData, load_classification
 from ucse.heads import build_head, save_head
 from ucse.training.datamodule import StatesDataModule
@@ -42,6 +43,11 @@ def resolve_device(device: Device) -> torch.device:
     if device == Device.cpu or (device == Device.auto and not torch.cuda.is_available()):
         return torch.device("cpu")
     return torch.device("cuda")
+
+
+def _peak_gpu_mib(device: torch.device) -> float | None:
+    """Peak GPU memory allocated by torch since the run started, in MiB (``None`` on CPU)."""
+    return round(torch.cuda.max_memory_allocated(device) / 2**20, 1) if device.type == "cuda" else None
 
 
 def run_dir_for(cfg: TrainConfig) -> Path:
@@ -71,10 +77,21 @@ def build_states(
     cache = None
     if cfg.cache.enabled:
         cache = HiddenStateCache(cfg.cache.dir, cfg.cache.dtype)
-        base: TokenStates = cache.get_or_build(backbone, pool, task=cfg.task.name, split="pool")
+        entry = cache.get_or_build(backbone, pool, task=cfg.task.name, split="pool")
+        base: TokenStates = entry
+        if _fits_on_device(cfg, backbone.device, entry.nbytes()):
+            base = entry.to_device(backbone.device)
     else:
         base = OnTheFlyStates(backbone, pool)
     return {s: SubsetStates(base, [row[t] for t in texts]) for s, texts in split_texts.items()}, cache
+
+
+def _fits_on_device(cfg: TrainConfig, device: torch.device, nbytes: int) -> bool:
+    """Whether to hold the cached states in GPU memory (``cache.on_device``, under half the free memory)."""
+    if device.type != "cuda" or not cfg.cache.on_device or cfg.num_workers > 0:
+        return False
+    free, _ = torch.cuda.mem_get_info(device)
+    return nbytes < free // 2
 
 
 def head_meta(cfg: TrainConfig, data: TaskData) -> dict:
@@ -88,6 +105,17 @@ def head_meta(cfg: TrainConfig, data: TaskData) -> dict:
         "instruction": cfg.task.instruction,
         "seed": cfg.seed,
     }
+
+
+def _profiler(cfg: TrainConfig, run_dir: Path) -> Profiler | None:
+    """Lightning's profiler named by ``cfg.profiler``, writing ``profile*.txt`` into the run folder."""
+    kinds = {
+        ProfilerType.simple: SimpleProfiler,
+        ProfilerType.advanced: AdvancedProfiler,
+        ProfilerType.pytorch: PyTorchProfiler,
+    }
+    kind = kinds.get(ProfilerType(cfg.profiler))
+    return None if kind is None else kind(dirpath=run_dir, filename="profile")
 
 
 def _trainer(cfg: TrainConfig, run_dir: Path, device: torch.device) -> tuple[L.Trainer, ModelCheckpoint]:
@@ -113,6 +141,7 @@ def _trainer(cfg: TrainConfig, run_dir: Path, device: torch.device) -> tuple[L.T
         deterministic=device.type == "cpu",
         log_every_n_steps=cfg.log_every_n_steps,
         enable_progress_bar=cfg.progress_bar,
+        profiler=_profiler(cfg, run_dir),
         enable_model_summary=False,
         num_sanity_val_steps=0,
     )
@@ -133,12 +162,15 @@ def train(cfg: TrainConfig) -> RunResult:
     atomic.write_text(run_dir / "config.yaml", to_yaml(cfg))
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     device = resolve_device(cfg.device)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
 
     data = load_classification(cfg.task, cfg.data, cfg.seed)
     backbone = FrozenBackbone(cfg.backbone, device, instruction=cfg.task.instruction)
     t_states = time.perf_counter()
     states, cache = build_states(cfg, backbone, data)
     states_s = time.perf_counter() - t_states
+    states_peak = _peak_gpu_mib(device)
     labels = {s: data.labels(s) for s in SPLITS}
 
     if cfg.head.type == HeadType.logreg:
@@ -149,6 +181,9 @@ def train(cfg: TrainConfig) -> RunResult:
         metrics = _fit_lightning(cfg, run_dir, device, states, labels, data, backbone.hidden_size)
 
     metrics["timing"] = {"states_s": round(states_s, 3), "total_s": round(time.perf_counter() - t0, 3)}
+    if device.type == "cuda":
+        metrics["timing"]["peak_gpu_mib_states"] = states_peak
+        metrics["timing"]["peak_gpu_mib"] = _peak_gpu_mib(device)
     metrics["data"] = {
         "source": data.source,
         "sizes": {s: len(data.splits[s]) for s in SPLITS},

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# What runs on a lent GPU machine (docs/RESULTS.md, section 4), from the repository root:
+#   bash bench/gpu_session.sh minilm   # python train.py on CUDA, MiniLM-L6 on Banking77, seeds 0-2, + eval efficiency
+#   bash bench/gpu_session.sh qwen3    # bench/scale_gpu.py: Qwen3-Embedding-0.6B-shaped random backbone
+# The machine has torch, lightning, transformers, torchmetrics but no omegaconf or datasets and no network, so
+# these travel with the working tree (ignored folders, see .git/info/exclude):
+#   .whl/              omegaconf, datasets, dill, multiprocess wheels (pip download --python-version 3.12 ...)
+#   .gpu/data/         a copy of ../shared/data/Banking77Classification
+#   .gpu/minilm-fp16/  all-MiniLM-L6-v2 with fp16 weights (loaded back to fp32, as ucse always loads)
+#   .gpu/tok-smollm2/  SmolLM2's BPE tokenizer (the random Qwen3-shaped model needs one with an EOS token)
+set -uo pipefail
+out=${OUT:-/tmp/ucse-gpu-out}
+mkdir -p "$out"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
+export UCSE_CACHE_DIR=/tmp/ucse-cache UCSE_DATA_DIR=$PWD/.gpu/data
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+python3 -c "import torch, lightning, transformers, datasets, omegaconf, pyarrow; print('torch', torch.__version__, 'lightning', lightning.__version__, 'transformers', transformers.__version__, 'datasets', datasets.__version__, 'pyarrow', pyarrow.__version__, 'cpus', __import__('os').cpu_count())"
+
+for stage in "$@"; do
+  exec > >(tee -a "$out/$stage.log") 2>&1
+  case $stage in
+    minilm)
+      for seed in ${SEEDS:-0 1 2}; do
+        /usr/bin/time -f "wall %e s, max RSS %M KB" python3 train.py backbone.model=.gpu/minilm-fp16 seed=$seed \
+          output_dir=/tmp/runs/minilm-seed$seed progress_bar=false 2>&1 | grep -v -E "^(INFO|WARNING|  warnings)|UserWarning|LOCAL_RANK"
+        cp /tmp/runs/minilm-seed$seed/metrics.json "$out/minilm-seed$seed-metrics.json"
+      done
+      python3 eval.py run=/tmp/runs/minilm-seed0 plots=false efficiency_batches=20 2>&1 | tail -40
+      cp /tmp/runs/minilm-seed0/eval.json "$out/minilm-seed0-eval.json"
+      ;;
+    overhead)
+      python3 bench/scale_gpu.py only=overhead tokenizer=.gpu/tok-smollm2 out="$out/qwen3-overhead.json" 2>&1 \
+        | grep -v -E "^(INFO|WARNING)|UserWarning|LOCAL_RANK"
+      ;;
+    qwen3)
+      python3 bench/scale_gpu.py tokenizer=.gpu/tok-smollm2 out="$out/qwen3-scale.json" 2>&1 \
+        | grep -v -E "^(INFO|WARNING)|UserWarning|LOCAL_RANK"
+      ;;
+  esac
+done
