@@ -73,6 +73,7 @@ def measure(argv: list[str], cache_root: str | None = None) -> dict:
     data = load_classification(cfg.task, cfg.data, cfg.seed)
     texts = {s: data.texts(s) for s in SPLITS}
     backbone = FrozenBackbone(cfg.backbone, device, instruction=cfg.task.instruction)
+    backbone_precision = backbone.precision.value
     all_texts = [t for s in SPLITS for t in texts[s]]
 
     # A: one backbone pass over everything, after a warm-up so one-off start-up costs don't count. On a GPU
@@ -107,7 +108,7 @@ def measure(argv: list[str], cache_root: str | None = None) -> dict:
         "device": str(device),
         "torch_threads": torch.get_num_threads(),
         "backbone": cfg.backbone.name,
-        "backbone_precision": cfg.backbone.precision.value,
+        "backbone_precision": f"{cfg.backbone.precision.value} (runs {backbone_precision})",
         "texts": sum(len(v) for v in texts.values()),
         "tokens": sum(n_tokens.values()),
         "train_tokens": n_tokens["train"],

@@ -46,8 +46,9 @@ class PaddingSide(str, Enum):
 
 
 class Precision(str, Enum):
-    """Numeric precision of a computation; ``bf16`` means bf16 autocast, weights stay fp32."""
+    """Numeric precision (bf16: autocast on CPU; on a GPU the frozen backbone's weights are bf16 too)."""
 
+    auto = "auto"  # bf16 where the device computes it natively (CUDA, CPUs with AVX512-BF16/AMX), else fp32
     fp32 = "fp32"
     bf16 = "bf16"
 
@@ -163,8 +164,9 @@ class BackboneConfig:
     105k at 1024)."""
     max_batch_tokens: int = 65536
     """Cap on padded tokens (texts x longest text) per backbone forward; long texts get smaller batches."""
-    precision: Precision = Precision.bf16
-    """Backbone compute precision (bf16 autocast on CPU and GPU, or fp32)."""
+    precision: Precision = Precision.auto
+    """Backbone compute precision: ``auto`` (bf16 where native: GPUs, AVX512-BF16/AMX CPUs; else fp32),
+    ``bf16`` (autocast on CPU, bf16 weights on a GPU) or ``fp32``."""
     trust_remote_code: bool = False
     """Allow model code from the hub; off unless a config turns it on."""
 
@@ -280,9 +282,10 @@ class TrainConfig:
     """Explicit run folder (overrides ``runs_dir``/task/backbone/name)."""
     device: Device = Device.auto
     """Accelerator for backbone and head."""
-    head_precision: Precision = Precision.bf16
-    """Head training precision: bf16 autocast (CPU and CUDA; ~1.5x faster convolutions on an AVX512-bf16 CPU
-    than fp32, same accuracy within seed noise, see docs/RESULTS.md) or fp32."""
+    head_precision: Precision = Precision.auto
+    """Head training precision: ``auto`` (bf16 autocast where native, else fp32), ``bf16`` (~1.5x faster
+    convolutions than fp32 on an AVX512-BF16 CPU, same accuracy within seed noise, docs/RESULTS.md) or
+    ``fp32``."""
     ckpt_path: str | None = None
     """``last`` (or a checkpoint path) resumes an interrupted run in the same run folder."""
     num_workers: int = 0

@@ -309,7 +309,7 @@ class HiddenStateCache:
             "prompt": cfg.prompt,
             "instruction": backbone.instruction,
             "append_eos": bool(cfg.append_eos),
-            "precision": str(getattr(cfg.precision, "value", cfg.precision)),
+            "precision": backbone.precision.value,  # the effective one: auto resolves per device
             "texts": texts_hash(texts),
             "n": len(texts),
             "dtype": self.dtype.value,

@@ -11,6 +11,7 @@ import torch
 
 from ucse.backbone.loading import load_backbone, model_fingerprint
 from ucse.backbone.pooling import pool
+from ucse.backbone.precision import effective_precision
 from ucse.config import BackboneConfig, Precision
 
 
@@ -62,6 +63,7 @@ class FrozenBackbone:
         self.cfg = cfg
         self.device = torch.device(device)
         self.instruction = instruction
+        self.precision = effective_precision(cfg.precision, self.device)  # fp32 or bf16, never auto
         self.model, self.tokenizer = load_backbone(cfg, self.device)
         self.fingerprint = model_fingerprint(cfg)
         self.forward_calls = 0
@@ -133,7 +135,7 @@ class FrozenBackbone:
         if self._accepts_position_ids and bool((mask[:, 0] == 0).any()):
             # Left padding: number real tokens from 0 so absolute-position models see the unpadded positions.
             inputs["position_ids"] = (mask.cumsum(dim=1) - 1).clamp_min(0)
-        bf16 = Precision(self.cfg.precision) is Precision.bf16
+        bf16 = self.precision is Precision.bf16
         with torch.inference_mode(), torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=bf16):
             hidden = self.model(**inputs, return_dict=True).last_hidden_state  # (B, T, H)
         self.forward_calls += 1

@@ -17,6 +17,7 @@ from lightning.pytorch.profilers import AdvancedProfiler, Profiler, PyTorchProfi
 from ucse import atomic
 from ucse.backbone.cache import HiddenStateCache, OnTheFlyStates, SubsetStates, TokenStates
 from ucse.backbone.encoder import FrozenBackbone
+from ucse.backbone.precision import effective_precision
 from ucse.config import Device, HeadType, Precision, ProfilerType, TrainConfig, to_yaml
 from ucse.data import TaskData, load_classification
 from ucse.heads import build_head, save_head
@@ -119,6 +120,7 @@ def _profiler(cfg: TrainConfig, run_dir: Path) -> Profiler | None:
 
 
 def _trainer(cfg: TrainConfig, run_dir: Path, device: torch.device) -> tuple[L.Trainer, ModelCheckpoint]:
+    head_bf16 = effective_precision(cfg.head_precision, device) is Precision.bf16
     ckpt = ModelCheckpoint(
         dirpath=run_dir / "checkpoints",
         filename="best-{epoch}-{step}",
@@ -131,7 +133,7 @@ def _trainer(cfg: TrainConfig, run_dir: Path, device: torch.device) -> tuple[L.T
         accelerator="gpu" if device.type == "cuda" else "cpu",
         devices=1,
         max_epochs=cfg.optim.epochs,
-        precision="bf16-mixed" if cfg.head_precision == Precision.bf16 else "32-true",
+        precision="bf16-mixed" if head_bf16 else "32-true",
         callbacks=[ckpt],
         logger=[
             CSVLogger(run_dir, name="logs", version=""),
