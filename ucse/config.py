@@ -110,19 +110,20 @@ class TaskConfig:
     """One task: where its data is and how its texts are phrased for the backbone."""
 
     name: str = "Banking77Classification"
-    """MTEB task name; also the folder name under ``data.root``."""
+    """MTEB task name; also the folder name under ``data.root``. With ``data.path`` it defaults to the file
+    stem or folder name."""
     type: TaskType = TaskType.classification
     """Task kind."""
-    hf_path: str = "mteb/banking77"
-    """Hub dataset id used when no local ``data.root`` is configured."""
+    hf_path: str | None = None
+    """Hub dataset id used when neither ``data.path`` nor a local ``data.root`` is configured."""
     hf_revision: str | None = None
     """Hub dataset revision (commit) pinned for reproducibility."""
     hf_subset: str | None = None
     """Hub config/subset, e.g. ``en`` for the multilingual MTEB tasks."""
     text_column: str = "text"
-    """Column holding the input text."""
+    """Column holding the input text (``data.text_column`` overrides it)."""
     label_column: str = "label"
-    """Column holding the integer label."""
+    """Column holding the label: names (strings) or integer ids (``data.label_column`` overrides it)."""
     validation_split: str | None = None
     """Name of the task's own validation split; ``None`` carves a stratified slice of train."""
     test_split: str = "test"
@@ -227,10 +228,25 @@ class OptimConfig:
 class DataConfig:
     """Where task data comes from and how it is checked."""
 
+    path: str | None = None
+    """Your own data: a ``.csv``/``.tsv``/``.jsonl``/``.json``/``.parquet`` file, a folder of split files
+    (``train.*``, ``validation.*``/``dev.*``/``val.*``, ``test.*``) or a ``datasets`` ``save_to_disk`` folder.
+    Wins over ``data.root``; without ``task=`` no task YAML is merged and the task is named after the path."""
+    text_column: str | None = None
+    """Text column of ``data.path`` data; ``None`` means ``task.text_column`` (``text``)."""
+    label_column: str | None = None
+    """Label column (names or integer ids) of ``data.path`` data; ``None`` means ``task.label_column``
+    (``label``)."""
     root: str | None = None
     """Local folder in the ``shared/data`` layout; falls back to env ``UCSE_DATA_DIR``, then the hub."""
     val_fraction: float = 0.1
     """Stratified, seeded share of train used for validation when the task has no validation split."""
+    test_fraction: float = 0.2
+    """Stratified, seeded share of a ``data.path`` source carved as the test split when it has none."""
+    exclude_labels: Any = None
+    """Labels held out for out-of-distribution checks: a list of label names, or a fraction in (0, 1) of
+    the train labels picked at random with ``seed``. Their rows leave train and validation; their test
+    rows become ``TaskData.ood`` (not scored as classes)."""
     drop_bad_rows: bool = False
     """Drop (and count) rows with empty/non-string text or unseen labels instead of failing."""
     max_train_samples: int | None = None
@@ -388,11 +404,27 @@ def build_config(overrides: list[str] | None = None, base_file: str = "train.yam
             groups[key] = value
         else:
             dotlist.append(tok)
+    cli = _merge(OmegaConf.structured(TrainConfig), OmegaConf.from_dotlist(dotlist), "command line")
+    own_data = cli.data.path is not None and not any(t.split("=", 1)[0] == "task" for t in overrides)
+    if own_data:
+        # The user's own data: the default task's hub path and instruction must not leak into it.
+        groups["task"] = None
     for g in GROUPS:  # backbone, then head, then task: later files win on shared keys
         if groups[g]:
             cfg = _merge(cfg, load_group(g, groups[g]), f"configs/{g}/{groups[g]}.yaml")
     cfg = _merge(cfg, OmegaConf.from_dotlist(dotlist), "command line")
+    if cfg.data.path is not None:
+        # Absolute, so eval.py finds the data again from the run's config.yaml wherever it is run.
+        cfg.data.path = str(Path(cfg.data.path).expanduser().resolve())
+        if own_data and not any(t.split("=", 1)[0] == "task.name" for t in overrides):
+            cfg.task.name = default_task_name(cfg.data.path)
     return to_object(cfg)
+
+
+def default_task_name(path: str | Path) -> str:
+    """Task name of a ``data.path`` source: a file's stem (``reviews.csv`` -> ``reviews``) or folder name."""
+    p = Path(path)
+    return p.stem if p.is_file() else p.name
 
 
 def to_object(cfg: DictConfig) -> TrainConfig:

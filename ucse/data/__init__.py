@@ -1,7 +1,7 @@
-"""Task data: classification tasks (local jsonl or hub), row checks, and STS/retrieval pairs for UEC."""
+"""Task data: your own files or in-memory data, MTEB tasks (local or hub), row checks, STS/retrieval pairs."""
 
 from ucse.data.checks import BadRow, label_problems, resolve_bad_rows, score_problems, text_problems
-from ucse.data.loading import hub_id, load_classification, load_hub, stratified_sample, stratified_split
+from ucse.data.loading import hub_id, load_classification, load_hub
 from ucse.data.pairs import (
     RetrievalData,
     doc_text,
@@ -11,12 +11,15 @@ from ucse.data.pairs import (
     retrieval_positive_pairs,
     sts_positive_pairs,
 )
+from ucse.data.sources import DataSource, load_task_data
+from ucse.data.splitting import stratified_sample, stratified_split
 from ucse.data.tasks import DATA_ENV, DataError, TaskData, resolve_data_root, task_folder, task_names
 
 __all__ = [
     "DATA_ENV",
     "BadRow",
     "DataError",
+    "DataSource",
     "RetrievalData",
     "TaskData",
     "doc_text",
@@ -27,6 +30,7 @@ __all__ = [
     "load_hub",
     "load_retrieval",
     "load_sts",
+    "load_task_data",
     "resolve_bad_rows",
     "resolve_data_root",
     "retrieval_positive_pairs",

@@ -56,26 +56,29 @@ def text_problems(ds: datasets.Dataset, column: str) -> list[BadRow]:
     Returns:
         The bad rows, in row order.
     """
-    if _is_string_column(ds, column):
-        arr = ds.with_format("arrow")[column]
-        empty = pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(arr)), 0)
-        bad = pc.fill_null(pc.or_kleene(pc.is_null(arr), empty), True)
-        idx = np.flatnonzero(bad.to_numpy(zero_copy_only=False))
-        values = arr.take(pa.array(idx, type=pa.int64())).to_pylist() if len(idx) else []
+    if not _is_string_column(ds, column):
+        return text_value_problems(ds[column][:], column)
+    arr = ds.with_format("arrow")[column]
+    empty = pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(arr)), 0)
+    bad = pc.fill_null(pc.or_kleene(pc.is_null(arr), empty), True)
+    idx = np.flatnonzero(bad.to_numpy(zero_copy_only=False))
+    values = arr.take(pa.array(idx, type=pa.int64())).to_pylist() if len(idx) else []
+    return [_text_row(int(i), column, v) for i, v in zip(idx, values)]
+
+
+def text_value_problems(values: Sequence[Any], column: str) -> list[BadRow]:
+    """Rows whose text (one Python value per row) is missing, not a string, or empty / whitespace-only."""
+    return [_text_row(i, column, v) for i, v in enumerate(values) if not isinstance(v, str) or not v.strip()]
+
+
+def _text_row(index: int, column: str, value: Any) -> BadRow:
+    if value is None:
+        problem = f"'{column}' is missing"
+    elif not isinstance(value, str):
+        problem = f"'{column}' is not a string ({type(value).__name__})"
     else:
-        column_values = ds[column]
-        idx = [i for i, v in enumerate(column_values) if not isinstance(v, str) or not v.strip()]
-        values = [column_values[i] for i in idx]
-    rows = []
-    for i, v in zip(idx, values):
-        if v is None:
-            problem = f"'{column}' is missing"
-        elif not isinstance(v, str):
-            problem = f"'{column}' is not a string ({type(v).__name__})"
-        else:
-            problem = f"'{column}' is empty or whitespace-only"
-        rows.append(BadRow(int(i), column, problem, v))
-    return rows
+        problem = f"'{column}' is empty or whitespace-only"
+    return BadRow(index, column, problem, value)
 
 
 def normalise_label(value: Any, by_name: bool) -> Any:
@@ -137,7 +140,13 @@ def score_problems(ds: datasets.Dataset, column: str) -> list[BadRow]:
 
 
 def resolve_bad_rows(
-    num_rows: int, bad: Sequence[BadRow], *, split: str, where: str, drop: bool
+    num_rows: int,
+    bad: Sequence[BadRow],
+    *,
+    split: str,
+    where: str,
+    drop: bool,
+    lines: Sequence[int] | None = None,
 ) -> np.ndarray:
     """Fail on bad rows, or drop them when ``drop`` (logging the count).
 
@@ -147,6 +156,8 @@ def resolve_bad_rows(
         split: split name, for messages.
         where: the file or hub id the split came from, for messages.
         drop: drop bad rows instead of failing (``data.drop_bad_rows``).
+        lines: the 1-based file line of each row; when given, rows are named by line, else by 0-based
+            row index.
 
     Returns:
         Sorted indices of the rows to keep.
@@ -160,11 +171,12 @@ def resolve_bad_rows(
     if not len(bad_idx):
         return keep
     shown = "\n".join(
-        f"  row {b.index}: {b.problem}: {_short_repr(b.value)}"
+        f"  {f'line {lines[b.index]}' if lines else f'row {b.index}'}: {b.problem}: {_short_repr(b.value)}"
         for b in sorted(bad, key=lambda b: b.index)[:MAX_SHOWN]
     )
     more = f"\n  ... and {len(bad) - MAX_SHOWN} more problem(s)" if len(bad) > MAX_SHOWN else ""
-    summary = f"{len(bad_idx)} bad row(s) of {num_rows} in split '{split}' of {where} (rows are 0-based)"
+    numbering = "" if lines else " (rows are 0-based)"
+    summary = f"{len(bad_idx)} bad row(s) of {num_rows} in split '{split}' of {where}{numbering}"
     if not drop:
         raise DataError(
             f"{summary}:\n{shown}{more}\nFix the data, or set data.drop_bad_rows=true to drop (and count) "

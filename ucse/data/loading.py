@@ -17,6 +17,8 @@ import datasets
 
 from ucse.config import DataConfig, TaskConfig, TaskType
 from ucse.data.checks import label_problems, normalise_label, resolve_bad_rows, text_problems
+from ucse.data.sources import load_task_data
+from ucse.data.splitting import assemble, check_fraction, stratified_split
 from ucse.data.tasks import DATA_ENV, LAYOUT_HINT, DataError, TaskData, resolve_data_root, task_folder
 
 logger = logging.getLogger(__name__)
@@ -37,6 +39,12 @@ def load_hub(task: TaskConfig) -> datasets.DatasetDict:
     Raises:
         DataError: naming the hub id, the original error and how to use a local copy instead.
     """
+    if not task.hf_path:
+        raise DataError(
+            f"Task '{task.name}' has no data source: set data.path=<your file or folder> (csv, tsv, jsonl, "
+            f"json, parquet, or a save_to_disk folder), or data.root=<folder> (env {DATA_ENV}) with "
+            f"{LAYOUT_HINT}, or task.hf_path=<hub dataset id>."
+        )
     try:
         return datasets.load_dataset(task.hf_path, task.hf_subset, revision=task.hf_revision)
     except Exception as err:  # offline mode, network and hub errors all surface differently
@@ -153,36 +161,12 @@ def _encode(
     return encoded, len(ds) - len(keep), space
 
 
-def _check_fraction(value: float, key: str) -> float:
-    if not 0.0 < value < 1.0:
-        raise DataError(f"{key}={value} must be a fraction strictly between 0 and 1.")
-    return value
-
-
-def stratified_split(ds: datasets.Dataset, test_size: float | int, seed: int) -> datasets.DatasetDict:
-    """Seeded ``train``/``test`` split stratified by ``label`` (plain seeded split when it cannot stratify).
-
-    Stratification is impossible when a class has a single row or ``test_size`` is below the number of
-    classes; the split is then random (seeded) and a warning is logged.
-    """
-    try:
-        return ds.train_test_split(test_size=test_size, stratify_by_column="label", seed=seed)
-    except ValueError as err:
-        logger.warning("Cannot stratify a split of %d rows (%s); using a seeded random split.", len(ds), err)
-        return ds.train_test_split(test_size=test_size, seed=seed)
-
-
-def stratified_sample(ds: datasets.Dataset, n: int | None, seed: int) -> datasets.Dataset:
-    """Stratified, seeded subsample of ``n`` rows (the dataset itself when ``n`` is None or not smaller)."""
-    if n is None or n >= len(ds):
-        return ds
-    if n <= 0:
-        raise DataError(f"Sample size {n} must be positive (data.max_train_samples / data.max_eval_samples).")
-    return stratified_split(ds, n, seed)["test"]
-
-
 def load_classification(task: TaskConfig, data: DataConfig, seed: int) -> TaskData:
-    """Load, check and split a classification task.
+    """Load, check and split a classification task: the one entry point of training and evaluation.
+
+    ``data.path`` (the user's own file or folder) wins and goes through
+    :func:`ucse.data.sources.load_task_data`; otherwise the task is read from ``data.root`` (env
+    ``UCSE_DATA_DIR``) in the ``shared/data`` layout, else from the hub (``task.hf_path``).
 
     Args:
         task: the task config (name, hub id, columns, split names).
@@ -197,6 +181,8 @@ def load_classification(task: TaskConfig, data: DataConfig, seed: int) -> TaskDa
     """
     if task.type != TaskType.classification:
         raise DataError(f"Task '{task.name}' is a {task.type.value} task; use ucse.data.pairs for it.")
+    if data.path is not None:
+        return load_task_data(data.path, task, data, seed)
     # With test_fraction, test_split is a single pool that provides both train and test.
     pool = task.test_split if task.test_fraction is not None else "train"
     names = list(
@@ -216,7 +202,7 @@ def load_classification(task: TaskConfig, data: DataConfig, seed: int) -> TaskDa
             enc[name], dropped[name], _ = _encode(raw[name], name, where[name], space, data.drop_bad_rows)
 
     if task.test_fraction is not None:
-        parts = stratified_split(enc[pool], _check_fraction(task.test_fraction, "task.test_fraction"), seed)
+        parts = stratified_split(enc[pool], check_fraction(task.test_fraction, "task.test_fraction"), seed)
         train, test = parts["train"], parts["test"]
     else:
         train, test = enc["train"], enc[task.test_split]
@@ -227,18 +213,13 @@ def load_classification(task: TaskConfig, data: DataConfig, seed: int) -> TaskDa
             logger.warning(
                 "Task '%s' has no '%s' split; carving one from train.", task.name, task.validation_split
             )
-        parts = stratified_split(train, _check_fraction(data.val_fraction, "data.val_fraction"), seed)
+        parts = stratified_split(train, check_fraction(data.val_fraction, "data.val_fraction"), seed)
         train, validation = parts["train"], parts["test"]
 
-    splits = datasets.DatasetDict(
-        train=stratified_sample(train, data.max_train_samples, seed),
-        validation=stratified_sample(validation, data.max_eval_samples, seed),
-        test=stratified_sample(test, data.max_eval_samples, seed),
-    )
     # Report drops by role; a pool carved into train and test reports its drops under train.
     roles = {"train": pool, "validation": task.validation_split, "test": task.test_split}
     counts = {
         role: dropped.get(name, 0) if name and (role == "train" or name != pool) else 0
         for role, name in roles.items()
     }
-    return TaskData(name=task.name, splits=splits, label_names=space.names, source=source, dropped=counts)
+    return assemble(task.name, train, validation, test, space.names, source, counts, data, seed)

@@ -79,6 +79,10 @@ class TaskData:
         source: the task folder, or ``<hub id>@<revision>`` when loaded from the hub.
         dropped: rows dropped by ``data.drop_bad_rows`` for ``train``/``validation``/``test`` (a pool
             carved into train and test by ``task.test_fraction`` reports under ``train``).
+        ood: test rows of the labels held out by ``data.exclude_labels`` (``text`` + ``label_text``, the
+            original label name): out-of-distribution inputs, in no split and no class; ``None`` when no
+            label is held out.
+        excluded_labels: the held-out label names (not in ``label_names``).
     """
 
     name: str
@@ -86,6 +90,8 @@ class TaskData:
     label_names: list[str]
     source: str
     dropped: dict[str, int] = field(default_factory=dict)
+    ood: datasets.Dataset | None = None
+    excluded_labels: list[str] = field(default_factory=list)
 
     @property
     def num_classes(self) -> int:

@@ -150,8 +150,12 @@ def _trainer(cfg: TrainConfig, run_dir: Path, device: torch.device) -> tuple[L.T
     return trainer, ckpt
 
 
-def train(cfg: TrainConfig) -> RunResult:
+def train(cfg: TrainConfig, data: TaskData | None = None) -> RunResult:
     """Train one head as ``cfg`` says and write the run folder.
+
+    ``data`` is a task already loaded (e.g. by :func:`ucse.data.load_task_data` from a DataFrame); ``None``
+    loads ``cfg``'s task (``data.path``, ``data.root`` or the hub). Data are loaded and checked before
+    anything is written.
 
     The folder holds ``config.yaml`` (resolved), ``metrics.json``
     (``{"val": {...}, "test": {"accuracy", "f1_macro"}, "timing": {...}, "data": {...}}``), Lightning
@@ -159,6 +163,7 @@ def train(cfg: TrainConfig) -> RunResult:
     ``head/`` (``config.json`` + ``model.safetensors``, loadable without Lightning).
     """
     t0 = time.perf_counter()
+    data = data if data is not None else load_classification(cfg.task, cfg.data, cfg.seed)
     run_dir = run_dir_for(cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic.write_text(run_dir / "config.yaml", to_yaml(cfg))
@@ -167,7 +172,6 @@ def train(cfg: TrainConfig) -> RunResult:
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
 
-    data = load_classification(cfg.task, cfg.data, cfg.seed)
     backbone = FrozenBackbone(cfg.backbone, device, instruction=cfg.task.instruction)
     t_states = time.perf_counter()
     states, cache = build_states(cfg, backbone, data)

@@ -1,0 +1,332 @@
+"""Read the user's own data files through ``datasets``, failing with the file, the line and what was expected.
+
+A ``data.path`` is one file (``.csv``, ``.tsv``, ``.jsonl``, ``.json``, ``.parquet``), a folder of split
+files (``train.*``, ``validation.*``/``dev.*``/``val.*``, ``test.*``) or a ``datasets.save_to_disk``
+folder. Files are read by ``datasets.load_dataset`` (``csv``/``json``/``parquet``) or ``load_from_disk``,
+never parsed by hand. Before reading, a text file is checked to be non-empty UTF-8; when ``datasets``
+fails, the standard library's ``json``/``csv`` modules re-read the file only to find the line at fault,
+because the Arrow and pandas errors name no line (or a chunk-relative one) and surface as tracebacks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import re
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import datasets
+import pandas as pd
+
+from ucse.data.tasks import DataError
+
+FORMATS = {".csv": "csv", ".tsv": "csv", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
+"""Accepted file suffixes and the ``datasets`` builder that reads each."""
+SPLIT_FILES = {"train": ("train",), "validation": ("validation", "dev", "val", "valid"), "test": ("test",)}
+"""File stems (and ``DatasetDict`` split names) recognised for each split."""
+EXPECTED = {
+    ".csv": 'a header row naming the columns (e.g. "text,label"), then one row per example',
+    ".tsv": "a tab-separated header row naming the columns (e.g. text<TAB>label), then one row per example",
+    ".jsonl": 'one JSON object per line, e.g. {"text": "...", "label": "..."}',
+    ".json": 'an array of objects [{"text": "...", "label": "..."}, ...] or one object per line',
+    ".parquet": "a Parquet table with one row per example",
+}
+"""What each format must hold, for messages."""
+
+
+@dataclass
+class RawSplit:
+    """One split as read, before any check: its columns, where it came from and how its rows are named.
+
+    Attributes:
+        where: the file (or a description of an in-memory source), for messages.
+        data: the rows: a ``datasets.Dataset``, or a mapping of column name -> list of Python values.
+        typed: values carry their own types; ``False`` for CSV/TSV, where every cell is read as a string.
+        line_map: returns the 1-based file line of each row, or ``None`` when rows have no line.
+    """
+
+    where: str
+    data: datasets.Dataset | dict[str, list]
+    typed: bool = True
+    line_map: Callable[[], list[int] | None] = field(default=lambda: None, repr=False)
+
+    @property
+    def columns(self) -> list[str]:
+        """Column names as read."""
+        return list(self.data.column_names if isinstance(self.data, datasets.Dataset) else self.data)
+
+    def __len__(self) -> int:
+        if isinstance(self.data, datasets.Dataset):
+            return len(self.data)
+        return len(next(iter(self.data.values()), []))
+
+    def class_names(self, column: str) -> list[str] | None:
+        """The names of a ``ClassLabel`` column, in id order (``None`` for other columns)."""
+        if isinstance(self.data, datasets.Dataset):
+            feature = self.data.features[column]
+            if isinstance(feature, datasets.ClassLabel):
+                return list(feature.names)
+        return None
+
+    def values(self, column: str) -> list[Any]:
+        """One Python value per row; ``ClassLabel`` ids come back as their names (``None`` when invalid)."""
+        if not isinstance(self.data, datasets.Dataset):
+            return list(self.data[column])
+        raw = self.data[column][:]  # one Arrow read; indexing a Column row by row is slow
+        names = self.class_names(column)
+        if names is None:
+            return raw
+        return [names[v] if isinstance(v, int) and 0 <= v < len(names) else None for v in raw]
+
+    def lines(self) -> list[int] | None:
+        """1-based file line of each row, or ``None`` (rows are then named by 0-based index)."""
+        lines = self.line_map()
+        return lines if lines is not None and len(lines) == len(self) else None
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Silence ``datasets``' progress bars and its error log (our error names the file and the line)."""
+    bars = datasets.is_progress_bar_enabled()
+    level = datasets.utils.logging.get_verbosity()
+    datasets.disable_progress_bars()
+    datasets.utils.logging.set_verbosity(datasets.utils.logging.CRITICAL)
+    try:
+        yield
+    finally:
+        datasets.utils.logging.set_verbosity(level)
+        if bars:
+            datasets.enable_progress_bars()
+
+
+def _root_cause(err: BaseException) -> BaseException:
+    while err.__cause__ is not None or err.__context__ is not None:
+        err = err.__cause__ or err.__context__  # type: ignore[assignment]
+    return err
+
+
+def _decode(path: Path, raw: bytes) -> str:
+    """UTF-8 text of a file (a leading BOM dropped); non-UTF-8 bytes fail naming the line and column."""
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        column = err.start - (raw.rfind(b"\n", 0, err.start) + 1) + 1
+        raise DataError(
+            f"{path} line {line}: byte 0x{raw[err.start]:02x} at column {column} is not UTF-8. "
+            "Save the file as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)."
+        ) from None
+
+
+def _jsonl_problem(text: str) -> str | None:
+    """The first line of a JSON Lines text that is not one JSON object, described; ``None`` if all are."""
+    for number, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line, parse_constant=_reject_constant)
+        except ValueError as err:
+            where = f" (column {err.colno})" if isinstance(err, json.JSONDecodeError) else ""
+            return f"line {number}: JSON syntax error: {getattr(err, 'msg', err)}{where}"
+        if not isinstance(value, dict):
+            return f"line {number}: expected one JSON object ({{...}}), got {_json_kind(value)}"
+    return None
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON (write null or a number)")
+
+
+def _json_kind(value: Any) -> str:
+    kinds = {dict: "an object", list: "an array", str: "a string", bool: "true/false", type(None): "null"}
+    return kinds.get(type(value), "a number")
+
+
+def _json_problem(text: str) -> str | None:
+    """What is wrong with a ``.json`` text (an array of objects, or JSON Lines), or ``None``."""
+    try:
+        value = json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as err:
+        if err.msg == "Extra data":  # several top-level values: the file is JSON Lines
+            return _jsonl_problem(text)
+        return f"line {err.lineno}: JSON syntax error: {err.msg} (column {err.colno})"
+    except ValueError as err:
+        return f"JSON error: {err}"
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            if not isinstance(item, dict):
+                return f"item {i + 1} of the top-level array is {_json_kind(item)}, expected an object"
+        return None
+    return f"expected an array of objects, got {_json_kind(value)}"
+
+
+def _csv_lines(text: str, delimiter: str) -> list[int]:
+    """1-based line where each data row starts, skipping blank lines as pandas does (quoted newlines kept)."""
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    starts, previous = [], 0
+    for record in reader:
+        if record and not (len(record) == 1 and not record[0].strip()):
+            starts.append(previous + 1)
+        previous = reader.line_num
+    return starts[1:]  # the first record is the header
+
+
+def _jsonl_lines(text: str) -> list[int] | None:
+    """1-based line of each row of a JSON Lines text (blank lines hold no row); ``None`` for an array."""
+    if text.lstrip().startswith("["):
+        return None
+    return [n for n, line in enumerate(text.split("\n"), 1) if line.strip()]
+
+
+def _csv_problem(err: BaseException) -> str:
+    message = str(err).strip().replace("Error tokenizing data. C error: ", "")
+    fields = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", message)
+    if fields:
+        want, line, saw = fields.groups()
+        return f"line {line}: {saw} fields where the header has {want} (quote fields that hold the delimiter)"
+    quote = re.search(r"EOF inside string starting at row (\d+)", message)
+    if quote:  # pandas counts rows from 0, header included
+        return f"line {int(quote.group(1)) + 1}: a quoted field is never closed"
+    return f"not valid CSV: {message}"
+
+
+def _load(builder: str, path: Path, **kwargs: Any) -> datasets.Dataset:
+    """``load_dataset(builder, data_files=path)`` into memory, with a throw-away Arrow cache."""
+    with tempfile.TemporaryDirectory(prefix="ucse-read-") as cache, _quiet():
+        return datasets.load_dataset(
+            builder, data_files=str(path), split="train", cache_dir=cache, keep_in_memory=True, **kwargs
+        )
+
+
+def read_file(path: Path) -> RawSplit:
+    """Read one data file (format from its suffix) into a :class:`RawSplit`.
+
+    Raises:
+        DataError: naming the file, the 1-based line where there is one, and what the format must hold,
+            for an unknown suffix, a 0-byte or blank-only file, non-UTF-8 bytes, a JSON syntax error, a
+            line that is not an object, a ragged CSV row, a header-only file or an unreadable Parquet file.
+    """
+    suffix = path.suffix.lower()
+    builder = FORMATS.get(suffix)
+    if builder is None:
+        raise DataError(f"{path}: unsupported file type '{suffix}'; use one of {', '.join(FORMATS)}.")
+    expected = f"Expected {EXPECTED[suffix]}."
+    if path.stat().st_size == 0:
+        raise DataError(f"{path} is empty (0 bytes). {expected}")
+    if builder == "parquet":
+        try:
+            return RawSplit(str(path), _load("parquet", path))
+        except Exception as err:  # Arrow/OS errors of a damaged or mislabelled file
+            cause = _root_cause(err)
+            raise DataError(f"{path} is not a readable Parquet file ({cause}). {expected}") from None
+    text = _decode(path, path.read_bytes())
+    if not text.strip():
+        raise DataError(f"{path} holds only blank lines. {expected}")
+    if builder == "csv":
+        delimiter = "\t" if suffix == ".tsv" else ","
+        try:
+            header = list(pd.read_csv(io.StringIO(text), sep=delimiter, nrows=0).columns)
+            # Every column as a string: pandas would infer types per 10k-row chunk and read "NA"/"null"
+            # labels as missing; only empty cells are missing. Integer labels are recognised later, once,
+            # from the whole train split.
+            features = datasets.Features({name: datasets.Value("string") for name in header})
+            ds = _load(
+                "csv", path, delimiter=delimiter, features=features, keep_default_na=False, na_values=[""]
+            )
+        except Exception as err:  # pandas ParserError / datasets errors
+            cause = _root_cause(err)
+            if isinstance(cause, ValueError) and "corresponds to no data" in str(cause):
+                raise DataError(f"{path} has a header row but no data rows. {expected}") from None
+            raise DataError(f"{path} {_csv_problem(cause)}. {expected}") from None
+        return RawSplit(str(path), ds, typed=False, line_map=lambda: _csv_lines(text, delimiter))
+    try:
+        ds = _load("json", path)
+    except Exception as err:  # Arrow JSON errors name a chunk-relative row or none at all
+        problem = (_jsonl_problem if suffix == ".jsonl" else _json_problem)(text)
+        if problem is None:
+            cause = _root_cause(err)
+            problem = f"could not be read as JSON ({type(cause).__name__}: {cause})"
+        raise DataError(f"{path} {problem}. {expected}") from None
+    if len(ds) == 0 or not ds.column_names:
+        raise DataError(f"{path} holds no rows. {expected}")
+    return RawSplit(str(path), ds, line_map=lambda: _jsonl_lines(text))
+
+
+def _split_role(name: str) -> str | None:
+    return next((role for role, names in SPLIT_FILES.items() if name.lower() in names), None)
+
+
+def read_saved(path: Path) -> dict[str, RawSplit]:
+    """Read a ``save_to_disk`` folder: a ``DatasetDict`` (its splits by role) or one ``Dataset`` (train)."""
+    try:
+        with _quiet():
+            saved = datasets.load_from_disk(str(path), keep_in_memory=True)
+    except Exception as err:  # damaged Arrow files or metadata
+        cause = _root_cause(err)
+        raise DataError(f"{path} is not a readable datasets save_to_disk folder ({cause}).") from None
+    if isinstance(saved, datasets.Dataset):
+        return {"train": RawSplit(f"{path} (saved Dataset)", saved)}
+    found = {name: _split_role(name) for name in saved}
+    roles = {role: name for name, role in found.items() if role}
+    if "train" not in roles:
+        if len(saved) == 1:  # a single split of any name holds all the data
+            roles = {"train": next(iter(saved))}
+        else:
+            raise DataError(
+                f"{path} holds splits {list(saved)} but none named train; name one 'train' (and optionally "
+                f"'validation'/'dev'/'val' and 'test')."
+            )
+    return {role: RawSplit(f"{path} split '{name}'", saved[name]) for role, name in roles.items()}
+
+
+def read_folder(path: Path) -> dict[str, RawSplit]:
+    """Read a folder of split files (``train.csv``, ``dev.jsonl``, ``test.parquet``...), one per split."""
+    files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in FORMATS)
+    by_role: dict[str, list[Path]] = {}
+    for p in files:
+        role = _split_role(p.stem)
+        if role:
+            by_role.setdefault(role, []).append(p)
+    for role, paths in by_role.items():
+        if len(paths) > 1:
+            raise DataError(
+                f"{path} has several {role} files ({', '.join(p.name for p in paths)}); keep one."
+            )
+    if "train" not in by_role:
+        present = ", ".join(p.name for p in sorted(path.iterdir())) or "(empty)"
+        raise DataError(
+            f"{path} has no train file. Expected train.<ext> (and optionally validation/dev/val.<ext> and "
+            f"test.<ext>) with <ext> one of {', '.join(s[1:] for s in FORMATS)}, or a datasets save_to_disk "
+            f"folder. Found: {present}."
+        )
+    return {role: read_file(paths[0]) for role, paths in by_role.items()}
+
+
+def is_saved_dataset(path: Path) -> bool:
+    """Whether ``path`` is a ``save_to_disk`` folder (a ``DatasetDict`` or a single ``Dataset``)."""
+    return (path / "dataset_dict.json").is_file() or (path / "state.json").is_file()
+
+
+def read_path(path: Path) -> dict[str, RawSplit]:
+    """Read ``data.path``: a file (one ``train`` pool), a split-file folder or a ``save_to_disk`` folder.
+
+    Returns:
+        The splits found, keyed ``train`` / ``validation`` / ``test``.
+
+    Raises:
+        FileNotFoundError: when the path does not exist.
+        DataError: when it cannot be read (see :func:`read_file`).
+    """
+    if not path.exists():
+        raise FileNotFoundError(f"data.path={path} does not exist. Point it at your data file or folder.")
+    if path.is_file():
+        return {"train": read_file(path)}
+    if is_saved_dataset(path):
+        return read_saved(path)
+    return read_folder(path)

@@ -1,0 +1,235 @@
+"""The user's own labelled texts, from any common form, as a checked, split :class:`TaskData`.
+
+:func:`load_task_data` takes a path (``data.path``), an in-memory ``datasets.Dataset``/``DatasetDict``, a
+pandas ``DataFrame`` or a ``(texts, labels)`` pair, and returns the same ``TaskData`` as the MTEB tasks:
+
+- columns ``text_column``/``label_column`` (``text``/``label`` by default); a missing one fails listing the
+  columns found. An integer label column next to a ``label_text`` column (the ``../shared/data`` layout) is
+  read by its names.
+- labels are names (strings, or ``true``/``false``) or integer ids. Names are numbered in sorted order
+  (``label_names`` is sorted, like scikit-learn's ``classes_``); a ``ClassLabel`` column keeps its own order;
+  integer ids are sorted numerically and named by their decimal form. The label set comes from train only: a
+  validation or test label that train lacks fails, naming it and its line.
+- a missing test split is carved from train (stratified, seeded, ``data.test_fraction``), then a missing
+  validation split (``data.val_fraction`` of what is left).
+- every bad row (missing/empty text, missing or malformed label) fails in one error naming the file and
+  the line (or the 0-based row for Parquet and in-memory data), unless ``data.drop_bad_rows``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import datasets
+import pandas as pd
+
+from ucse.config import DataConfig, TaskConfig, default_task_name
+from ucse.data.checks import label_problems, normalise_label, resolve_bad_rows, text_value_problems
+from ucse.data.files import SPLIT_FILES, RawSplit, read_path
+from ucse.data.splitting import assemble, carve
+from ucse.data.tasks import DataError, TaskData
+
+logger = logging.getLogger(__name__)
+
+DataSource = str | Path | datasets.Dataset | datasets.DatasetDict | pd.DataFrame | tuple | list
+"""What :func:`load_task_data` accepts."""
+ROLES = ("train", "validation", "test")
+IN_MEMORY_NAME = "data"
+"""Task name of in-memory data when none is given."""
+
+
+def _from_memory(source: Any, text_column: str, label_column: str) -> tuple[dict[str, RawSplit], str]:
+    """The splits of an in-memory source, and a description of it."""
+    if isinstance(source, datasets.DatasetDict):
+        roles = {}
+        for name in source:
+            role = next((r for r, names in SPLIT_FILES.items() if name.lower() in names), None)
+            if role:
+                roles[role] = RawSplit(f"DatasetDict split '{name}'", source[name])
+        if "train" not in roles:
+            if len(source) != 1:
+                raise DataError(f"The DatasetDict has splits {list(source)} but none named 'train'.")
+            name = next(iter(source))
+            roles = {"train": RawSplit(f"DatasetDict split '{name}'", source[name])}
+        return roles, "in-memory DatasetDict"
+    if isinstance(source, datasets.Dataset):
+        return {"train": RawSplit("the Dataset", source)}, "in-memory Dataset"
+    if isinstance(source, pd.DataFrame):
+        columns = {str(c): [_none_if_na(v) for v in source[c].tolist()] for c in source.columns}
+        return {"train": RawSplit("the DataFrame", columns)}, "in-memory DataFrame"
+    if isinstance(source, (tuple, list)) and len(source) == 2 and not isinstance(source[0], (str, dict)):
+        texts, labels = (list(part) for part in source)
+        if len(texts) != len(labels):
+            raise DataError(
+                f"(texts, labels) have different lengths: {len(texts)} texts, {len(labels)} labels."
+            )
+        if not texts:
+            raise DataError("(texts, labels) are empty: give at least one labelled text per class.")
+        data = {text_column: texts, label_column: labels}
+        return {"train": RawSplit("the (texts, labels) lists", data)}, "in-memory (texts, labels)"
+    raise DataError(
+        f"Cannot read data of type {type(source).__name__}: give a file or folder path, a datasets.Dataset "
+        "or DatasetDict, a pandas DataFrame, or a (texts, labels) pair of lists."
+    )
+
+
+def _none_if_na(value: Any) -> Any:
+    """The missing markers of pandas (NaN, None, pd.NA, NaT) as ``None``; every other value unchanged."""
+    return None if pd.api.types.is_scalar(value) and pd.isna(value) else value
+
+
+def _columns(raw: RawSplit, text_column: str, label_column: str) -> tuple[list, list, list[str] | None]:
+    """(texts, labels, ClassLabel names or None) of one split; a missing column fails listing those found."""
+    for column, key in ((text_column, "text_column"), (label_column, "label_column")):
+        if column not in raw.columns:
+            raise DataError(
+                f"{raw.where} has no column '{column}' (data.{key}); its columns are {raw.columns}. "
+                f"Set data.{key}=<one of them>."
+            )
+    labels = raw.values(label_column)
+    names = raw.class_names(label_column)
+    if names is None and "label_text" in raw.columns and label_column != "label_text":
+        if all(v is None or _is_int_literal(v) or type(v) is int for v in labels):
+            # The ../shared/data layout: integer ids plus their names; train on the names.
+            labels = raw.values("label_text")
+    return raw.values(text_column), labels, names
+
+
+def _is_int_literal(value: Any) -> bool:
+    return isinstance(value, str) and value.strip().lstrip("+-").isdigit()
+
+
+def _label_kind(labels: list, typed: bool) -> bool:
+    """Whether labels are names (``True``) or integer ids, from train's first present label.
+
+    CSV cells are all strings; a CSV label column is read as ids when every present train label is an
+    integer literal.
+    """
+    present = [v for v in labels if v is not None]
+    if not typed:
+        return not (present and all(_is_int_literal(v) for v in present))
+    first = present[0] if present else ""
+    return isinstance(first, (str, bool))
+
+
+def _normalise_all(labels: list, by_name: bool, typed: bool) -> list:
+    """Raw labels in the kind's canonical type: CSV int literals as ints, booleans as names."""
+    if not typed and not by_name:
+        return [int(v) if _is_int_literal(v) else v for v in labels]
+    if by_name:
+        return [str(v).lower() if isinstance(v, bool) else v for v in labels]
+    return labels
+
+
+def _check(
+    raw: RawSplit,
+    role: str,
+    values: tuple[list, list],
+    columns: tuple[str, str],
+    by_name: bool,
+    allowed: set | None,
+    drop: bool,
+) -> tuple[tuple[list[str], list], int]:
+    """One split's checked (texts, canonical labels) and dropped-row count (bad rows fail unless ``drop``)."""
+    texts, labels = values[0], _normalise_all(values[1], by_name, raw.typed)
+    bad = text_value_problems(texts, columns[0]) + label_problems(labels, columns[1], by_name, allowed)
+    lines = raw.lines() if bad else None  # the line map is computed only when there is something to show
+    keep = resolve_bad_rows(len(texts), bad, split=role, where=raw.where, drop=drop, lines=lines)
+    kept = ([texts[i] for i in keep], [normalise_label(labels[i], by_name) for i in keep])
+    return kept, len(texts) - len(keep)
+
+
+def _label_names(keys: list, class_names: list[str] | None, where: str, column: str) -> list[str]:
+    """Train's label names in id order: a ClassLabel's own order, else sorted (ids numerically)."""
+    present = set(keys)
+    names = [n for n in class_names if n in present] if class_names else [str(k) for k in sorted(present)]
+    if not names:
+        raise DataError(f"{where} has no usable rows.")
+    if len(names) < 2:
+        raise DataError(
+            f"{where}: every train row has the label {names[0]!r}; a classifier needs at least two labels. "
+            f"Check data.label_column={column!r}."
+        )
+    return names
+
+
+def load_task_data(
+    source: DataSource,
+    task: TaskConfig | None = None,
+    data: DataConfig | None = None,
+    seed: int = 0,
+) -> TaskData:
+    """Load your own labelled texts, from any common form, into checked train/validation/test splits.
+
+    This is what ``python train.py data.path=...`` runs, and what a Python API (``ucse.train(data)``) calls.
+
+    Args:
+        source: a path (``.csv``/``.tsv``/``.jsonl``/``.json``/``.parquet`` file, a folder of
+            ``train``/``validation``/``test`` files, or a ``save_to_disk`` folder), a ``datasets.Dataset`` or
+            ``DatasetDict``, a pandas ``DataFrame``, or a ``(texts, labels)`` pair of sequences.
+        task: the task name and columns (``task.name``, ``task.text_column``, ``task.label_column``);
+            ``None`` names the task after the path (file stem or folder name), or ``data`` in memory.
+        data: fractions, bad-row policy, excluded labels, subsample sizes and column overrides
+            (``data.text_column``/``data.label_column`` win over the task's); ``None`` = defaults.
+        seed: seed of the carved slices, the excluded-label draw and subsamples.
+
+    Returns:
+        The task: ``splits`` ``train``/``validation``/``test`` of ``text`` + ``label`` (``ClassLabel``),
+        ``label_names`` in id order (sorted names; a ``ClassLabel`` keeps its order; ids sorted
+        numerically), ``ood`` rows of ``data.exclude_labels``.
+
+    Raises:
+        DataError: (a ``ValueError``) naming the file and line (or row) of any bad input.
+        FileNotFoundError: when a path does not exist.
+    """
+    data = data or DataConfig()
+    is_path = isinstance(source, (str, Path))
+    text_column = data.text_column or (task.text_column if task else "text")
+    label_column = data.label_column or (task.label_column if task else "label")
+    if is_path:
+        path = Path(source).expanduser().resolve()
+        raws, origin = read_path(path), str(path)
+    else:
+        raws, origin = _from_memory(source, text_column, label_column)
+    name = task.name if task else (default_task_name(path) if is_path else IN_MEMORY_NAME)
+
+    columns = (text_column, label_column)
+    read = {role: _columns(raw, *columns) for role, raw in raws.items()}
+    class_names = read["train"][2]
+    by_name = class_names is not None or _label_kind(read["train"][1], raws["train"].typed)
+    kept, dropped = {}, dict.fromkeys(ROLES, 0)
+    for role in ROLES:  # train first: its labels are the label set the other splits are checked against
+        if role in raws:
+            allowed = None if role == "train" else set(kept["train"][1])
+            kept[role], dropped[role] = _check(
+                raws[role], role, read[role][:2], columns, by_name, allowed, data.drop_bad_rows
+            )
+        if role == "train":
+            label_names = _label_names(kept["train"][1], class_names, raws["train"].where, label_column)
+
+    name_to_id = {n: i for i, n in enumerate(label_names)}
+    features = datasets.Features(
+        {"text": datasets.Value("string"), "label": datasets.ClassLabel(names=label_names)}
+    )
+    enc = {
+        role: datasets.Dataset.from_dict({"text": t, "label": [name_to_id[str(k)] for k in y]}, features)
+        for role, (t, y) in kept.items()
+    }
+    train = enc["train"]
+    if "test" not in enc:
+        train, enc["test"] = carve(train, data.test_fraction, "data.test_fraction", seed, origin)
+    if "validation" not in enc:
+        train, enc["validation"] = carve(train, data.val_fraction, "data.val_fraction", seed, origin)
+    td = assemble(name, train, enc["validation"], enc["test"], label_names, origin, dropped, data, seed)
+    _log_summary(td, sorted(set(ROLES) - set(raws)))
+    return td
+
+
+def _log_summary(td: TaskData, carved: Sequence[str]) -> None:
+    shown = ", ".join(td.label_names[:10]) + (", ..." if td.num_classes > 10 else "")
+    sizes = " / ".join(f"{s} {len(td.splits[s])}" + (" (carved)" if s in carved else "") for s in ROLES)
+    held = f"; held out for OOD: {', '.join(td.excluded_labels)} ({len(td.ood)} test rows)" if td.ood else ""
+    logger.info("data %s: %d labels (%s); %s%s", td.source, td.num_classes, shown, sizes, held)

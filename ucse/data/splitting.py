@@ -1,0 +1,103 @@
+"""Seeded, stratified slices (validation, test, subsamples) and the last step every loader shares."""
+
+from __future__ import annotations
+
+import logging
+
+import datasets
+
+from ucse.config import DataConfig
+from ucse.data.excluded import exclude_labels
+from ucse.data.tasks import DataError, TaskData
+
+logger = logging.getLogger(__name__)
+
+
+def check_fraction(value: float, key: str) -> float:
+    """Return ``value`` when it is strictly between 0 and 1, else fail naming ``key``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value < 1.0:
+        raise DataError(f"{key}={value!r} must be a fraction strictly between 0 and 1.")
+    return float(value)
+
+
+def stratified_split(ds: datasets.Dataset, test_size: float | int, seed: int) -> datasets.DatasetDict:
+    """Seeded ``train``/``test`` split stratified by ``label`` (plain seeded split when it cannot stratify).
+
+    Stratification is impossible when a class has a single row or ``test_size`` is below the number of
+    classes; the split is then random (seeded) and a warning is logged.
+    """
+    try:
+        return ds.train_test_split(test_size=test_size, stratify_by_column="label", seed=seed)
+    except ValueError as err:
+        logger.warning("Cannot stratify a split of %d rows (%s); using a seeded random split.", len(ds), err)
+        return ds.train_test_split(test_size=test_size, seed=seed)
+
+
+def stratified_sample(ds: datasets.Dataset, n: int | None, seed: int) -> datasets.Dataset:
+    """Stratified, seeded subsample of ``n`` rows (the dataset itself when ``n`` is None or not smaller)."""
+    if n is None or n >= len(ds):
+        return ds
+    if n <= 0:
+        raise DataError(f"Sample size {n} must be positive (data.max_train_samples / data.max_eval_samples).")
+    return stratified_split(ds, n, seed)["test"]
+
+
+def carve(ds: datasets.Dataset, fraction: float, key: str, seed: int, source: str) -> tuple:
+    """Split ``ds`` into (rest, slice) with a stratified, seeded ``fraction``-sized slice.
+
+    Raises:
+        DataError: when ``fraction`` is not in (0, 1) or ``ds`` is too small to leave rows on both sides.
+    """
+    check_fraction(fraction, key)
+    if len(ds) < 2:
+        raise DataError(
+            f"{source} has {len(ds)} usable row(s): too few to carve a slice with {key}={fraction}. "
+            "Add rows, or give the split as its own file."
+        )
+    parts = stratified_split(ds, fraction, seed)
+    return parts["train"], parts["test"]
+
+
+def assemble(
+    name: str,
+    train: datasets.Dataset,
+    validation: datasets.Dataset,
+    test: datasets.Dataset,
+    label_names: list[str],
+    source: str,
+    dropped: dict[str, int],
+    data: DataConfig,
+    seed: int,
+) -> TaskData:
+    """Hold out ``data.exclude_labels``, then subsample (``data.max_*_samples``): the shared last step.
+
+    Args:
+        name: task name.
+        train: encoded train split (``text`` + ``label`` ClassLabel over ``label_names``).
+        validation: encoded validation split.
+        test: encoded test split.
+        label_names: names of label ids 0..C-1.
+        source: where the data came from (for ``TaskData.source``).
+        dropped: rows dropped by ``data.drop_bad_rows`` per role.
+        data: the data section (exclusion and subsample sizes).
+        seed: seed of the excluded-label draw and the subsamples.
+
+    Returns:
+        The task, with ``ood`` and ``excluded_labels`` set when labels were held out.
+    """
+    splits = {"train": train, "validation": validation, "test": test}
+    splits, label_names, ood, excluded = exclude_labels(splits, label_names, data.exclude_labels, seed)
+    final = datasets.DatasetDict(
+        train=stratified_sample(splits["train"], data.max_train_samples, seed),
+        validation=stratified_sample(splits["validation"], data.max_eval_samples, seed),
+        test=stratified_sample(splits["test"], data.max_eval_samples, seed),
+    )
+    return TaskData(
+        name=name,
+        splits=final,
+        label_names=label_names,
+        source=source,
+        dropped=dropped,
+        ood=ood,
+        excluded_labels=excluded,
+    )
