@@ -24,7 +24,8 @@ def test_every_group_yaml_loads(group):
     for name in names:
         cfg = build_config([f"{group}={name}"])
         if group == "task":
-            assert cfg.task.name == name
+            # TaskConfig names no hub copy by default: each task YAML must name its own.
+            assert cfg.task.name == name and cfg.task.hf_path, name
         if group == "backbone":
             assert cfg.backbone.name == name
 

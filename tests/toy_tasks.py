@@ -66,3 +66,46 @@ def write_cue_task(
             rows.append({"text": " ".join(words), "label": label, "label_text": f"class_{label}"})
         (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return root
+
+
+# Your own data: string labels, learnable on the tiny BERT (each class's texts carry its cue word).
+OWN_CUES = {"money": "bank", "pets": "dog", "music": "guitar"}
+OWN_FORMATS = ("csv", "tsv", "jsonl", "json", "parquet")
+
+
+def own_rows(n: int = 90, seed: int = 0) -> list[dict]:
+    """``n`` rows ``{"text", "label"}`` with string labels, balanced over ``OWN_CUES``, unique texts."""
+    rng = random.Random(seed)
+    noise = generated_words(120)
+    names = list(OWN_CUES)
+    rows = []
+    for i in range(n):
+        name = names[i % len(names)]
+        words = [rng.choice(noise) for _ in range(rng.randint(3, 9))]
+        words.insert(rng.randint(0, len(words)), OWN_CUES[name])
+        rows.append({"text": " ".join(words) + f" {noise[i % 120]} {i}", "label": name})
+    return rows
+
+
+def write_rows(path: Path, rows: list[dict]) -> Path:
+    """Write ``rows`` in the format named by ``path``'s suffix (csv, tsv, jsonl, json, parquet)."""
+    import csv
+
+    import pandas as pd
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fmt = path.suffix[1:]
+    if fmt in ("csv", "tsv"):
+        with path.open("w", newline="", encoding="utf-8") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(rows[0]), delimiter="\t" if fmt == "tsv" else ",")
+            writer.writeheader()
+            writer.writerows(rows)
+    elif fmt == "jsonl":
+        write_jsonl(path, rows)
+    elif fmt == "json":
+        path.write_text(json.dumps(rows, indent=1))
+    elif fmt == "parquet":
+        pd.DataFrame(rows).to_parquet(path, index=False)
+    else:
+        raise ValueError(fmt)
+    return path

@@ -112,20 +112,33 @@ def _root_cause(err: BaseException) -> BaseException:
 
 
 def _decode(path: Path, raw: bytes) -> str:
-    """UTF-8 text of a file (a leading BOM dropped); non-UTF-8 bytes fail naming the line and column."""
+    """UTF-8 text of a file (a leading BOM dropped); non-UTF-8 or NUL bytes fail naming line and column."""
     try:
-        return raw.decode("utf-8-sig")
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as err:
-        line = raw[: err.start].count(b"\n") + 1
-        column = err.start - (raw.rfind(b"\n", 0, err.start) + 1) + 1
+        line, column = _position(raw, err.start)
         raise DataError(
             f"{path} line {line}: byte 0x{raw[err.start]:02x} at column {column} is not UTF-8. "
             "Save the file as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)."
         ) from None
+    nul = raw.find(b"\x00")
+    if nul >= 0:  # binary data or UTF-16: the readers would fail without saying where
+        line, column = _position(raw, nul)
+        raise DataError(
+            f"{path} line {line}: a NUL byte at column {column}; is it a binary or UTF-16 file? "
+            "Save it as UTF-8 text."
+        )
+    return text
+
+
+def _position(raw: bytes, offset: int) -> tuple[int, int]:
+    """1-based (line, column) of a byte offset."""
+    return raw[:offset].count(b"\n") + 1, offset - (raw.rfind(b"\n", 0, offset) + 1) + 1
 
 
 def _jsonl_problem(text: str) -> str | None:
     """The first line of a JSON Lines text that is not one JSON object, described; ``None`` if all are."""
+    first_kind: dict[str, tuple[str, int]] = {}  # column -> (JSON kind, line) of its first non-null value
     for number, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
@@ -136,6 +149,29 @@ def _jsonl_problem(text: str) -> str | None:
             return f"line {number}: JSON syntax error: {getattr(err, 'msg', err)}{where}"
         if not isinstance(value, dict):
             return f"line {number}: expected one JSON object ({{...}}), got {_json_kind(value)}"
+        problem = _value_problem(value) or _kind_change(value, number, first_kind)
+        if problem:
+            return f"line {number}: {problem}"
+    return None
+
+
+def _kind_change(row: dict, number: int, first_kind: dict[str, tuple[str, int]]) -> str | None:
+    """A column whose JSON kind differs from its first value's (``datasets`` fails on some such files)."""
+    for key, value in row.items():
+        if value is None:
+            continue
+        kind = _json_kind(value)
+        seen = first_kind.setdefault(key, (kind, number))
+        if seen[0] != kind:
+            return f"'{key}' is {kind} but {seen[0]} on line {seen[1]}; give each column one type"
+    return None
+
+
+def _value_problem(row: dict) -> str | None:
+    """A top-level value Arrow cannot hold (an integer beyond 64 bits), described; else ``None``."""
+    for key, value in row.items():
+        if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**64:
+            return f"'{key}' is an integer too large to store ({str(value)[:20]}...)"
     return None
 
 
@@ -160,9 +196,14 @@ def _json_problem(text: str) -> str | None:
         return f"JSON error: {err}"
     if isinstance(value, list):
         for i, item in enumerate(value):
-            if not isinstance(item, dict):
-                return f"item {i + 1} of the top-level array is {_json_kind(item)}, expected an object"
-        return None
+            problem = (
+                f"is {_json_kind(item)}, expected an object"
+                if not isinstance(item, dict)
+                else _value_problem(item)
+            )
+            if problem:
+                return f"item {i + 1} of the top-level array: {problem}"
+        return "holds no rows" if not value else None
     return f"expected an array of objects, got {_json_kind(value)}"
 
 
@@ -248,13 +289,19 @@ def read_file(path: Path) -> RawSplit:
     try:
         ds = _load("json", path)
     except Exception as err:  # Arrow JSON errors name a chunk-relative row or none at all
-        problem = (_jsonl_problem if suffix == ".jsonl" else _json_problem)(text)
-        if problem is None:
-            cause = _root_cause(err)
+        problem = _json_problem(text) if suffix == ".json" or text.lstrip().startswith("[") else None
+        problem = problem or _jsonl_problem(text)
+        cause = _root_cause(err)
+        if problem is None and "corresponds to no data" in str(cause):
+            problem = "holds no rows (or only empty objects)"
+        elif problem is None:
             problem = f"could not be read as JSON ({type(cause).__name__}: {cause})"
         raise DataError(f"{path} {problem}. {expected}") from None
     if len(ds) == 0 or not ds.column_names:
         raise DataError(f"{path} holds no rows. {expected}")
+    if suffix == ".json" and len(ds) == 1 and all(isinstance(v, list) for v in ds[0].values()):
+        # One object of columns ({"text": [...], "label": [...]}) reads as a single row of lists.
+        raise DataError(f"{path} holds one object of column lists, not rows. {expected}")
     return RawSplit(str(path), ds, line_map=lambda: _jsonl_lines(text))
 
 

@@ -103,16 +103,18 @@ def _is_int_literal(value: Any) -> bool:
 
 
 def _label_kind(labels: list, typed: bool) -> bool:
-    """Whether labels are names (``True``) or integer ids, from train's first present label.
+    """Whether train's labels are names (``True``) or integer ids.
 
     CSV cells are all strings; a CSV label column is read as ids when every present train label is an
-    integer literal.
+    integer literal. Typed values are names when strings (or booleans) are at least as many as numbers,
+    so a stray label of the other kind is the one reported.
     """
     present = [v for v in labels if v is not None]
     if not typed:
         return not (present and all(_is_int_literal(v) for v in present))
-    first = present[0] if present else ""
-    return isinstance(first, (str, bool))
+    names = sum(isinstance(v, (str, bool)) for v in present)
+    numbers = sum(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present)
+    return names >= numbers
 
 
 def _normalise_all(labels: list, by_name: bool, typed: bool) -> list:

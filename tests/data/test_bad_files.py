@@ -1,0 +1,125 @@
+"""Bad files fail with one DataError naming the file, the 1-based line (or row) and what was expected."""
+
+import datasets
+import pytest
+from toy_tasks import own_rows, write_rows
+
+from ucse.data import DataError, load_task_data
+
+GOOD = b'{"text": "a b", "label": "x"}\n{"text": "c d", "label": "y"}\n'
+
+CASES = {
+    # name: (file name, bytes, substrings the message must hold)
+    "jsonl syntax error": (
+        "d.jsonl",
+        GOOD + b'{"text": "e", label: "x"}\n',
+        ["line 3: JSON syntax error: Expecting property name enclosed in double quotes (column 15)"],
+    ),
+    "jsonl non-object line": ("d.jsonl", GOOD + b"\n[1, 2]\n", ["line 4: expected one JSON object", "array"]),
+    "jsonl string line": (
+        "d.jsonl",
+        b'"just text"\n' + GOOD,
+        ["line 1: expected one JSON object", "a string"],
+    ),
+    "jsonl NaN literal": ("d.jsonl", GOOD + b'{"text": NaN, "label": "x"}\n', ["line 3"]),
+    "jsonl 0 bytes": ("d.jsonl", b"", ["is empty (0 bytes)", "one JSON object per line"]),
+    "jsonl blank only": ("d.jsonl", b"\n  \n\t\n", ["holds only blank lines"]),
+    "jsonl not utf-8": (
+        "d.jsonl",
+        GOOD + b'{"text": "caf\xe9", "label": "x"}\n',
+        ["line 3: byte 0xe9", "UTF-8"],
+    ),
+    "jsonl empty text": ("d.jsonl", GOOD + b'{"text": "  ", "label": "x"}\n', ["line 3: 'text' is empty"]),
+    "jsonl missing label": ("d.jsonl", GOOD + b'\n{"text": "e f"}\n', ["line 4: 'label' is missing"]),
+    "jsonl number text": (
+        "d.jsonl",
+        GOOD + b'{"text": 5, "label": "x"}\n',
+        ["line 3: 'text' is not a string (int)"],
+    ),
+    "json syntax error": (
+        "d.json",
+        b'[{"text": "a", "label": "x"},\n {"text": "b", "label": "y"]\n',
+        ["line 2"],
+    ),
+    "json array of non-objects": ("d.json", b'[{"text": "a", "label": "x"}, 3]', ["item 2", "a number"]),
+    "json column object": (
+        "d.json",
+        b'{"text": ["a", "b"], "label": ["x", "y"]}',
+        ["one object of column lists"],
+    ),
+    "json empty array": ("d.json", b"[]", ["d.json"]),
+    "csv header only": ("d.csv", b"text,label\n", ["header row but no data rows"]),
+    "csv 0 bytes": ("d.csv", b"", ["is empty (0 bytes)", "header row"]),
+    "csv blank only": ("d.csv", b"\n\n   \n", ["holds only blank lines"]),
+    "csv ragged row": ("d.csv", b"text,label\na,x\nb,y,z\n", ["line 3: 3 fields where the header has 2"]),
+    "csv open quote": ("d.csv", b'text,label\na,x\n"b,y\nc,x\n', ["line 3: a quoted field is never closed"]),
+    "csv not utf-8": ("d.csv", b"text,label\na,x\n\nb\xff,y\n", ["line 4: byte 0xff at column 2"]),
+    "csv empty text": ("d.csv", b"text,label\na,x\n\n,y\n", ["line 4: 'text' is missing"]),
+    "csv whitespace text": (
+        "d.csv",
+        b'text,label\na,x\n"  ",y\n',
+        ["line 3: 'text' is empty or whitespace-only"],
+    ),
+    "csv missing label": ("d.csv", b'text,label\na,x\n"multi\nline",y\nc,\n', ["line 5: 'label' is missing"]),
+    "csv missing column": ("d.csv", b"sentence,label\na,x\n", ["no column 'text'", "['sentence', 'label']"]),
+    "tsv ragged row": ("d.tsv", b"text\tlabel\na\tx\nb\ty\tz\n", ["line 3: 3 fields"]),
+    "tsv missing label": ("d.tsv", b"text\tlabel\na\tx\nb\t\n", ["line 3: 'label' is missing"]),
+    "parquet garbage": ("d.parquet", b"PAR1 not really", ["is not a readable Parquet file"]),
+    "parquet 0 bytes": ("d.parquet", b"", ["is empty (0 bytes)"]),
+}
+
+
+@pytest.mark.parametrize("case", CASES, ids=list(CASES))
+def test_bad_file_fails_naming_file_and_line(tmp_path, case):
+    name, content, expected = CASES[case]
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(DataError) as err:
+        load_task_data(path)
+    msg = str(err.value)
+    assert str(path) in msg
+    for part in expected:
+        assert part in msg, msg
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # nothing written beside the data
+
+
+def test_parquet_bad_rows_are_named_by_row(tmp_path):
+    rows = own_rows(12)
+    rows[4] = {"text": "", "label": "pets"}
+    rows[7] = {"text": "fine", "label": None}
+    path = write_rows(tmp_path / "d.parquet", rows)
+    with pytest.raises(DataError) as err:
+        load_task_data(path)
+    msg = str(err.value)
+    assert f"2 bad row(s) of 12 in split 'train' of {path} (rows are 0-based)" in msg
+    assert "row 4: 'text' is empty" in msg and "row 7: 'label' is missing" in msg
+
+
+def test_save_to_disk_errors(tmp_path):
+    datasets.DatasetDict(
+        a=datasets.Dataset.from_list(own_rows(6)), b=datasets.Dataset.from_list(own_rows(6))
+    ).save_to_disk(tmp_path / "dd")
+    with pytest.raises(DataError, match=r"holds splits \['a', 'b'\] but none named train"):
+        load_task_data(tmp_path / "dd")
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "state.json").write_text("{not json")
+    with pytest.raises(DataError, match="is not a readable datasets save_to_disk folder"):
+        load_task_data(broken)
+
+
+def test_mixed_label_kinds_fail_on_the_odd_row(tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(GOOD + b'{"text": "e", "label": 3}\n{"text": "f", "label": [1]}\n')
+    with pytest.raises(DataError) as err:
+        load_task_data(path)
+    msg = str(err.value)
+    assert "line 3: 'label' is not a non-empty string: 3" in msg
+    assert "line 4: 'label' is not a non-empty string: [1]" in msg
+
+
+def test_split_file_errors_name_that_file(tmp_path):
+    write_rows(tmp_path / "t" / "train.csv", own_rows(12))
+    (tmp_path / "t" / "test.jsonl").write_bytes(GOOD + b"oops\n")
+    with pytest.raises(DataError, match=r"test\.jsonl line 3: JSON syntax error"):
+        load_task_data(tmp_path / "t")

@@ -1,0 +1,294 @@
+"""Your own data: every accepted form loads to the same checked, split TaskData with string labels."""
+
+import math
+from collections import Counter
+
+import datasets
+import pandas as pd
+import pytest
+from toy_tasks import OWN_CUES, OWN_FORMATS, make_task, own_rows, toy_data, toy_rows, toy_task, write_rows
+
+from ucse.config import DataConfig, TaskConfig, build_config
+from ucse.data import DataError, load_classification, load_task_data
+
+NAMES = sorted(OWN_CUES)
+
+
+def _pairs(td, split):
+    return sorted((t, td.label_names[y]) for t, y in zip(td.splits[split]["text"], td.splits[split]["label"]))
+
+
+def _all_pairs(td):
+    return sorted(p for s in ("train", "validation", "test") for p in _pairs(td, s))
+
+
+@pytest.mark.parametrize("fmt", OWN_FORMATS)
+def test_single_file_every_format_carves_stratified_splits(tmp_path, fmt):
+    rows = own_rows(90)
+    path = write_rows(tmp_path / f"reviews.{fmt}", rows)
+    td = load_task_data(path)
+    assert td.name == "reviews" and td.source == str(path)
+    assert td.label_names == NAMES
+    assert td.splits["train"].features["label"] == datasets.ClassLabel(names=NAMES)
+    # Every row comes back with its own label name, in exactly one split.
+    assert _all_pairs(td) == sorted((r["text"], r["label"]) for r in rows)
+    n_test = math.ceil(0.2 * 90)
+    n_val = math.ceil(0.1 * (90 - n_test))
+    assert [len(td.splits[s]) for s in ("train", "validation", "test")] == [
+        90 - n_test - n_val,
+        n_val,
+        n_test,
+    ]
+    assert Counter(td.splits["test"]["label"]) == {0: 6, 1: 6, 2: 6}  # stratified: 30 rows per label
+
+
+def test_every_format_gives_identical_splits(tmp_path):
+    rows = own_rows(60)
+    loaded = [load_task_data(write_rows(tmp_path / f"d.{fmt}", rows), seed=3) for fmt in OWN_FORMATS]
+    for td in loaded[1:]:
+        for split in ("train", "validation", "test"):
+            assert td.splits[split]["text"] == loaded[0].splits[split]["text"]
+
+
+def test_carving_is_seeded(tmp_path):
+    path = write_rows(tmp_path / "d.csv", own_rows(90))
+    a, b, c = (load_task_data(path, seed=s).splits["test"]["text"] for s in (1, 1, 2))
+    assert a == b and a != c
+
+
+def test_split_folder_mixed_formats_used_as_given(tmp_path):
+    rows = own_rows(120)
+    write_rows(tmp_path / "task" / "train.csv", rows[:80])
+    write_rows(tmp_path / "task" / "dev.jsonl", rows[80:100])
+    write_rows(tmp_path / "task" / "test.parquet", rows[100:])
+    (tmp_path / "task" / "notes.txt").write_text("ignored")
+    td = load_task_data(tmp_path / "task")
+    assert td.name == "task"
+    assert td.splits["train"]["text"] == [r["text"] for r in rows[:80]]
+    assert _pairs(td, "validation") == sorted((r["text"], r["label"]) for r in rows[80:100])
+    assert _pairs(td, "test") == sorted((r["text"], r["label"]) for r in rows[100:])
+
+
+def test_split_folder_without_test_carves_it(tmp_path):
+    rows = own_rows(100)
+    write_rows(tmp_path / "t" / "train.jsonl", rows[:90])
+    write_rows(tmp_path / "t" / "validation.jsonl", rows[90:])
+    td = load_task_data(tmp_path / "t", data=DataConfig(test_fraction=0.3))
+    assert len(td.splits["test"]) == 27 and len(td.splits["validation"]) == 10
+
+
+def test_split_folder_errors(tmp_path):
+    write_rows(tmp_path / "a" / "train.csv", own_rows(9))
+    write_rows(tmp_path / "a" / "train.jsonl", own_rows(9))
+    with pytest.raises(DataError, match=r"several train files \(train.csv, train.jsonl\)"):
+        load_task_data(tmp_path / "a")
+    write_rows(tmp_path / "b" / "data.csv", own_rows(9))
+    with pytest.raises(DataError, match=r"has no train file.*Found: data.csv"):
+        load_task_data(tmp_path / "b")
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_task_data(tmp_path / "missing.csv")
+    (tmp_path / "x.txt").write_text("a\n")
+    with pytest.raises(DataError, match=r"unsupported file type '.txt'"):
+        load_task_data(tmp_path / "x.txt")
+
+
+def test_save_to_disk_dataset_dict_and_dataset(tmp_path):
+    rows = own_rows(90)
+    dd = datasets.DatasetDict(
+        train=datasets.Dataset.from_list(rows[:70]), test=datasets.Dataset.from_list(rows[70:])
+    )
+    dd.save_to_disk(tmp_path / "saved_dict")
+    td = load_task_data(tmp_path / "saved_dict")
+    assert td.name == "saved_dict"
+    assert _pairs(td, "test") == sorted((r["text"], r["label"]) for r in rows[70:])
+    datasets.Dataset.from_list(rows).save_to_disk(tmp_path / "saved_one")
+    one = load_task_data(tmp_path / "saved_one")
+    assert _all_pairs(one) == sorted((r["text"], r["label"]) for r in rows)
+
+
+def test_in_memory_forms_match_the_csv(tmp_path):
+    rows = own_rows(90)
+    ref = load_task_data(write_rows(tmp_path / "d.csv", rows))
+    texts, labels = [r["text"] for r in rows], [r["label"] for r in rows]
+    forms = [
+        pd.DataFrame(rows),
+        (texts, labels),
+        datasets.Dataset.from_list(rows),
+        datasets.DatasetDict(train=datasets.Dataset.from_list(rows)),
+    ]
+    for form in forms:
+        td = load_task_data(form)
+        assert td.name == "data" and td.label_names == NAMES
+        assert td.splits["test"]["text"] == ref.splits["test"]["text"], type(form)
+
+
+def test_class_label_keeps_its_order_and_int_labels_sort_numerically(tmp_path):
+    rows = own_rows(60)
+    order = ["pets", "music", "money"]
+    ds = datasets.Dataset.from_dict(
+        {"text": [r["text"] for r in rows], "label": [order.index(r["label"]) for r in rows]},
+        features=datasets.Features(text=datasets.Value("string"), label=datasets.ClassLabel(names=order)),
+    )
+    td = load_task_data(ds)
+    assert td.label_names == order
+    assert _all_pairs(td) == sorted((r["text"], r["label"]) for r in rows)
+    ids = {"money": 10, "music": 2, "pets": 7}
+    int_rows = [{"text": r["text"], "label": ids[r["label"]]} for r in rows]
+    for fmt in ("csv", "jsonl"):
+        td = load_task_data(write_rows(tmp_path / f"ints.{fmt}", int_rows))
+        assert td.label_names == ["2", "7", "10"], fmt
+        assert _all_pairs(td) == sorted((r["text"], str(r["label"])) for r in int_rows)
+
+
+def test_csv_keeps_na_like_labels_and_numeric_texts(tmp_path):
+    rows = [{"text": str(1000 + i), "label": ["NA", "null", "None"][i % 3]} for i in range(30)]
+    td = load_task_data(write_rows(tmp_path / "d.csv", rows))
+    assert td.label_names == ["NA", "None", "null"]
+    assert _all_pairs(td) == sorted((r["text"], r["label"]) for r in rows)
+
+
+def test_bool_labels_are_names(tmp_path):
+    rows = [{"text": f"t{i}", "label": i % 2 == 0} for i in range(20)]
+    td = load_task_data(write_rows(tmp_path / "b.jsonl", rows))
+    assert td.label_names == ["false", "true"]
+
+
+def test_columns_from_data_or_task_config(tmp_path):
+    rows = [{"body": r["text"], "intent": r["label"], "id": i} for i, r in enumerate(own_rows(30))]
+    path = write_rows(tmp_path / "d.parquet", rows)
+    a = load_task_data(path, data=DataConfig(text_column="body", label_column="intent"))
+    b = load_task_data(path, TaskConfig(name="t", text_column="body", label_column="intent"))
+    assert a.label_names == b.label_names == NAMES and b.name == "t"
+    with pytest.raises(DataError) as err:
+        load_task_data(path)
+    assert "no column 'text' (data.text_column); its columns are ['body', 'intent', 'id']" in str(err.value)
+    assert str(path) in str(err.value)
+
+
+def test_unseen_test_label_names_file_and_line(tmp_path):
+    rows = own_rows(30)
+    write_rows(tmp_path / "t" / "train.csv", rows)
+    write_rows(tmp_path / "t" / "test.csv", rows[:4] + [{"text": "new one", "label": "sports"}])
+    with pytest.raises(DataError) as err:
+        load_task_data(tmp_path / "t")
+    msg = str(err.value)
+    assert str(tmp_path / "t" / "test.csv") in msg and "split 'test'" in msg
+    assert "line 6: 'label' is not in the train split's label set: 'sports'" in msg
+    td = load_task_data(tmp_path / "t", data=DataConfig(drop_bad_rows=True))
+    assert td.dropped == {"train": 0, "validation": 0, "test": 1} and len(td.splits["test"]) == 4
+
+
+def test_shared_layout_folder_as_data_path_matches_data_root(tmp_path):
+    root = make_task(tmp_path, {"train": toy_rows("tr"), "test": toy_rows("te", 0.5)})
+    via_root = load_classification(toy_task(), toy_data(root), seed=0)
+    via_path = load_classification(toy_task(), DataConfig(path=str(root / "ToyClassification")), seed=0)
+    assert via_path.label_names == via_root.label_names
+    for split in ("train", "validation", "test"):
+        assert _pairs(via_path, split) == _pairs(via_root, split)
+
+
+def test_single_label_and_tiny_data_fail_clearly(tmp_path):
+    with pytest.raises(DataError, match="a classifier needs at least two labels"):
+        load_task_data(([f"t{i}" for i in range(10)], ["a"] * 10))
+    with pytest.raises(DataError, match="different lengths: 2 texts, 1 labels"):
+        load_task_data((["a", "b"], ["x"]))
+    with pytest.raises(DataError, match="Cannot read data of type int"):
+        load_task_data(5)
+
+
+def test_in_memory_bad_rows_name_rows():
+    texts = ["a", "", "c", None, "e", "f"]
+    labels = ["x", "y", float("nan"), "y", 3, "y"]
+    with pytest.raises(DataError) as err:
+        load_task_data(pd.DataFrame({"text": texts, "label": labels}))
+    msg = str(err.value)
+    assert "of the DataFrame (rows are 0-based)" in msg
+    for expected in (
+        "row 1: 'text' is empty or whitespace-only: ''",
+        "row 2: 'label' is missing: None",
+        "row 3: 'text' is missing: None",
+        "row 4: 'label' is not a non-empty string: 3",
+    ):
+        assert expected in msg
+
+
+# --- data.exclude_labels -------------------------------------------------------------------------------
+
+
+def test_exclude_labels_by_name_moves_test_rows_to_ood(tmp_path):
+    rows = own_rows(90)
+    td = load_task_data(write_rows(tmp_path / "d.jsonl", rows), data=DataConfig(exclude_labels=["pets"]))
+    assert td.label_names == ["money", "music"] and td.excluded_labels == ["pets"]
+    assert td.splits["train"].features["label"] == datasets.ClassLabel(names=["money", "music"])
+    full = load_task_data(write_rows(tmp_path / "d.jsonl", rows))
+    for split in ("train", "validation"):
+        assert _pairs(td, split) == [p for p in _pairs(full, split) if p[1] != "pets"]
+    assert _pairs(td, "test") == [p for p in _pairs(full, "test") if p[1] != "pets"]
+    assert sorted(zip(td.ood["text"], td.ood["label_text"])) == [
+        p for p in _pairs(full, "test") if p[1] == "pets"
+    ]
+
+
+def test_exclude_labels_fraction_is_seeded(tmp_path):
+    rows = [{"text": f"text {i}", "label": f"c{i % 8}"} for i in range(160)]
+    path = write_rows(tmp_path / "d.csv", rows)
+    picks = [
+        load_task_data(path, data=DataConfig(exclude_labels=0.25), seed=s).excluded_labels for s in range(4)
+    ]
+    assert all(len(p) == 2 for p in picks)  # 25 % of 8 labels
+    assert picks[0] == load_task_data(path, data=DataConfig(exclude_labels=0.25), seed=0).excluded_labels
+    assert len({tuple(p) for p in picks}) > 1
+    td = load_task_data(path, data=DataConfig(exclude_labels=0.25), seed=0)
+    assert set(td.ood["label_text"]) == set(td.excluded_labels) and td.num_classes == 6
+
+
+def test_exclude_labels_on_the_shared_layout(tmp_path):
+    root = make_task(tmp_path, {"train": toy_rows("tr"), "test": toy_rows("te", 0.5)})
+    td = load_classification(toy_task(), toy_data(root, exclude_labels=["bravo"]), seed=0)
+    assert td.label_names == ["alpha", "charlie", "delta"]
+    assert set(td.ood["label_text"]) == {"bravo"} and len(td.ood) == sum(
+        r["label_text"] == "bravo" for r in toy_rows("te", 0.5)
+    )
+
+
+@pytest.mark.parametrize(
+    "spec,match",
+    [
+        (["petz"], r"'petz' not among the 3 train labels \(money, music, pets\). Did you mean 'pets'"),
+        (1.5, "must be a fraction in"),
+        (["pets", "music"], "leaving 1; at least 2 must remain"),
+        (3, "must be a list of label names"),
+    ],
+)
+def test_exclude_labels_errors(tmp_path, spec, match):
+    path = write_rows(tmp_path / "d.csv", own_rows(30))
+    with pytest.raises(DataError, match=match):
+        load_task_data(path, data=DataConfig(exclude_labels=spec))
+
+
+# --- config ------------------------------------------------------------------------------------------------
+
+
+def test_data_path_config_carries_no_default_task(tmp_path):
+    path = write_rows(tmp_path / "my reviews.csv", own_rows(30))
+    cfg = build_config([f"data.path={path}"])
+    assert cfg.task.name == "my reviews"
+    assert cfg.task.hf_path is None and cfg.task.instruction == "" and cfg.task.hf_revision is None
+    assert cfg.data.path == str(path)
+    named = build_config([f"data.path={path}", "task.name=reviews"])
+    assert named.task.name == "reviews" and named.task.hf_path is None
+    paper = build_config([f"data.path={path}", "task=Banking77Classification"])
+    assert paper.task.name == "Banking77Classification" and paper.task.hf_path == "mteb/banking77"
+
+
+def test_relative_data_path_is_made_absolute(tmp_path, monkeypatch):
+    write_rows(tmp_path / "d.csv", own_rows(30))
+    monkeypatch.chdir(tmp_path)
+    cfg = build_config(["data.path=d.csv", "data.exclude_labels=[pets]"])
+    assert cfg.data.path == str(tmp_path / "d.csv") and cfg.data.exclude_labels == ["pets"]
+    assert build_config(["data.path=d.csv", "data.exclude_labels=0.25"]).data.exclude_labels == 0.25
+
+
+def test_task_without_any_source_fails_clearly():
+    with pytest.raises(DataError, match="has no data source: set data.path="):
+        load_classification(TaskConfig(name="mine"), DataConfig(), seed=0)
