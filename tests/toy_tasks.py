@@ -81,7 +81,7 @@ def own_rows(n: int = 90, seed: int = 0) -> list[dict]:
     rows = []
     for i in range(n):
         name = names[i % len(names)]
-        words = [rng.choice(noise) for _ in range(rng.randint(3, 9))]
+        words = [rng.choice(noise) for _ in range(rng.randint(2, 6))]
         words.insert(rng.randint(0, len(words)), OWN_CUES[name])
         rows.append({"text": " ".join(words) + f" {noise[i % 120]} {i}", "label": name})
     return rows

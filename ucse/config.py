@@ -374,13 +374,20 @@ def load_group(group: str, name: str) -> DictConfig:
     return OmegaConf.load(path)  # type: ignore[return-value]
 
 
-def build_config(overrides: list[str] | None = None, base_file: str = "train.yaml") -> TrainConfig:
+def build_config(
+    overrides: list[str] | None = None, base_file: str = "train.yaml", own_data: bool = False
+) -> TrainConfig:
     """Build a validated ``TrainConfig`` from ``configs/`` plus ``key=value`` overrides.
+
+    With ``data.path`` (or ``own_data``) and no ``task=``, the user's own data is the task: the default task
+    YAML is not merged (no hub path, no instruction) and ``task.name`` defaults to the path's stem or folder
+    name (``data`` for in-memory data), unless ``task.name=`` is given.
 
     Args:
         overrides: command-line tokens. ``task=``, ``backbone=`` and ``head=`` select group files;
             everything else is an OmegaConf dotlist override such as ``loss.lcl_weight=0.6``.
         base_file: root YAML file under ``configs/``.
+        own_data: the data will be passed in memory (``ucse.training.train(cfg, data=...)``).
 
     Returns:
         The merged, type-checked config.
@@ -405,7 +412,8 @@ def build_config(overrides: list[str] | None = None, base_file: str = "train.yam
         else:
             dotlist.append(tok)
     cli = _merge(OmegaConf.structured(TrainConfig), OmegaConf.from_dotlist(dotlist), "command line")
-    own_data = cli.data.path is not None and not any(t.split("=", 1)[0] == "task" for t in overrides)
+    keys = {t.split("=", 1)[0] for t in overrides}
+    own_data = (own_data or cli.data.path is not None) and "task" not in keys
     if own_data:
         # The user's own data: the default task's hub path and instruction must not leak into it.
         groups["task"] = None
@@ -416,13 +424,19 @@ def build_config(overrides: list[str] | None = None, base_file: str = "train.yam
     if cfg.data.path is not None:
         # Absolute, so eval.py finds the data again from the run's config.yaml wherever it is run.
         cfg.data.path = str(Path(cfg.data.path).expanduser().resolve())
-        if own_data and not any(t.split("=", 1)[0] == "task.name" for t in overrides):
-            cfg.task.name = default_task_name(cfg.data.path)
+    if own_data and "task.name" not in keys:
+        cfg.task.name = default_task_name(cfg.data.path)
     return to_object(cfg)
 
 
-def default_task_name(path: str | Path) -> str:
-    """Task name of a ``data.path`` source: a file's stem (``reviews.csv`` -> ``reviews``) or folder name."""
+IN_MEMORY_TASK = "data"
+"""Task name of in-memory data when none is given."""
+
+
+def default_task_name(path: str | Path | None) -> str:
+    """Own data's task name: a file's stem (``reviews.csv`` -> ``reviews``), a folder's name, or ``data``."""
+    if path is None:
+        return IN_MEMORY_TASK
     p = Path(path)
     return p.stem if p.is_file() else p.name
 

@@ -37,8 +37,6 @@ logger = logging.getLogger(__name__)
 DataSource = str | Path | datasets.Dataset | datasets.DatasetDict | pd.DataFrame | tuple | list
 """What :func:`load_task_data` accepts."""
 ROLES = ("train", "validation", "test")
-IN_MEMORY_NAME = "data"
-"""Task name of in-memory data when none is given."""
 
 
 def _from_memory(source: Any, text_column: str, label_column: str) -> tuple[dict[str, RawSplit], str]:
@@ -196,7 +194,7 @@ def load_task_data(
         raws, origin = read_path(path), str(path)
     else:
         raws, origin = _from_memory(source, text_column, label_column)
-    name = task.name if task else (default_task_name(path) if is_path else IN_MEMORY_NAME)
+    name = task.name if task else default_task_name(path if is_path else None)
 
     columns = (text_column, label_column)
     read = {role: _columns(raw, *columns) for role, raw in raws.items()}
