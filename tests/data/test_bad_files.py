@@ -62,6 +62,7 @@ CASES = {
     ),
     "csv missing label": ("d.csv", b'text,label\na,x\n"multi\nline",y\nc,\n', ["line 5: 'label' is missing"]),
     "csv missing column": ("d.csv", b"sentence,label\na,x\n", ["no column 'text'", "['sentence', 'label']"]),
+    "semicolon csv": ("d.csv", b"text;label\na;x\n", ["['text;label']", "other than commas"]),
     "tsv ragged row": ("d.tsv", b"text\tlabel\na\tx\nb\ty\tz\n", ["line 3: 3 fields"]),
     "tsv missing label": ("d.tsv", b"text\tlabel\na\tx\nb\t\n", ["line 3: 'label' is missing"]),
     "parquet garbage": ("d.parquet", b"PAR1 not really", ["is not a readable Parquet file"]),

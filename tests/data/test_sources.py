@@ -50,6 +50,17 @@ def test_every_format_gives_identical_splits(tmp_path):
             assert td.splits[split]["text"] == loaded[0].splits[split]["text"]
 
 
+def test_duplicates_across_splits_are_warned(tmp_path, caplog):
+    rows = own_rows(60)
+    write_rows(tmp_path / "t" / "train.csv", rows[:50])
+    write_rows(tmp_path / "t" / "val.csv", rows[50:])
+    write_rows(tmp_path / "t" / "test.csv", rows[:5] + own_rows(20, seed=1))
+    td = load_task_data(tmp_path / "t")
+    assert len(td.splits["test"]) == 25
+    assert "5 of 25 test texts also occur in train" in caplog.text
+    assert "validation texts" not in caplog.text
+
+
 def test_carving_is_seeded(tmp_path):
     path = write_rows(tmp_path / "d.csv", own_rows(90))
     a, b, c = (load_task_data(path, seed=s).splits["test"]["text"] for s in (1, 1, 2))
@@ -161,7 +172,10 @@ def test_columns_from_data_or_task_config(tmp_path):
     assert a.label_names == b.label_names == NAMES and b.name == "t"
     with pytest.raises(DataError) as err:
         load_task_data(path)
-    assert "no column 'text' (data.text_column); its columns are ['body', 'intent', 'id']" in str(err.value)
+    assert (
+        "has no column 'text' (data.text_column) or 'label' (data.label_column); its columns are "
+        "['body', 'intent', 'id']. Set data.text_column=<column> and data.label_column=<column>."
+    ) in str(err.value)
     assert str(path) in str(err.value)
 
 

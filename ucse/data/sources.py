@@ -81,12 +81,18 @@ def _none_if_na(value: Any) -> Any:
 
 def _columns(raw: RawSplit, text_column: str, label_column: str) -> tuple[list, list, list[str] | None]:
     """(texts, labels, ClassLabel names or None) of one split; a missing column fails listing those found."""
-    for column, key in ((text_column, "text_column"), (label_column, "label_column")):
-        if column not in raw.columns:
-            raise DataError(
-                f"{raw.where} has no column '{column}' (data.{key}); its columns are {raw.columns}. "
-                f"Set data.{key}=<one of them>."
-            )
+    missing = [
+        (c, k)
+        for c, k in ((text_column, "text_column"), (label_column, "label_column"))
+        if c not in raw.columns
+    ]
+    if missing:
+        named = " or ".join(f"'{c}' (data.{k})" for c, k in missing)
+        fix = " and ".join(f"data.{k}=<column>" for _, k in missing)
+        hint = ""
+        if len(raw.columns) == 1 and any(sep in raw.columns[0] for sep in ";|\t"):
+            hint = " Is the file separated by something other than commas? Save it as .csv or .tsv."
+        raise DataError(f"{raw.where} has no column {named}; its columns are {raw.columns}. Set {fix}.{hint}")
     labels = raw.values(label_column)
     names = raw.class_names(label_column)
     if names is None and "label_text" in raw.columns and label_column != "label_text":
@@ -225,7 +231,25 @@ def load_task_data(
         train, enc["validation"] = carve(train, data.val_fraction, "data.val_fraction", seed, origin)
     td = assemble(name, train, enc["validation"], enc["test"], label_names, origin, dropped, data, seed)
     _log_summary(td, sorted(set(ROLES) - set(raws)))
+    _warn_overlap(td)
     return td
+
+
+def _warn_overlap(td: TaskData) -> None:
+    """Warn when validation/test texts also occur in train: scores on them overstate accuracy."""
+    seen = set(td.texts("train"))
+    for split in ("validation", "test"):
+        texts = td.texts(split)
+        shared = sum(t in seen for t in texts)
+        if shared:
+            logger.warning(
+                "%d of %d %s texts also occur in train (exact duplicates); %s scores on them are optimistic. "
+                "Deduplicate the data to measure generalisation.",
+                shared,
+                len(texts),
+                split,
+                split,
+            )
 
 
 def _log_summary(td: TaskData, carved: Sequence[str]) -> None:
