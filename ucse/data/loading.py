@@ -1,8 +1,9 @@
-"""Load a classification task (local jsonl folder or hub) into checked train/validation/test splits.
+"""Load a classification task (``data.path``, local jsonl folder or hub) into checked, split data.
 
-Both sources meet after reading: columns are renamed to ``text``/``label``, rows are checked
-(:mod:`ucse.data.checks`), labels are re-indexed to the train split's label set, then the validation and
-(optionally) test slices are carved with stratified, seeded ``Dataset.train_test_split`` calls.
+``data.path`` (the user's own data) is handed to :mod:`ucse.data.sources`. The MTEB sources meet after
+reading: columns are renamed to ``text``/``label``, rows are checked (:mod:`ucse.data.checks`), labels are
+re-indexed to the train split's label set, then the validation and (optionally) test slices are carved with
+stratified, seeded ``Dataset.train_test_split`` calls.
 """
 
 from __future__ import annotations
