@@ -21,6 +21,7 @@ from ucse.config import ConfigError, build_config, did_you_mean
 from ucse.evaluation.ablation import write_ablation
 from ucse.training import train
 from ucse.training.variants import EXTRAS, TABLE7, Variant, variant_overrides
+from ucse.uncertainty.fit import fit_run_uncertainty
 
 log = logging.getLogger("ucse.sweep")
 SWEEP_KEYS = ("task", "backbone", "seeds", "variants", "out", "eval")
@@ -63,6 +64,8 @@ def run_sweep(
                 )
                 t0 = time.perf_counter()
                 acc = train(cfg).metrics["test"]["accuracy"]
+                if cfg.uncertainty.enabled and (run_dir / "head" / "model.safetensors").is_file():
+                    fit_run_uncertainty(run_dir)  # calibration, threshold, conformal quantile into head/
                 log.info("%s %s seed%d: test acc %.4f (%.1f s)", task, v, seed, acc, time.perf_counter() - t0)
                 write_ablation(out, variants)
     if evaluate:
