@@ -246,16 +246,18 @@ def plot_reliability(
         count = np.asarray(b["count"], dtype=float)
         width = np.diff(edges)
         ax.bar(edges[:-1], acc, width=width, align="edge", edgecolor="black", alpha=0.7, label="accuracy")
-        gap = np.where(count > 0, conf - acc, 0.0)
+        conf = np.where(count > 0, conf, acc)  # empty bins: no gap
         ax.bar(
             edges[:-1],
-            gap,
-            bottom=acc,
+            np.abs(conf - acc),
+            bottom=np.minimum(conf, acc),
             width=width,
             align="edge",
-            color="tab:red",
-            alpha=0.35,
-            label="gap to confidence",
+            fill=False,
+            edgecolor="tab:red",
+            hatch="//",
+            lw=0.8,
+            label="gap to mean confidence",
         )
         ax.plot([0, 1], [0, 1], "k--", lw=1, label="perfect calibration")
         ax.set_xlim(0, 1)
@@ -300,5 +302,5 @@ def plot_risk_coverage(
     ax.set_ylim(bottom=0)
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", fontsize="small")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small")
     return save_figure(fig, path)
