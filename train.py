@@ -14,6 +14,7 @@ import sys
 from ucse.cli import run_cli
 from ucse.config import build_config
 from ucse.training import train
+from ucse.uncertainty.config import check_uncertainty_config
 from ucse.uncertainty.fit import fit_run_uncertainty
 
 
@@ -22,6 +23,7 @@ def main(argv: list[str]) -> int:
 
     def body() -> int:
         cfg = build_config(argv)
+        check_uncertainty_config(cfg.uncertainty)  # before training, not after it
         result = train(cfg)
         if cfg.uncertainty.enabled and (result.run_dir / "head" / "model.safetensors").is_file():
             profile = fit_run_uncertainty(result.run_dir)

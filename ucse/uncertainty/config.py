@@ -98,3 +98,30 @@ class UncertaintyConfig:
     approximation (predictive_entropy only; mutual_information then is unavailable)."""
     seed: int = 0
     """Seed of the Monte-Carlo samples and of the randomised conformal sets."""
+
+
+def check_uncertainty_config(cfg: UncertaintyConfig) -> None:
+    """Fail before any training on values no fit can use; the message names the key and its range.
+
+    Raises:
+        ValueError: naming the first bad ``uncertainty.*`` key.
+    """
+    checks = [
+        (
+            "abstain.target_error",
+            cfg.abstain.target_error,
+            lambda v: v is None or 0 < v < 1,
+            "in (0, 1) or null",
+        ),
+        ("abstain.coverage", cfg.abstain.coverage, lambda v: v is None or 0 < v <= 1, "in (0, 1] or null"),
+        ("abstain.delta", cfg.abstain.delta, lambda v: 0 < v < 1, "in (0, 1)"),
+        ("conformal.alpha", cfg.conformal.alpha, lambda v: 0 < v < 1, "in (0, 1)"),
+        ("conformal.raps_lambda", cfg.conformal.raps_lambda, lambda v: v >= 0, ">= 0"),
+        ("conformal.raps_k_reg", cfg.conformal.raps_k_reg, lambda v: v >= 0, ">= 0"),
+        ("samples", cfg.samples, lambda v: v >= 0, ">= 0 (0 = probit)"),
+    ]
+    for key, value, ok, want in checks:
+        if not ok(value):
+            raise ValueError(f"uncertainty.{key}={value} is invalid: it must be {want}.")
+    if cfg.samples == 0 and cfg.score == ScoreName.mutual_information:
+        raise ValueError("uncertainty.score=mutual_information needs uncertainty.samples >= 1.")

@@ -24,7 +24,7 @@ from ucse.export.encoder import EncodedBatch, UcseEncoder
 from ucse.training.run import build_states, resolve_device
 from ucse.uncertainty import conformal
 from ucse.uncertainty.calibration import fit_calibrator
-from ucse.uncertainty.config import ConformalMethod, ScoreName, UncertaintyConfig
+from ucse.uncertainty.config import ConformalMethod, ScoreName, UncertaintyConfig, check_uncertainty_config
 from ucse.uncertainty.density import fit_class_gaussians
 from ucse.uncertainty.profile import UncertaintyProfile, row_uniforms
 from ucse.uncertainty.selective import aurc, threshold_for_coverage, threshold_for_error
@@ -59,6 +59,7 @@ def fit_profile(
     Returns:
         The fitted :class:`UncertaintyProfile` (not yet saved).
     """
+    check_uncertainty_config(cfg)
     c = val.logits.shape[1]
     calibrator = fit_calibrator(val.logits, val_labels, cfg.calibration.method)
     gaussians = None
