@@ -17,6 +17,7 @@ to ``<run>/bench.json`` (reused on a rerun); ``<out>/summary.md`` gathers them.
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import logging
 import sys
@@ -27,12 +28,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ucse.backbone.cache import SubsetStates
 from ucse.config import build_config, from_yaml
 from ucse.data import load_classification
 from ucse.export.encoder import UcseEncoder
 from ucse.heads import bottleneck
 from ucse.training import train
-from ucse.training.run import build_states
+from ucse.training.run import build_states, task_pool
 from ucse.uncertainty.calibration import calibration_metrics
 from ucse.uncertainty.fit import fit_run_uncertainty
 from ucse.uncertainty.ood import fpr_at_tpr, ood_auroc
@@ -94,37 +96,52 @@ def ood_metrics(profile, encoder, out_in, states_out) -> dict:
     return {k: {"auroc": ood_auroc(s_in[k], s_out[k]), "fpr95": fpr_at_tpr(s_in[k], s_out[k])} for k in s_in}
 
 
-def measure(run_dir: Path, heldout_ids: list[int] | None) -> dict:
+def _full_pool_states(cfg, encoder):
+    """States of the task's full pool (no labels held out): cached once per task, shared by every seed."""
+    full = copy.deepcopy(cfg)
+    full.data.exclude_labels = None
+    data = load_classification(full.task, full.data, full.seed)
+    states, _ = build_states(full, encoder.backbone, data)
+    return states["train"].base, {t: i for i, t in enumerate(task_pool(data))}
+
+
+def measure(run_dir: Path) -> dict:
     """Every figure of one run (see the module docstring)."""
     cfg = from_yaml(run_dir / "config.yaml")
     encoder = UcseEncoder.from_dir(run_dir / "head")
     data = load_classification(cfg.task, cfg.data, cfg.seed)
-    states, _ = build_states(cfg, encoder.backbone, data)
-    out = encoder.run_states(states["test"])
+    ood_texts = list(data.ood["text"]) if getattr(data, "ood", None) is not None else None
+    if ood_texts is None:
+        states, _ = build_states(cfg, encoder.backbone, data)
+        test_states = states["test"]
+    else:  # held-out labels: test and OOD texts are rows of the full task's cached pool
+        base, row = _full_pool_states(cfg, encoder)
+        test_states = SubsetStates(base, [row[t] for t in data.texts("test")])
+        ood_states = SubsetStates(base, [row[t] for t in ood_texts])
+    out = encoder.run_states(test_states)
     y = data.labels("test")
     profile = load_uncertainty_profile(run_dir / "head")
     res = profile.apply(out.mean, out.var, out.logits, sets=True)
     raw = torch.softmax(torch.from_numpy(out.logits).double(), 1)
-    keep = np.ones(len(y), bool) if heldout_ids is None else ~np.isin(y, heldout_ids)
-    correct = res.prediction[keep] == y[keep]
+    correct = res.prediction == y
     all_scores = {k: v.numpy() for k, v in profile.scores(out.mean, out.var, out.logits).items()}
     r: dict = {
         "accuracy": float(correct.mean()),
-        "calibration_before": calibration_metrics(raw[keep], y[keep]),
-        "calibration_after": calibration_metrics(res.probs[keep], y[keep]),
+        "calibration_before": calibration_metrics(raw, y),
+        "calibration_after": calibration_metrics(res.probs, y),
         "temperature": profile.calibrator.temperature,
-        "aurc": {k: aurc(v[keep], correct) for k, v in all_scores.items()},
-        "e_aurc": {k: e_aurc(v[keep], correct) for k, v in all_scores.items()},
+        "aurc": {k: aurc(v, correct) for k, v in all_scores.items()},
+        "e_aurc": {k: e_aurc(v, correct) for k, v in all_scores.items()},
         "default_score": res.score,
         "val_aurc": profile.info["validation_aurc"],
         "selective": {
-            "coverage": float((~res.abstain[keep]).mean()),
-            "error": float((~correct[~res.abstain[keep]]).mean()) if (~res.abstain[keep]).any() else 0.0,
+            "coverage": float((~res.abstain).mean()),
+            "error": float((~correct[~res.abstain]).mean()) if (~res.abstain).any() else 0.0,
             "target": profile.abstain.target,
         },
         "conformal": {
-            "coverage": float(res.sets[keep][np.arange(keep.sum()), y[keep]].mean()),
-            "mean_set_size": float(res.sets[keep].sum(1).mean()),
+            "coverage": float(res.sets[np.arange(len(y)), y].mean()),
+            "mean_set_size": float(res.sets.sum(1).mean()),
         },
     }
     if out.var is not None:
@@ -134,7 +151,7 @@ def measure(run_dir: Path, heldout_ids: list[int] | None) -> dict:
             "p05": float(np.quantile(sig, 0.05)),
             "p50": float(np.median(sig)),
             "p95": float(np.quantile(sig, 0.95)),
-            "error_minus_correct": float(sig[keep][~correct].mean() - sig[keep][correct].mean()),
+            "error_minus_correct": float(sig[~correct].mean() - sig[correct].mean()),
             "log_var_min": float(log_var.min()),
             "log_var_max": float(log_var.max()),
             "clamped_share": float(
@@ -148,15 +165,13 @@ def measure(run_dir: Path, heldout_ids: list[int] | None) -> dict:
         for s in (0, 1, 8, 32, 128):
             profile.samples = s
             pe = profile.scores(out.mean, out.var, out.logits, ["predictive_entropy"])["predictive_entropy"]
-            r["predictive_entropy_by_samples"][str(s)] = aurc(pe.numpy()[keep], correct)
+            r["predictive_entropy_by_samples"][str(s)] = aurc(pe.numpy(), correct)
     r["ood"] = {}
-    if heldout_ids is not None:
-        r["ood"]["heldout"] = {
-            k: {"auroc": ood_auroc(v[keep], v[~keep]), "fpr95": fpr_at_tpr(v[keep], v[~keep])}
-            for k, v in all_scores.items()
-        }
+    if ood_texts is not None:
+        r["ood"]["heldout"] = ood_metrics(profile, encoder, out, ood_states)
+        r["heldout_labels"] = list(data.excluded_labels)
     other = CROSS.get(cfg.task.name)
-    if other and heldout_ids is None:
+    if other and ood_texts is None:
         ocfg = build_config(
             [f"task={other}", f"backbone={cfg.backbone.name}", f"data.root={cfg.data.root or ''}"]
         )
