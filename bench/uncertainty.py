@@ -226,12 +226,7 @@ def main(argv: list[str]) -> int:
                         with log_var_bias(bias):
                             train(cfg)
                     fit_run_uncertainty(run_dir)
-                    heldout_ids = None
-                    if held is not None:
-                        heldout_ids = json.loads((run_dir / "metrics.json").read_text())["data"][
-                            "excluded_ids"
-                        ]
-                    result = {"task": task, "variant": name, "seed": seed, **measure(run_dir, heldout_ids)}
+                    result = {"task": task, "variant": name, "seed": seed, **measure(run_dir)}
                     (run_dir / "bench.json").write_text(json.dumps(result, indent=2))
                     log.info(
                         "%s %s seed%d: acc %.4f (%.0f s)",
