@@ -200,10 +200,11 @@ def main(argv: list[str]) -> int:
         else:
             overrides.append(tok)
     out = Path(opts["out"])
-    for task in opts["tasks"].split(","):
-        for variant in opts["variants"].split(","):
-            extra, bias = VARIANTS[variant]
-            for seed in range(int(opts["seeds"])):
+    # Seed-major order: an interrupted run still has every task and variant at seed 0.
+    for seed in range(int(opts["seeds"])):
+        for task in opts["tasks"].split(","):
+            for variant in opts["variants"].split(","):
+                extra, bias = VARIANTS[variant]
                 for held in [None, float(opts["heldout"])] if opts["heldout"] else [None]:
                     name = variant if held is None else f"{variant}-heldout{held}"
                     run_dir = out / task / name / f"seed{seed}"
