@@ -101,11 +101,14 @@ def run_profile(
     """The run's saved uncertainty profile, or one fitted now on its validation split (not saved).
 
     Returns:
-        ``(profile, source)`` with source ``"saved"`` or ``"fitted at evaluation"``.
+        ``(profile, source)`` with source ``"saved"``, ``"fitted at evaluation"`` or, for a run trained with
+        ``uncertainty.enabled=false``, the plain softmax profile.
     """
     profile = load_uncertainty_profile(run / "head", num_classes=data.num_classes)
     if profile.fitted:
         return profile, "saved"
+    if not train_cfg.uncertainty.enabled:
+        return profile, "plain softmax (uncertainty.enabled=false)"
     val, train = encoder.run_states(states["validation"]), encoder.run_states(states["train"])
     fitted = fit_profile(
         val,
