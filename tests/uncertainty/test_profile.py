@@ -107,3 +107,13 @@ def test_eval_fits_in_memory_when_nothing_was_saved(tiny_run):
     assert report["profile_source"] == "fitted at evaluation"
     assert not (tiny_run.run_dir / "head" / CALIBRATION_FILE).exists()  # eval writes nothing into head/
     assert report["conformal"]["coverage"] >= 0
+
+
+def test_eval_of_a_run_without_uncertainty_reports_plain_softmax(tiny_run_cfg):
+    run = train(tiny_run_cfg("uncertainty.enabled=false"))
+    evaluate_run(build_eval_config([f"run={run.run_dir}", "plots=false", "efficiency=false"]))
+    report = json.loads((run.run_dir / "eval.json").read_text())
+    assert report["profile_source"].startswith("plain softmax")
+    assert report["calibration"]["method"] == "none"
+    assert report["calibration"]["ece_after"] == pytest.approx(report["calibration"]["ece_before"])
+    assert report["conformal"] is None and report["selective"]["test_coverage"] == 1.0
