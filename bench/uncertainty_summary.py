@@ -47,10 +47,10 @@ def write_summary(results: list[dict], path: Path) -> str:
         lines += [
             f"## {variant}",
             "",
-            "| task | seeds | accuracy | ECE before | ECE after | adaptive ECE after |"
+            "| task | seeds | accuracy | ECE before | ECE after | adaptive ECE after | ECE floor |"
             " NLL before | NLL after | conformal coverage | set size | selective error | coverage |"
             " default score |",
-            "|" + "---|" * 13,
+            "|" + "---|" * 14,
         ]
         for t in tasks:
             rs = groups[(variant, t)]
@@ -63,6 +63,7 @@ def write_summary(results: list[dict], path: Path) -> str:
                         "calibration_before.ece",
                         "calibration_after.ece",
                         "calibration_after.adaptive_ece",
+                        "ece_floor",
                         "calibration_before.nll",
                         "calibration_after.nll",
                         "conformal.coverage",
