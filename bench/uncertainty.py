@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from scipy.stats import spearmanr
 
 from ucse.backbone.cache import SubsetStates
 from ucse.config import build_config, from_yaml
@@ -168,6 +169,8 @@ def measure(run_dir: Path) -> dict:
             "p50": float(np.median(sig)),
             "p95": float(np.quantile(sig, 0.95)),
             "error_minus_correct": float(sig[~correct].mean() - sig[correct].mean()),
+            # > 0: sigma grows with the MSP uncertainty; < 0: confident texts get the larger sigma.
+            "spearman_vs_msp": float(spearmanr(sig, all_scores["msp"]).statistic),
             "log_var_min": float(log_var.min()),
             "log_var_max": float(log_var.max()),
             "clamped_share": float(
