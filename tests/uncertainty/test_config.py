@@ -5,7 +5,9 @@ from ucse.uncertainty.config import ScoreName, check_uncertainty_config
 
 
 def test_uncertainty_keys_parse_and_bad_values_name_the_key():
-    cfg = build_config(["uncertainty.abstain.coverage=0.9", "uncertainty.score=entropy", "uncertainty.samples=0"])
+    cfg = build_config(
+        ["uncertainty.abstain.coverage=0.9", "uncertainty.score=entropy", "uncertainty.samples=0"]
+    )
     assert cfg.uncertainty.abstain.coverage == 0.9 and cfg.uncertainty.score == ScoreName.entropy
     check_uncertainty_config(cfg.uncertainty)
     with pytest.raises(ConfigError, match="did you mean|Did you mean"):
