@@ -32,8 +32,10 @@ def main(argv: list[str]) -> int:
             report = export_run(cfg)
         else:
             from ucse.evaluation.evaluate import evaluate_run
+            from ucse.evaluation.uncertainty_report import format_table
 
             report = evaluate_run(cfg)
+            print(format_table(report))
         print(json.dumps(report, indent=2, default=str))
         return 0
 

@@ -14,13 +14,20 @@ import sys
 from ucse.cli import run_cli
 from ucse.config import build_config
 from ucse.training import train
+from ucse.uncertainty.config import check_uncertainty_config
+from ucse.uncertainty.fit import fit_run_uncertainty
 
 
 def main(argv: list[str]) -> int:
     """Parse overrides, train, print where the run went."""
 
     def body() -> int:
-        result = train(build_config(argv))
+        cfg = build_config(argv)
+        check_uncertainty_config(cfg.uncertainty)  # before training, not after it
+        result = train(cfg)
+        if cfg.uncertainty.enabled and (result.run_dir / "head" / "model.safetensors").is_file():
+            profile = fit_run_uncertainty(result.run_dir)
+            print(f"uncertainty profile: score {profile.score.value}, saved in {result.run_dir / 'head'}")
         test = result.metrics["test"]
         print(f"run: {result.run_dir}\ntest accuracy {test['accuracy']:.4f}  macro-F1 {test['f1_macro']:.4f}")
         return 0

@@ -20,6 +20,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
+from ucse.uncertainty.config import UncertaintyConfig
+
 CONFIG_DIR = Path(os.environ.get("UCSE_CONFIG_DIR", Path(__file__).resolve().parents[1] / "configs"))
 GROUPS = ("backbone", "head", "task")
 
@@ -288,6 +290,8 @@ class TrainConfig:
     """Data source and checks."""
     cache: CacheConfig = field(default_factory=CacheConfig)
     """Hidden-state cache."""
+    uncertainty: UncertaintyConfig = field(default_factory=UncertaintyConfig)
+    """Calibration, abstention, conformal sets and the default score fitted after training."""
     seed: int = 0
     """Global seed (data split, init, dropout, sampling)."""
     name: str | None = None

@@ -21,6 +21,8 @@ from ucse.config import ConfigError, build_config, did_you_mean
 from ucse.evaluation.ablation import write_ablation
 from ucse.training import train
 from ucse.training.variants import EXTRAS, TABLE7, Variant, variant_overrides
+from ucse.uncertainty.config import check_uncertainty_config
+from ucse.uncertainty.fit import fit_run_uncertainty
 
 log = logging.getLogger("ucse.sweep")
 SWEEP_KEYS = ("task", "backbone", "seeds", "variants", "out", "eval")
@@ -43,7 +45,9 @@ def run_sweep(
     for v in variants:
         variant_overrides(v)  # fail on a bad name before any training starts
     for task in tasks:  # likewise for bad tasks / overrides
-        build_config([f"task={task}", f"backbone={backbone}", *overrides])
+        check_uncertainty_config(
+            build_config([f"task={task}", f"backbone={backbone}", *overrides]).uncertainty
+        )
     for task in tasks:
         for v in variants:
             for seed in range(seeds):
@@ -63,6 +67,8 @@ def run_sweep(
                 )
                 t0 = time.perf_counter()
                 acc = train(cfg).metrics["test"]["accuracy"]
+                if cfg.uncertainty.enabled and (run_dir / "head" / "model.safetensors").is_file():
+                    fit_run_uncertainty(run_dir)  # calibration, threshold, conformal quantile into head/
                 log.info("%s %s seed%d: test acc %.4f (%.1f s)", task, v, seed, acc, time.perf_counter() - t0)
                 write_ablation(out, variants)
     if evaluate:

@@ -12,7 +12,7 @@ from ucse.evaluation.plots import (
     plot_tsne,
     plot_weight_heatmap,
 )
-from ucse.evaluation.uncertainty import accuracy_rejection_curve, difficulty_bins
+from ucse.uncertainty.sigma import accuracy_rejection_curve, difficulty_bins
 
 
 def _assert_png(path: Path, min_bytes: int = 8000) -> None:

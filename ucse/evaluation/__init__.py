@@ -15,7 +15,7 @@ from ucse.evaluation.plots import (
     plot_weight_heatmap,
     save_figure,
 )
-from ucse.evaluation.uncertainty import (
+from ucse.uncertainty.sigma import (
     BIN_NAMES,
     DEFAULT_REJECTION_RATES,
     accuracy_rejection_curve,

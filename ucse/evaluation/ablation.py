@@ -81,9 +81,17 @@ def to_markdown(summary: dict) -> str:
 
 CALIBRATION_KEYS = {
     "ECE": ("metrics", "ece"),
+    "ECE calibrated": ("calibration", "ece_after"),
     "NLL": ("metrics", "nll"),
+    "NLL calibrated": ("calibration", "nll_after"),
     "ARC area (max prob)": ("uncertainty", "arc", "max probability", "area"),
     "ARC area (sigma)": ("uncertainty", "arc", "sigma (UCL)", "area"),
+    "AURC (msp)": ("selective", "aurc", "msp"),
+    "AURC (default score)": ("selective", "aurc", "{default_score}"),
+    "selective error": ("selective", "test_error"),
+    "selective coverage": ("selective", "test_coverage"),
+    "conformal coverage": ("conformal", "coverage"),
+    "set size": ("conformal", "mean_set_size"),
 }
 
 
@@ -96,6 +104,8 @@ def collect_eval(sweep_dir: str | Path) -> dict[str, dict[str, dict[str, list[fl
         for name, keys in CALIBRATION_KEYS.items():
             node = report
             for k in keys:
+                if k == "{default_score}":  # the score the run's profile reports as its uncertainty
+                    k = report.get("selective", {}).get("default_score")
                 node = node.get(k) if isinstance(node, dict) else None
             if node is not None:
                 table.setdefault(task, {}).setdefault(variant, {}).setdefault(name, []).append(float(node))
@@ -119,7 +129,10 @@ def calibration_markdown(table: dict) -> str:
             lines.append(f"| {task} | {variant} | " + " | ".join(cells) + " |")
     lines += [
         "",
-        "Test split; mean ± sample std over seeds. ARC area: area under accuracy-rejection, rates 0-0.9.",
+        "Test split; mean ± sample std over seeds. ARC area: area under accuracy-rejection, rates 0-0.9. "
+        "Calibrated: with the run's fitted profile (temperature by default); AURC: area under risk-coverage "
+        "(lower is better); selective error / coverage: at the saved abstention threshold; conformal: "
+        "test coverage and mean size of the prediction sets.",
     ]
     return "\n".join(lines) + "\n"
 

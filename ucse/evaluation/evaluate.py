@@ -16,7 +16,12 @@ from ucse.evaluation.config import EvalConfig
 from ucse.evaluation.efficiency import count_parameters, measure_throughput
 from ucse.evaluation.metrics import classification_metrics
 from ucse.evaluation.plots import plot_arc, plot_difficulty, plot_tsne
-from ucse.evaluation.uncertainty import (
+from ucse.evaluation.uncertainty_report import actionable_report
+from ucse.export.encoder import EncodedBatch, UcseEncoder
+from ucse.training.run import build_states, resolve_device, task_pool
+from ucse.uncertainty.fit import classifier_weight, fit_profile
+from ucse.uncertainty.profile import UncertaintyProfile, load_uncertainty_profile
+from ucse.uncertainty.sigma import (
     accuracy_rejection_curve,
     arc_area,
     confidence_from_probs,
@@ -24,8 +29,6 @@ from ucse.evaluation.uncertainty import (
     difficulty_bins,
     sigma_scores,
 )
-from ucse.export.encoder import EncodedBatch, UcseEncoder
-from ucse.training.run import build_states, resolve_device, task_pool
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +93,32 @@ def uncertainty_report(out: EncodedBatch, labels: np.ndarray, thresholds: list[f
         for name, (r, a) in curves.items()
     }
     return report, curves
+
+
+def run_profile(
+    run: Path, train_cfg: TrainConfig, encoder: UcseEncoder, data, states: dict
+) -> tuple[UncertaintyProfile, str]:
+    """The run's saved uncertainty profile, or one fitted now on its validation split (not saved).
+
+    Returns:
+        ``(profile, source)`` with source ``"saved"``, ``"fitted at evaluation"`` or, for a run trained with
+        ``uncertainty.enabled=false``, the plain softmax profile.
+    """
+    profile = load_uncertainty_profile(run / "head", num_classes=data.num_classes)
+    if profile.fitted:
+        return profile, "saved"
+    if not train_cfg.uncertainty.enabled:
+        return profile, "plain softmax (uncertainty.enabled=false)"
+    val, train = encoder.run_states(states["validation"]), encoder.run_states(states["train"])
+    fitted = fit_profile(
+        val,
+        data.labels("validation"),
+        train_cfg.uncertainty,
+        classifier_weight(encoder.head),
+        train,
+        data.labels("train"),
+    )
+    return fitted, "fitted at evaluation"
 
 
 def efficiency_report(encoder: UcseEncoder, texts: list[str], batches: int, batch_size: int) -> dict:
@@ -158,6 +187,10 @@ def evaluate_run(cfg: EvalConfig) -> dict:
     }
     unc, curves = uncertainty_report(out, labels, cfg.sigma_thresholds)
     report["uncertainty"] = unc
+    profile, source = run_profile(run, train_cfg, encoder, data, states)
+    report |= actionable_report(profile, out, labels, run if cfg.plots else None)
+    report["profile_source"] = source
+    extra_plots = report.pop("plots", [])
     if cfg.plots:
         report["plots"] = [
             str(plot_arc(curves, run / "arc.png")),
@@ -175,6 +208,7 @@ def evaluate_run(cfg: EvalConfig) -> dict:
         ]
         if "difficulty_bins" in unc:
             report["plots"].append(str(plot_difficulty(unc["difficulty_bins"], run / "difficulty.png")))
+        report["plots"] += extra_plots
     if cfg.efficiency:
         report["efficiency"] = efficiency_report(
             encoder, data.texts(cfg.split), cfg.efficiency_batches, cfg.batch_size

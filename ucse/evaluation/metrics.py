@@ -1,22 +1,16 @@
 """Test-set classification metrics: accuracy, macro-F1, macro AUROC, ECE, NLL and Brier score.
 
-Accuracy, F1, AUROC and ECE come from torchmetrics. NLL and Brier are computed by hand because
-torchmetrics 1.9 has no multiclass negative log-likelihood metric and no multiclass Brier score
-(its calibration module only offers binned calibration errors).
+Accuracy, F1, AUROC and ECE come from torchmetrics. NLL is computed here from log-softmax, the ECE and
+the Brier score by ``ucse.uncertainty.calibration`` (torchmetrics 1.9 has no multiclass NLL or Brier).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import torch
-from torchmetrics.classification import (
-    MulticlassAccuracy,
-    MulticlassAUROC,
-    MulticlassCalibrationError,
-    MulticlassF1Score,
-)
+from torchmetrics.classification import MulticlassAccuracy, MulticlassAUROC, MulticlassF1Score
 
-ECE_BINS = 15
+from ucse.uncertainty.calibration import ECE_BINS, brier, ece
 
 
 def _as_tensor(x: torch.Tensor | np.ndarray) -> torch.Tensor:
@@ -68,17 +62,13 @@ def classification_metrics(
     acc = MulticlassAccuracy(num_classes=num_classes, average="micro")(probs, y)
     f1 = MulticlassF1Score(num_classes=num_classes, average="macro")(probs, y)
     auroc = MulticlassAUROC(num_classes=num_classes, average="macro", thresholds=None)(probs, y)
-    ece = MulticlassCalibrationError(num_classes=num_classes, n_bins=ECE_BINS, norm="l1")(probs, y)
-
     nll = -log_probs.gather(1, y[:, None]).mean()
-    onehot = torch.nn.functional.one_hot(y, num_classes).to(probs.dtype)
-    brier = ((probs - onehot) ** 2).sum(dim=1).mean()
 
     return {
         "accuracy": float(acc),
         "f1_macro": float(f1),
         "auroc": float(auroc),
-        "ece": float(ece),
+        "ece": ece(probs, y, ECE_BINS),
         "nll": float(nll),
-        "brier": float(brier),
+        "brier": brier(probs, y),
     }

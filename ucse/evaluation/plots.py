@@ -1,4 +1,4 @@
-"""Figures of the paper's analyses: accuracy-rejection curves, t-SNE, difficulty bins, UEC weight heatmap.
+"""Figures: accuracy-rejection, t-SNE, difficulty bins, UEC weight heatmap, reliability, risk-coverage.
 
 Every figure is written atomically (temporary file in the target folder, then an atomic rename), so an
 interrupted or failing run never leaves a half-written PNG behind.
@@ -19,7 +19,7 @@ import torch  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from ucse import atomic  # noqa: E402
-from ucse.evaluation.uncertainty import BIN_NAMES  # noqa: E402
+from ucse.uncertainty.sigma import BIN_NAMES  # noqa: E402
 
 
 def _np(x: torch.Tensor | np.ndarray | Sequence) -> np.ndarray:
@@ -159,7 +159,7 @@ def plot_difficulty(
     """Bar chart of the share of errors per difficulty bin (paper Fig. 5, left).
 
     Args:
-        bins: one :func:`ucse.evaluation.uncertainty.difficulty_bins` result, or ``{method name: result}``
+        bins: one :func:`ucse.uncertainty.sigma.difficulty_bins` result, or ``{method name: result}``
             to compare methods side by side.
         path: output PNG.
 
@@ -220,4 +220,87 @@ def plot_weight_heatmap(
     ax.set_ylabel(row_label)
     ax.set_title(title)
     fig.colorbar(im, ax=ax, label="Weight")
+    return save_figure(fig, path)
+
+
+def plot_reliability(
+    bins: Mapping[str, Mapping[str, Sequence[float]]], path: str | Path, title: str = "Reliability diagram"
+) -> Path:
+    """Reliability diagram: accuracy per confidence bin against the diagonal, one panel per calibration.
+
+    Args:
+        bins: ``{name (e.g. "before", "after T=1.4"): ucse.uncertainty.calibration.reliability_bins(...)}``.
+        path: output PNG, conventionally ``reliability.png``.
+        title: figure title.
+
+    Returns:
+        The written path.
+    """
+    if not bins:
+        raise ValueError("no reliability bins to plot")
+    fig, axes = plt.subplots(1, len(bins), figsize=(4.2 * len(bins), 4.2), squeeze=False)
+    for ax, (name, b) in zip(axes[0], bins.items(), strict=True):
+        edges = np.asarray(b["edges"])
+        acc = np.nan_to_num(np.asarray(b["accuracy"], dtype=float))
+        conf = np.asarray(b["confidence"], dtype=float)
+        count = np.asarray(b["count"], dtype=float)
+        width = np.diff(edges)
+        ax.bar(edges[:-1], acc, width=width, align="edge", edgecolor="black", alpha=0.7, label="accuracy")
+        conf = np.where(count > 0, conf, acc)  # empty bins: no gap
+        ax.bar(
+            edges[:-1],
+            np.abs(conf - acc),
+            bottom=np.minimum(conf, acc),
+            width=width,
+            align="edge",
+            fill=False,
+            edgecolor="tab:red",
+            hatch="//",
+            lw=0.8,
+            label="gap to mean confidence",
+        )
+        ax.plot([0, 1], [0, 1], "k--", lw=1, label="perfect calibration")
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.set_xlabel("Confidence (max probability)")
+        ax.set_ylabel("Accuracy")
+        ax.set_title(name)
+        ax.legend(loc="upper left", fontsize="small")
+    fig.suptitle(title)
+    return save_figure(fig, path)
+
+
+def plot_risk_coverage(
+    curves: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+    path: str | Path,
+    operating_point: tuple[float, float] | None = None,
+    title: str = "Risk-coverage",
+) -> Path:
+    """Selective risk against coverage, one line per uncertainty score (lower is better).
+
+    Args:
+        curves: ``{score name (with its AURC): (coverage (N,), risk (N,))}``.
+        path: output PNG, conventionally ``risk_coverage.png``.
+        operating_point: ``(coverage, error)`` reached on test by the saved abstention threshold.
+        title: figure title.
+
+    Returns:
+        The written path.
+    """
+    if not curves:
+        raise ValueError("no curves to plot")
+    fig, ax = plt.subplots(figsize=(6.0, 4.3))
+    for name, (cov, risk) in curves.items():
+        ax.plot(100 * _np(cov), 100 * _np(risk), lw=1.4, label=name)
+    if operating_point is not None:
+        ax.plot(
+            100 * operating_point[0], 100 * operating_point[1], "k*", ms=12, label="saved threshold (test)"
+        )
+    ax.set_xlabel("Coverage: texts answered (%)")
+    ax.set_ylabel("Error on answered texts (%)")
+    ax.set_xlim(0, 100)
+    ax.set_ylim(bottom=0)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small")
     return save_figure(fig, path)

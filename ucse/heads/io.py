@@ -1,8 +1,14 @@
-"""Save and load a trained head as ``config.json`` + ``model.safetensors`` (no pickle)."""
+"""Save and load a trained head as ``config.json`` + ``model.safetensors`` (no pickle).
+
+A head folder may also hold the uncertainty profile fitted after training: ``calibration.json`` (scalars,
+choices, guarantees) and ``calibration.safetensors`` (arrays) beside the weights. Their content belongs to
+``ucse.uncertainty.profile``; this module only stores them, tied to the weights they were fitted for.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from enum import Enum
 from pathlib import Path
@@ -10,7 +16,7 @@ from typing import Any
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save, save_file
 
 from ucse import atomic
 from ucse.config import HeadConfig, HeadType
@@ -20,6 +26,9 @@ from ucse.heads.factory import build_head
 FORMAT_VERSION = 1
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
+CALIBRATION_FILE = "calibration.json"
+CALIBRATION_ARRAYS = "calibration.safetensors"
+HEAD_FILES = frozenset({CONFIG_FILE, WEIGHTS_FILE, CALIBRATION_FILE, CALIBRATION_ARRAYS})
 _REQUIRED = ("format_version", "head", "hidden_size", "num_classes", "pooling", "meta")
 
 
@@ -37,9 +46,10 @@ def _jsonable(obj: Any) -> Any:
 def save_head(head: Head, directory: str | Path, meta: dict[str, Any]) -> Path:
     """Write ``directory/config.json`` and ``directory/model.safetensors`` atomically.
 
-    Both files are written to a temporary sibling folder which is then renamed into place; an existing head
-    folder is moved aside first and deleted only after the rename succeeded (restored on failure), so a
-    crash never leaves a half-written head. A non-head folder (any other file in it) is never replaced.
+    Both files are written to a temporary sibling folder which is then renamed into place (a calibration
+    fitted for the previous weights goes with the old folder); an existing head folder is moved aside
+    first and deleted only after the rename succeeded (restored on failure), so a crash never leaves a
+    half-written head. A non-head folder (any other file in it) is never replaced.
 
     Args:
         head: a head built by :func:`ucse.heads.build_head` (it carries ``head.spec``).
@@ -60,11 +70,10 @@ def save_head(head: Head, directory: str | Path, meta: dict[str, Any]) -> Path:
             f"{type(head).__name__} has no .spec; build heads with ucse.heads.build_head to save them."
         )
     dest = Path(directory)
-    head_files = {CONFIG_FILE, WEIGHTS_FILE}
-    if dest.exists() and (not dest.is_dir() or {p.name for p in dest.iterdir()} - head_files):
+    if dest.exists() and (not dest.is_dir() or {p.name for p in dest.iterdir()} - HEAD_FILES):
         raise ValueError(
-            f"Refusing to replace {dest}: it is not a saved head folder (only {CONFIG_FILE} and "
-            f"{WEIGHTS_FILE} may be in it). Choose an empty or new directory."
+            f"Refusing to replace {dest}: it is not a saved head folder (only "
+            f"{', '.join(sorted(HEAD_FILES))} may be in it). Choose an empty or new directory."
         )
     config = {
         "format_version": FORMAT_VERSION,
@@ -166,3 +175,77 @@ def load_head(directory: str | Path, map_location: str | torch.device = "cpu") -
     head.load_state_dict(state, strict=True)
     head.to(map_location).eval()
     return head, config["meta"]
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def save_calibration(directory: str | Path, config: dict[str, Any], arrays: dict[str, torch.Tensor]) -> None:
+    """Write ``calibration.safetensors`` then ``calibration.json`` into a saved head folder, each atomically.
+
+    The JSON records the SHA-256 of the head's weights and of the arrays file, so :func:`load_calibration`
+    refuses a calibration fitted for other weights or a pair torn by a crash between the two renames.
+
+    Args:
+        directory: a folder written by :func:`save_head`.
+        config: JSON-able profile fields.
+        arrays: named tensors (float64 is kept as is).
+
+    Raises:
+        FileNotFoundError: if ``directory`` holds no saved head.
+    """
+    root = Path(directory)
+    if not (root / WEIGHTS_FILE).is_file():
+        raise FileNotFoundError(f"{root / WEIGHTS_FILE} not found; save the head before its calibration.")
+    tensors = {k: v.detach().cpu().contiguous() for k, v in arrays.items()}
+    with atomic.atomic_file(root / CALIBRATION_ARRAYS, "wb") as fh:
+        fh.write(save(tensors, metadata={"format_version": str(FORMAT_VERSION)}))
+    record = {
+        "format_version": FORMAT_VERSION,
+        "weights_sha256": _sha256(root / WEIGHTS_FILE),
+        "arrays_sha256": _sha256(root / CALIBRATION_ARRAYS),
+        **config,
+    }
+    atomic.write_text(root / CALIBRATION_FILE, json.dumps(record, indent=2, default=_jsonable))
+
+
+def load_calibration(directory: str | Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]] | None:
+    """Read the calibration saved by :func:`save_calibration`, or ``None`` when the head has none.
+
+    Returns:
+        ``(config, arrays)``: the JSON fields (with ``format_version`` and the digests) and the tensors.
+
+    Raises:
+        ValueError: on unreadable files, or digests that do not match the weights / arrays in the folder.
+    """
+    root = Path(directory)
+    cfg_path, arr_path = root / CALIBRATION_FILE, root / CALIBRATION_ARRAYS
+    if not cfg_path.is_file():
+        return None
+    try:
+        config = json.loads(cfg_path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(
+            f"{cfg_path} is not valid JSON ({err}); refit it with fit_run_uncertainty."
+        ) from None
+    if not isinstance(config, dict) or config.get("format_version") != FORMAT_VERSION:
+        raise ValueError(f"{cfg_path}: unknown format; refit it with this ucse version.")
+    if not arr_path.is_file():
+        raise FileNotFoundError(f"{arr_path} not found beside {cfg_path}; refit the calibration.")
+    if config.get("weights_sha256") != _sha256(root / WEIGHTS_FILE):
+        raise ValueError(
+            f"{cfg_path} was fitted for other weights than {root / WEIGHTS_FILE}; refit the calibration "
+            "(ucse.uncertainty.fit.fit_run_uncertainty) or delete the two calibration files."
+        )
+    if config.get("arrays_sha256") != _sha256(arr_path):
+        raise ValueError(f"{arr_path} does not match {cfg_path} (interrupted write?); refit the calibration.")
+    try:
+        arrays = load_file(str(arr_path))
+    except (SafetensorError, OSError) as err:
+        raise ValueError(f"{arr_path} is not a readable safetensors file ({err}); refit it.") from err
+    return config, arrays

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from ucse.evaluation.uncertainty import (
+from ucse.uncertainty.sigma import (
     accuracy_rejection_curve,
     arc_area,
     confidence_from_probs,

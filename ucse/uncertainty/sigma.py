@@ -1,4 +1,4 @@
-"""Uncertainty analyses of paper Sec. 5.8: sigma scores, Easy/Semi-hard/Hard bins, accuracy-rejection curves.
+"""The paper's sigma view (Sec. 5.8): sigma scores, Easy/Semi-hard/Hard bins, accuracy-rejection curves.
 
 All functions take torch tensors or numpy arrays and return numpy / Python values, since their results
 feed plots and JSON reports rather than autograd.

@@ -1,0 +1,80 @@
+import numpy as np
+import pytest
+import torch
+from sklearn.metrics import log_loss
+
+from ucse.uncertainty import calibration as cal
+from ucse.uncertainty.config import CalibrationMethod
+
+RNG = np.random.default_rng(0)
+
+
+def _softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def _sample_labels(probs):
+    u = RNG.uniform(size=(len(probs), 1))
+    return (probs.cumsum(1) < u).sum(1).clip(max=probs.shape[1] - 1)
+
+
+@pytest.mark.parametrize("true_t", [0.5, 2.0])
+def test_temperature_fit_recovers_a_known_temperature(true_t):
+    logits = RNG.normal(size=(20_000, 5)) * 3
+    labels = _sample_labels(_softmax(logits / true_t))
+    assert cal.fit_temperature(logits, labels) == pytest.approx(true_t, rel=0.05)
+    c = cal.fit_calibrator(logits, labels, CalibrationMethod.temperature)
+    assert c.temperature == pytest.approx(true_t, rel=0.05)
+    assert cal.ece(c.probs(logits), labels) < cal.ece(_softmax(logits), labels)
+
+
+def test_vector_scaling_recovers_known_scales_and_biases():
+    a, b = np.array([0.5, 1.0, 2.0]), np.array([0.5, 0.0, -0.5])
+    logits = RNG.normal(size=(30_000, 3)) * 2
+    labels = _sample_labels(_softmax(logits * a + b))
+    fa, fb = cal.fit_vector_scaling(logits, labels)
+    np.testing.assert_allclose(fa, a, atol=0.08)
+    # Softmax is invariant to a common bias shift: compare centred biases.
+    np.testing.assert_allclose(fb - fb.mean(), b - b.mean(), atol=0.08)
+    assert cal.fit_calibrator(logits, labels, "vector").temperature is None
+
+
+def _ece_by_hand(probs, labels, n_bins=15):
+    conf, pred = probs.max(1), probs.argmax(1)
+    total = 0.0
+    for lo, hi in zip(np.linspace(0, 1, n_bins + 1)[:-1], np.linspace(0, 1, n_bins + 1)[1:], strict=True):
+        m = (conf > lo) & (conf <= hi)
+        if m.any():
+            total += m.mean() * abs((pred[m] == labels[m]).mean() - conf[m].mean())
+    return total
+
+
+def _adaptive_by_hand(probs, labels, n_bins):
+    conf, ok = probs.max(1), probs.argmax(1) == labels
+    order = np.argsort(conf, kind="stable")
+    return sum(len(i) * abs(ok[i].mean() - conf[i].mean()) for i in np.array_split(order, n_bins)) / len(conf)
+
+
+def test_calibration_metrics_against_hand_and_sklearn():
+    probs = _softmax(RNG.normal(size=(997, 4)) * 2)
+    labels = RNG.integers(0, 4, size=997)
+    assert cal.ece(probs, labels) == pytest.approx(_ece_by_hand(probs, labels), abs=1e-6)
+    assert cal.adaptive_ece(probs, labels, 15) == pytest.approx(_adaptive_by_hand(probs, labels, 15))
+    assert cal.nll(probs, labels) == pytest.approx(log_loss(labels, probs, labels=range(4)))
+    assert cal.brier(probs, labels) == pytest.approx(((probs - np.eye(4)[labels]) ** 2).sum(1).mean())
+    bins = cal.reliability_bins(probs, labels)
+    assert sum(bins["count"]) == 997
+    gaps = [
+        n / 997 * abs(a - c)
+        for n, a, c in zip(bins["count"], bins["accuracy"], bins["confidence"], strict=True)
+        if n
+    ]
+    assert sum(gaps) == pytest.approx(cal.ece(probs, labels), abs=1e-6)
+
+
+def test_identity_calibrator_is_plain_softmax():
+    logits = torch.randn(5, 3)
+    c = cal.Calibrator.identity(3)
+    assert c.temperature == 1.0
+    np.testing.assert_allclose(c.probs(logits), torch.softmax(logits.double(), 1))

@@ -1,0 +1,64 @@
+import math
+
+import numpy as np
+import pytest
+
+from ucse.uncertainty import conformal
+
+RNG = np.random.default_rng(0)
+
+
+def _softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def _label_scores_loop(p, u, lam, k_reg):
+    out = np.zeros_like(p)
+    for i, row in enumerate(p):
+        order = np.argsort(-row, kind="stable")
+        for rank, c in enumerate(order, start=1):
+            above = row[order[: rank - 1]].sum()
+            out[i, c] = above + u[i] * row[c] + lam * max(0, rank - k_reg)
+    return out
+
+
+@pytest.mark.parametrize(("lam", "k_reg"), [(0.0, 0), (0.2, 1)])
+def test_label_scores_match_the_definition(lam, k_reg):
+    p = _softmax(RNG.normal(size=(20, 5)) * 2)
+    u = RNG.uniform(size=20)
+    np.testing.assert_allclose(conformal.label_scores(p, u, lam, k_reg), _label_scores_loop(p, u, lam, k_reg))
+    np.testing.assert_allclose(conformal.label_scores(p), _label_scores_loop(p, np.ones(20), 0, 0))
+
+
+def test_quantile_by_hand():
+    s = np.arange(1, 10) / 10  # 0.1..0.9, n = 9
+    assert conformal.conformal_quantile(s, 0.2) == pytest.approx(0.8)  # ceil(10 * 0.8) = 8th
+    assert conformal.conformal_quantile(s, 0.05) == math.inf  # ceil(10 * 0.95) = 10 > 9
+
+
+def _task(n, rng, c=10):
+    """A calibrated synthetic classifier: labels are drawn from its own probabilities."""
+    p = _softmax(rng.normal(size=(n, c)) * 2.5)
+    y = (p.cumsum(1) < rng.uniform(size=(n, 1))).sum(1).clip(max=c - 1)
+    return p, y
+
+
+@pytest.mark.parametrize(("lam", "k_reg", "randomized"), [(0.0, 0, True), (0.01, 1, True), (0.0, 0, False)])
+def test_split_conformal_coverage_over_repeated_splits(lam, k_reg, randomized):
+    alpha, n_cal, n_test, trials = 0.1, 500, 2000, 100
+    covs, sizes = [], []
+    for t in range(trials):
+        rng = np.random.default_rng(t)
+        (pc, yc), (pt, yt) = _task(n_cal, rng), _task(n_test, rng)
+        uc = conformal.uniforms(n_cal, t) if randomized else None
+        ut = conformal.uniforms(n_test, 10_000 + t) if randomized else None
+        q = conformal.calibrate(pc, yc, alpha, uc, lam, k_reg)
+        sets = conformal.prediction_sets(pt, q, ut, lam, k_reg).numpy()
+        covs.append(sets[np.arange(n_test), yt].mean())
+        sizes.append(sets.sum(1).mean())
+    # Marginal guarantee: E[coverage] >= 1 - alpha; the mean over 100 splits has std ~ 0.0014.
+    assert np.mean(covs) >= 1 - alpha - 0.005
+    if randomized:  # exact up to 1/(n+1)
+        assert np.mean(covs) <= 1 - alpha + 1 / (n_cal + 1) + 0.005
+    assert 1 <= np.mean(sizes) < 10

@@ -1,0 +1,88 @@
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from ucse.uncertainty import selective as sel
+
+RNG = np.random.default_rng(0)
+
+
+def _aurc_brute(u, correct):
+    """Mean over k of the error among the k lowest scores; ties averaged over every ordering."""
+    n = len(u)
+    perms = [p for p in itertools.permutations(range(n)) if all(u[p[i]] <= u[p[i + 1]] for i in range(n - 1))]
+    per_order = []
+    for p in perms:
+        err = [1 - correct[i] for i in p]
+        per_order.append(np.mean([sum(err[:k]) / k for k in range(1, n + 1)]))
+    return float(np.mean(per_order))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_aurc_against_brute_force_with_and_without_ties(seed):
+    rng = np.random.default_rng(seed)
+    u = rng.integers(0, 3, size=7).astype(float) if seed % 2 else rng.uniform(size=7)
+    correct = rng.uniform(size=7) < 0.6
+    assert sel.aurc(u, correct) == pytest.approx(_aurc_brute(u, correct))
+
+
+def test_risk_coverage_curve_and_e_aurc_by_hand():
+    u = np.array([0.1, 0.4, 0.2, 0.9])
+    correct = np.array([True, False, True, False])
+    cov, risk = sel.risk_coverage_curve(u, correct)
+    np.testing.assert_allclose(cov, [0.25, 0.5, 0.75, 1.0])
+    np.testing.assert_allclose(risk, [0, 0, 1 / 3, 2 / 4])  # order 0.1 T, 0.2 T, 0.4 F, 0.9 F
+    assert sel.e_aurc(u, correct) == pytest.approx(0.0)  # already the oracle order
+    assert sel.e_aurc(-u, correct) > 0
+    # A constant score is random rejection: risk = overall error at every coverage.
+    assert sel.aurc(np.zeros(4), correct) == pytest.approx(0.5)
+
+
+def test_clopper_pearson_bound_against_exact_binomial_tail():
+    from scipy.stats import binom
+
+    b = sel.risk_upper_bound(7, 100, 0.05)
+    assert binom.cdf(7, 100, b) == pytest.approx(0.05, abs=1e-6)  # P(X <= 7 | p = B) = delta
+    assert sel.risk_upper_bound(5, 5, 0.05) == 1.0
+
+
+def _synthetic(n, rng):
+    """u ~ U(0, 1), error with probability u^2: the true risk of 'keep u <= t' is t^2 / 3."""
+    u = rng.uniform(size=n)
+    return u, rng.uniform(size=n) >= u**2
+
+
+def test_selection_with_guaranteed_risk_holds_its_guarantee():
+    target, delta, trials = 0.1, 0.1, 300
+    violations, coverages = 0, []
+    for t in range(trials):
+        u, correct = _synthetic(2000, np.random.default_rng(100 + t))
+        rule = sel.threshold_for_error(u, correct, target, delta)
+        assert rule.achievable
+        tt = min(rule.threshold, 1.0)
+        violations += tt**2 / 3 > target  # the true selective risk of this threshold
+        coverages.append(tt)
+    # P(violation) <= delta, with a 3-sigma allowance for the 300 trials.
+    assert violations / trials <= delta + 3 * math.sqrt(delta * (1 - delta) / trials)
+    # Not vacuous: the exact risk-0.1 threshold is t = sqrt(0.3) = 0.548; SGR stays below, but not far.
+    assert 0.4 < np.mean(coverages) < math.sqrt(0.3)
+
+
+def test_unreachable_target_abstains_on_everything_and_easy_target_on_nothing():
+    u, correct = _synthetic(200, RNG)
+    none = sel.threshold_for_error(u, np.zeros(200, bool), 0.05)
+    assert not none.achievable and none.threshold == -math.inf and none.val_coverage == 0
+    all_ = sel.threshold_for_error(u, np.ones(200, bool), 0.05)
+    assert all_.achievable and all_.threshold == math.inf and all_.val_coverage == 1
+
+
+def test_coverage_threshold_guarantee_on_average():
+    c, trials, n = 0.8, 400, 200
+    true_cov = [
+        min(sel.threshold_for_coverage(*_synthetic(n, np.random.default_rng(t)), c).threshold, 1.0)
+        for t in range(trials)
+    ]
+    # E[P(u_test <= t)] >= c and < c + 1/(n+1) (split-conformal); sampling error of the mean ~ 0.0014.
+    assert c - 0.005 <= np.mean(true_cov) <= c + 1 / (n + 1) + 0.005

@@ -1,0 +1,131 @@
+"""The ``calibration``, ``selective`` and ``conformal`` sections of ``eval.json``, their plots and table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ucse.evaluation.plots import plot_reliability, plot_risk_coverage
+from ucse.export.encoder import EncodedBatch
+from ucse.uncertainty.calibration import calibration_metrics, reliability_bins
+from ucse.uncertainty.profile import UncertaintyProfile
+from ucse.uncertainty.selective import aurc, e_aurc, risk_coverage_curve
+
+
+def actionable_report(
+    profile: UncertaintyProfile, out: EncodedBatch, labels: np.ndarray, plots_dir: Path | None = None
+) -> dict:
+    """Judge a fitted profile on held-out outputs (normally the test split).
+
+    Args:
+        profile: the fitted (or saved) uncertainty profile.
+        out: head outputs on the evaluated split.
+        labels: (N,) its labels.
+        plots_dir: write ``reliability.png`` and ``risk_coverage.png`` there (``None``: no plots).
+
+    Returns:
+        ``{"calibration": ..., "selective": ..., "conformal": ..., "plots": [...]}``.
+    """
+    y = np.asarray(labels)
+    raw = torch.softmax(torch.as_tensor(out.logits, dtype=torch.float64), dim=1)
+    res = profile.apply(out.mean, out.var, out.logits, sets=True)
+    before, after = calibration_metrics(raw, y), calibration_metrics(res.probs, y)
+    calibration = {
+        "method": profile.calibrator.method.value,
+        "temperature": profile.calibrator.temperature,
+        **{f"{k}_before": v for k, v in before.items()},
+        **{f"{k}_after": v for k, v in after.items()},
+    }
+    correct = res.prediction == y
+    all_scores = {k: v.numpy() for k, v in profile.scores(out.mean, out.var, out.logits).items()}
+    a = profile.abstain
+    answered = ~res.abstain
+    selective = {
+        "aurc": {k: aurc(v, correct) for k, v in all_scores.items()},
+        "e_aurc": {k: e_aurc(v, correct) for k, v in all_scores.items()},
+        "default_score": res.score,
+        "rule": None if a is None else a.rule,
+        "target_error": None if a is None or a.rule != "target_error" else a.target,
+        "target_coverage": None if a is None or a.rule != "coverage" else a.target,
+        "delta": None if a is None else a.delta,
+        "threshold": None if a is None or not np.isfinite(a.threshold) else a.threshold,
+        "validation_bound": None if a is None else a.bound,
+        "test_coverage": float(answered.mean()),
+        "test_error": float((~correct[answered]).mean()) if answered.any() else 0.0,
+    }
+    conformal = None
+    if res.sets is not None:
+        conformal = {
+            "alpha": profile.conformal.alpha,
+            "method": profile.conformal.method.value,
+            "coverage": float(res.sets[np.arange(len(y)), y].mean()),
+            "mean_set_size": float(res.sets.sum(1).mean()),
+            "empty_sets": float((res.sets.sum(1) == 0).mean()),
+        }
+    report = {
+        "profile_fitted": profile.fitted,
+        "calibration": calibration,
+        "selective": selective,
+        "conformal": conformal,
+    }
+    if plots_dir is not None:
+        t = profile.calibrator.temperature
+        after_name = f"after ({profile.calibrator.method.value}" + (f", T={t:.2f})" if t else ")")
+        curves = {
+            f"{k} (AURC {selective['aurc'][k]:.4f})": risk_coverage_curve(v, correct)
+            for k, v in all_scores.items()
+        }
+        report["plots"] = [
+            str(
+                plot_reliability(
+                    {
+                        "before (softmax)": reliability_bins(raw, y),
+                        after_name: reliability_bins(res.probs, y),
+                    },
+                    plots_dir / "reliability.png",
+                )
+            ),
+            str(
+                plot_risk_coverage(
+                    curves,
+                    plots_dir / "risk_coverage.png",
+                    (selective["test_coverage"], selective["test_error"]),
+                )
+            ),
+        ]
+    return report
+
+
+def format_table(report: dict) -> str:
+    """A short plain-text table of an ``actionable_report`` (printed by ``eval.py``)."""
+    c, s, k = report["calibration"], report["selective"], report["conformal"]
+    t = c["temperature"]
+    lines = [
+        f"calibration ({c['method']}{f', T={t:.3f}' if t else ''})   before    after",
+        f"  ECE (15 equal-width bins)        {c['ece_before']:.4f}   {c['ece_after']:.4f}",
+        f"  ECE (15 equal-mass bins)         {c['adaptive_ece_before']:.4f}   {c['adaptive_ece_after']:.4f}",
+        f"  NLL                              {c['nll_before']:.4f}   {c['nll_after']:.4f}",
+        f"  Brier                            {c['brier_before']:.4f}   {c['brier_after']:.4f}",
+        "selective prediction              AURC     E-AURC",
+    ]
+    for name, v in sorted(s["aurc"].items(), key=lambda kv: kv[1]):
+        mark = "  <- default" if name == s["default_score"] else ""
+        lines.append(f"  {name:<32}{v:.4f}   {s['e_aurc'][name]:.4f}{mark}")
+    target = (
+        f"target error {s['target_error']:.3f}"
+        if s["target_error"] is not None
+        else f"target coverage {s['target_coverage']:.3f}"
+        if s["target_coverage"] is not None
+        else "no abstention rule"
+    )
+    lines.append(
+        f"  abstain ({target}): test error {s['test_error']:.4f} at coverage {s['test_coverage']:.4f}"
+    )
+    if k is not None:
+        lines.append(
+            f"conformal {k['method']} (alpha {k['alpha']}): coverage {k['coverage']:.4f}, "
+            f"mean set size {k['mean_set_size']:.2f}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,220 @@
+"""Post-hoc calibration (temperature and vector scaling) and the calibration metrics that judge it.
+
+torchmetrics 1.9 provides the equal-width binned ECE (``MulticlassCalibrationError``) and it is used for it;
+it has no adaptive (equal-mass) ECE, no multiclass NLL or Brier score, no reliability-diagram bins and no
+temperature fit, so those few lines are written here. The fits minimise the validation NLL with L-BFGS
+in float64 (Guo et al. 2017); torch-uncertainty's scalers would do the same but cannot be imported here
+(they pull torchvision).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torchmetrics.functional.classification import multiclass_calibration_error
+
+from ucse.uncertainty.config import CalibrationMethod
+from ucse.uncertainty.scores import Array, affine, as_f64
+
+ECE_BINS = 15
+
+
+@dataclass
+class Calibrator:
+    """A per-class affine recalibration of logits, ``scale * logits + bias``.
+
+    Attributes:
+        method: how it was fitted.
+        scale: (C,) a; ``1/T`` in every entry for temperature scaling.
+        bias: (C,) b; zeros for temperature scaling.
+    """
+
+    method: CalibrationMethod
+    scale: torch.Tensor
+    bias: torch.Tensor
+
+    @classmethod
+    def identity(cls, num_classes: int) -> Calibrator:
+        """Plain softmax (no calibration)."""
+        return cls(
+            CalibrationMethod.none,
+            torch.ones(num_classes, dtype=torch.float64),
+            torch.zeros(num_classes, dtype=torch.float64),
+        )
+
+    @property
+    def temperature(self) -> float | None:
+        """T of temperature scaling (1.0 for none; ``None`` for vector scaling, which has no single T)."""
+        if self.method == CalibrationMethod.vector:
+            return None
+        return float(1.0 / self.scale[0])
+
+    def logits(self, logits: Array) -> torch.Tensor:
+        """(N, C) calibrated logits."""
+        return affine(logits, self.scale, self.bias)
+
+    def probs(self, logits: Array) -> torch.Tensor:
+        """(N, C) calibrated probabilities."""
+        return torch.softmax(self.logits(logits), dim=-1)
+
+
+def _lbfgs(params: list[torch.Tensor], loss_fn, steps: int = 100) -> None:
+    opt = torch.optim.LBFGS(params, lr=0.5, max_iter=steps, line_search_fn="strong_wolfe")
+
+    def closure() -> torch.Tensor:
+        opt.zero_grad()
+        loss = loss_fn()
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+
+
+def fit_temperature(logits: Array, labels: Array) -> float:
+    """The temperature T minimising ``NLL(softmax(logits / T), labels)``.
+
+    Optimised over log T so T stays positive; the NLL is convex in 1/T, so L-BFGS finds the optimum.
+
+    Args:
+        logits: (N, C) validation logits.
+        labels: (N,) class ids.
+
+    Returns:
+        T > 0.
+    """
+    x, y = as_f64(logits), torch.as_tensor(labels).long()
+    log_t = torch.zeros((), dtype=torch.float64, requires_grad=True)
+    _lbfgs([log_t], lambda: torch.nn.functional.cross_entropy(x / log_t.exp(), y))
+    return float(log_t.detach().exp())
+
+
+def fit_vector_scaling(logits: Array, labels: Array) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-class scale a and bias b minimising ``NLL(softmax(a * logits + b), labels)``, from temperature.
+
+    Args:
+        logits: (N, C) validation logits.
+        labels: (N,) class ids.
+
+    Returns:
+        ``(a, b)``, both (C,) float64.
+    """
+    x, y = as_f64(logits), torch.as_tensor(labels).long()
+    c = x.shape[1]
+    a = torch.full((c,), 1.0 / fit_temperature(x, y), dtype=torch.float64, requires_grad=True)
+    b = torch.zeros(c, dtype=torch.float64, requires_grad=True)
+    _lbfgs([a, b], lambda: torch.nn.functional.cross_entropy(x * a + b, y))
+    return a.detach(), b.detach()
+
+
+def fit_calibrator(logits: Array, labels: Array, method: CalibrationMethod) -> Calibrator:
+    """Fit the calibration ``method`` on validation logits.
+
+    Args:
+        logits: (N, C) validation logits.
+        labels: (N,) class ids.
+        method: temperature, vector or none.
+
+    Returns:
+        The fitted :class:`Calibrator`.
+    """
+    c = as_f64(logits).shape[1]
+    method = CalibrationMethod(method)
+    if method == CalibrationMethod.none:
+        return Calibrator.identity(c)
+    if method == CalibrationMethod.temperature:
+        t = fit_temperature(logits, labels)
+        return Calibrator(
+            method, torch.full((c,), 1.0 / t, dtype=torch.float64), torch.zeros(c, dtype=torch.float64)
+        )
+    a, b = fit_vector_scaling(logits, labels)
+    return Calibrator(method, a, b)
+
+
+def ece(probs: Array, labels: Array, n_bins: int = ECE_BINS) -> float:
+    """Expected calibration error of the top label, ``n_bins`` equal-width bins, L1 (torchmetrics).
+
+    Args:
+        probs: (N, C) probabilities.
+        labels: (N,) class ids.
+        n_bins: bins on [0, 1].
+
+    Returns:
+        ECE in [0, 1].
+    """
+    p = as_f64(probs)
+    y = torch.as_tensor(labels).long()
+    return float(multiclass_calibration_error(p, y, num_classes=p.shape[1], n_bins=n_bins, norm="l1"))
+
+
+def adaptive_ece(probs: Array, labels: Array, n_bins: int = ECE_BINS) -> float:
+    """ECE with equal-mass bins (Nguyen & O'Connor 2015): each bin holds ~N/n_bins texts by confidence.
+
+    Equal-width bins leave most bins empty when confidences crowd near 1; equal-mass bins do not.
+
+    Args:
+        probs: (N, C) probabilities.
+        labels: (N,) class ids.
+        n_bins: number of bins (fewer when N is smaller).
+
+    Returns:
+        ``sum_b |B_b|/N * |acc_b - conf_b|`` in [0, 1].
+    """
+    p = as_f64(probs)
+    conf, pred = p.max(dim=1)
+    correct = (pred == torch.as_tensor(labels).long()).to(torch.float64)
+    order = torch.argsort(conf, stable=True)
+    total = 0.0
+    for idx in torch.tensor_split(order, min(n_bins, len(order))):
+        total += len(idx) * abs(float(correct[idx].mean() - conf[idx].mean()))
+    return total / len(order)
+
+
+def reliability_bins(probs: Array, labels: Array, n_bins: int = ECE_BINS) -> dict[str, list[float]]:
+    """Per-bin confidence, accuracy and count on ``n_bins`` equal-width bins (for ``reliability.png``).
+
+    A confidence of exactly 1 falls in the last bin; bins are (lo, hi] like torchmetrics'.
+
+    Returns:
+        ``{"edges": (n_bins + 1,), "confidence": (n_bins,), "accuracy": (n_bins,), "count": (n_bins,)}``;
+        empty bins have NaN confidence and accuracy.
+    """
+    p = as_f64(probs)
+    conf, pred = p.max(dim=1)
+    correct = (pred == torch.as_tensor(labels).long()).to(torch.float64)
+    edges = torch.linspace(0, 1, n_bins + 1, dtype=torch.float64)
+    which = (torch.bucketize(conf, edges[1:-1], right=False)).clamp(0, n_bins - 1)  # (N,)
+    count = torch.bincount(which, minlength=n_bins).to(torch.float64)
+    nan = torch.full((n_bins,), float("nan"), dtype=torch.float64)
+    mean_conf = torch.where(count > 0, torch.bincount(which, conf, n_bins) / count.clamp_min(1), nan)
+    acc = torch.where(count > 0, torch.bincount(which, correct, n_bins) / count.clamp_min(1), nan)
+    return {
+        "edges": edges.tolist(),
+        "confidence": mean_conf.tolist(),
+        "accuracy": acc.tolist(),
+        "count": count.tolist(),
+    }
+
+
+def nll(probs: Array, labels: Array) -> float:
+    """Mean ``-log p_true`` (natural log); probabilities clamped at float64 eps like sklearn's log_loss."""
+    p = as_f64(probs)
+    y = torch.as_tensor(labels).long()
+    return float(-torch.log(p.gather(1, y[:, None]).clamp_min(torch.finfo(torch.float64).eps)).mean())
+
+
+def brier(probs: Array, labels: Array) -> float:
+    """Multiclass Brier score ``mean_n sum_c (p_c - onehot_c)^2`` (Brier 1950), in [0, 2]."""
+    p = as_f64(probs)
+    onehot = torch.nn.functional.one_hot(torch.as_tensor(labels).long(), p.shape[1]).to(p.dtype)
+    return float(((p - onehot) ** 2).sum(dim=1).mean())
+
+
+def calibration_metrics(probs: Array, labels: Array) -> dict[str, float]:
+    """``ece`` (15 equal-width bins), ``adaptive_ece`` (15 equal-mass bins), ``nll`` and ``brier``."""
+    return {
+        "ece": ece(probs, labels),
+        "adaptive_ece": adaptive_ece(probs, labels),
+        "nll": nll(probs, labels),
+        "brier": brier(probs, labels),
+    }

@@ -1,0 +1,127 @@
+"""Typed configuration of the uncertainty profile fitted after training (``uncertainty.*`` in a run's config).
+
+This module imports nothing from ucse: ``ucse.config`` nests :class:`UncertaintyConfig` in ``TrainConfig``
+so that ``train.py uncertainty.abstain.target_error=0.05`` is validated like every other key and recorded in
+the run's ``config.yaml``, which is what :func:`ucse.uncertainty.fit.fit_run_uncertainty` reads back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class CalibrationMethod(str, Enum):
+    """How logits are recalibrated on the validation split (fitted by NLL)."""
+
+    temperature = "temperature"  # one scalar T: softmax(logits / T) (Guo et al. 2017)
+    vector = "vector"  # per-class scale and bias: softmax(a * logits + b) (Guo et al. 2017)
+    none = "none"  # plain softmax
+
+
+class ScoreName(str, Enum):
+    """Per-text uncertainty scores (higher = more uncertain for all); see ``ucse.uncertainty.scores``."""
+
+    auto = "auto"  # the score with the lowest validation AURC among the available ones
+    msp = "msp"  # 1 - max calibrated softmax probability
+    entropy = "entropy"  # entropy of the calibrated softmax (nats)
+    sigma = "sigma"  # the paper's mean predicted sigma (needs a variance branch)
+    predictive_entropy = "predictive_entropy"  # entropy of the softmax averaged over z ~ N(mu, sigma^2)
+    mutual_information = "mutual_information"  # epistemic part of predictive_entropy (BALD)
+    mahalanobis = "mahalanobis"  # min over classes of the Mahalanobis distance of mu (Lee et al. 2018)
+    density = "density"  # -log p(mu) under class-conditional Gaussians fitted on training means (DDU)
+
+
+class ConformalMethod(str, Enum):
+    """Split-conformal score for prediction sets."""
+
+    aps = "aps"  # adaptive prediction sets (Romano et al. 2020)
+    raps = "raps"  # regularised APS (Angelopoulos et al. 2021): penalises long sets
+
+
+@dataclass
+class CalibrationConfig:
+    """Post-hoc calibration of the softmax."""
+
+    method: CalibrationMethod = CalibrationMethod.temperature
+    """``temperature`` (one parameter), ``vector`` (2C parameters) or ``none``."""
+
+
+@dataclass
+class AbstainConfig:
+    """Selective prediction: abstain when the default score is above a threshold fitted on validation."""
+
+    target_error: float | None = 0.05
+    """Error rate allowed on the texts that are answered; the threshold is the one with the most coverage
+    whose error upper bound (Clopper-Pearson at confidence 1 - ``delta``, selection with guaranteed risk,
+    Geifman & El-Yaniv 2017) stays below it. ``null`` (and no ``coverage``): never abstain."""
+    coverage: float | None = None
+    """When set, answer this share of texts instead (guaranteed >= it on exchangeable data); it takes
+    precedence over ``target_error``."""
+    delta: float = 0.05
+    """The error guarantee holds with probability at least 1 - delta over the validation draw."""
+
+
+@dataclass
+class ConformalConfig:
+    """Split-conformal prediction sets calibrated on the validation split."""
+
+    alpha: float = 0.1
+    """Miscoverage: a set holds the true label for at least 1 - alpha of texts (marginally)."""
+    method: ConformalMethod = ConformalMethod.aps
+    """Conformal score: ``aps`` or ``raps``."""
+    randomized: bool = True
+    """Randomise the last label's inclusion (exact 1 - alpha coverage; a set may then be empty). Off gives
+    larger, never-empty sets that over-cover."""
+    raps_lambda: float = 0.01
+    """RAPS penalty per label beyond ``raps_k_reg``."""
+    raps_k_reg: int = 1
+    """RAPS: set sizes up to this are not penalised."""
+
+
+@dataclass
+class UncertaintyConfig:
+    """What is fitted after training and saved with the head (``head/calibration.json``)."""
+
+    enabled: bool = True
+    """Fit the uncertainty profile after training (``ucse train``); off leaves plain softmax at predict."""
+    calibration: CalibrationConfig = field(default_factory=CalibrationConfig)
+    """Softmax calibration."""
+    abstain: AbstainConfig = field(default_factory=AbstainConfig)
+    """Abstention threshold."""
+    conformal: ConformalConfig = field(default_factory=ConformalConfig)
+    """Prediction sets."""
+    score: ScoreName = ScoreName.auto
+    """Score reported as ``uncertainty`` and used to abstain; ``auto`` picks the lowest validation AURC."""
+    samples: int = 32
+    """Monte-Carlo samples of z ~ N(mu, sigma^2) for the predictive scores; 0 uses the closed-form probit
+    approximation (predictive_entropy only; mutual_information then is unavailable)."""
+    seed: int = 0
+    """Seed of the Monte-Carlo samples and of the randomised conformal sets."""
+
+
+def check_uncertainty_config(cfg: UncertaintyConfig) -> None:
+    """Fail before any training on values no fit can use; the message names the key and its range.
+
+    Raises:
+        ValueError: naming the first bad ``uncertainty.*`` key.
+    """
+    checks = [
+        (
+            "abstain.target_error",
+            cfg.abstain.target_error,
+            lambda v: v is None or 0 < v < 1,
+            "in (0, 1) or null",
+        ),
+        ("abstain.coverage", cfg.abstain.coverage, lambda v: v is None or 0 < v <= 1, "in (0, 1] or null"),
+        ("abstain.delta", cfg.abstain.delta, lambda v: 0 < v < 1, "in (0, 1)"),
+        ("conformal.alpha", cfg.conformal.alpha, lambda v: 0 < v < 1, "in (0, 1)"),
+        ("conformal.raps_lambda", cfg.conformal.raps_lambda, lambda v: v >= 0, ">= 0"),
+        ("conformal.raps_k_reg", cfg.conformal.raps_k_reg, lambda v: v >= 0, ">= 0"),
+        ("samples", cfg.samples, lambda v: v >= 0, ">= 0 (0 = probit)"),
+    ]
+    for key, value, ok, want in checks:
+        if not ok(value):
+            raise ValueError(f"uncertainty.{key}={value} is invalid: it must be {want}.")
+    if cfg.samples == 0 and cfg.score == ScoreName.mutual_information:
+        raise ValueError("uncertainty.score=mutual_information needs uncertainty.samples >= 1.")

@@ -1,0 +1,109 @@
+"""Split-conformal prediction sets: APS (Romano et al. 2020) and RAPS (Angelopoulos et al. 2021).
+
+Both are a few tensor operations on sorted probabilities; no maintained package fits the stack (MAPIE wraps
+scikit-learn estimators, TorchCP and torch-uncertainty pull torchvision), so they are written here.
+
+The conformal score of label y for a text is the probability mass of the labels ranked above y plus y's own
+mass (times U ~ Uniform(0, 1) when randomised), plus for RAPS ``lambda * max(0, rank_y - k_reg)``. The set
+is every label whose score is at most the calibrated quantile, so calibration and prediction share one
+function and the per-text U.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ucse.uncertainty.scores import Array, as_f64
+
+
+def label_scores(
+    probs: Array,
+    u: Array | None = None,
+    lam: float = 0.0,
+    k_reg: int = 0,
+) -> torch.Tensor:
+    """Conformal scores of every label for every text.
+
+    Args:
+        probs: (N, C) calibrated probabilities.
+        u: (N,) uniforms in [0, 1] for the randomised version; ``None`` is the deterministic one (U = 1).
+        lam: RAPS penalty per rank beyond ``k_reg`` (0 gives APS).
+        k_reg: RAPS: ranks up to this are free.
+
+    Returns:
+        (N, C) scores, higher = less plausible label.
+    """
+    p = as_f64(probs)
+    sorted_p, order = torch.sort(p, dim=1, descending=True, stable=True)  # (N, C)
+    cum = torch.cumsum(sorted_p, dim=1)  # mass up to and including each rank
+    uu = torch.ones(p.shape[0], dtype=torch.float64) if u is None else as_f64(u)
+    scores_sorted = cum - (1.0 - uu)[:, None] * sorted_p  # U=1: cum; U=0: mass strictly above
+    rank = torch.arange(1, p.shape[1] + 1, dtype=torch.float64)  # 1-based
+    scores_sorted = scores_sorted + lam * (rank - k_reg).clamp_min(0.0)[None]
+    return torch.empty_like(scores_sorted).scatter_(1, order, scores_sorted)
+
+
+def conformal_quantile(scores: Array, alpha: float) -> float:
+    """The ``ceil((n + 1)(1 - alpha))``-th smallest calibration score (+inf when that exceeds n).
+
+    With it, an exchangeable test text's true-label score is at most the quantile with probability
+    >= 1 - alpha (and < 1 - alpha + 1/(n + 1) for continuous scores).
+
+    Args:
+        scores: (n,) true-label scores of the calibration texts.
+        alpha: miscoverage in (0, 1).
+
+    Returns:
+        q-hat.
+    """
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
+    s = torch.sort(as_f64(scores)).values
+    k = math.ceil((s.numel() + 1) * (1 - alpha))
+    return math.inf if k > s.numel() else float(s[k - 1])
+
+
+def calibrate(
+    probs: Array, labels: Array, alpha: float, u: Array | None = None, lam: float = 0.0, k_reg: int = 0
+) -> float:
+    """q-hat from calibration texts: the conformal quantile of their true-label scores.
+
+    Args:
+        probs: (n, C) calibrated probabilities.
+        labels: (n,) true class ids.
+        alpha: miscoverage.
+        u: (n,) uniforms for the randomised version, or ``None``.
+        lam: RAPS penalty.
+        k_reg: RAPS free ranks.
+
+    Returns:
+        q-hat.
+    """
+    y = torch.as_tensor(labels).long()
+    true = label_scores(probs, u, lam, k_reg).gather(1, y[:, None])[:, 0]  # (n,)
+    return conformal_quantile(true, alpha)
+
+
+def prediction_sets(
+    probs: Array, qhat: float, u: Array | None = None, lam: float = 0.0, k_reg: int = 0
+) -> torch.Tensor:
+    """Labels whose conformal score is at most q-hat.
+
+    Args:
+        probs: (N, C) calibrated probabilities.
+        qhat: from :func:`calibrate`.
+        u: (N,) uniforms (randomised version; a set may then be empty), or ``None``.
+        lam: RAPS penalty.
+        k_reg: RAPS free ranks.
+
+    Returns:
+        (N, C) bool membership.
+    """
+    return label_scores(probs, u, lam, k_reg) <= qhat
+
+
+def uniforms(n: int, seed: int) -> torch.Tensor:
+    """(n,) seeded Uniform(0, 1) draws for randomised sets (same seed -> same sets)."""
+    return torch.rand(n, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)

@@ -1,0 +1,158 @@
+"""Fit a head's uncertainty profile on the validation split and save it into the run's ``head/`` folder.
+
+    from ucse.uncertainty.fit import fit_run_uncertainty
+    profile = fit_run_uncertainty("runs/Banking77Classification/minilm-l6/textcnn-seed0")
+
+Everything is fitted on the validation split (never on test): the calibration by NLL, the default score by
+validation AURC (``score=auto``), the abstention threshold with its guarantee and the conformal quantile;
+the feature Gaussians on the training split's means. The guarantees of the threshold and of the sets are
+split-conformal / binomial ones over that same validation draw, conditional on the calibration fitted on
+it (one or 2C parameters; the bias this introduces is not corrected for).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ucse.config import TrainConfig, from_yaml
+from ucse.data import TaskData, load_classification
+from ucse.export.encoder import EncodedBatch, UcseEncoder
+from ucse.training.run import build_states, resolve_device
+from ucse.uncertainty import conformal
+from ucse.uncertainty.calibration import fit_calibrator
+from ucse.uncertainty.config import ConformalMethod, ScoreName, UncertaintyConfig, check_uncertainty_config
+from ucse.uncertainty.density import fit_class_gaussians
+from ucse.uncertainty.profile import UncertaintyProfile, row_uniforms
+from ucse.uncertainty.selective import aurc, threshold_for_coverage, threshold_for_error
+
+log = logging.getLogger(__name__)
+
+
+def classifier_weight(head: torch.nn.Module) -> torch.Tensor | None:
+    """(C, D) weight of the head's final ``Linear(D, C)`` (every ucse head has ``bottleneck.classifier``)."""
+    layer = getattr(getattr(head, "bottleneck", None), "classifier", None)
+    return None if layer is None else layer.weight.detach().cpu().to(torch.float64)
+
+
+def fit_profile(
+    val: EncodedBatch,
+    val_labels: np.ndarray,
+    cfg: UncertaintyConfig,
+    weight: torch.Tensor | None = None,
+    train: EncodedBatch | None = None,
+    train_labels: np.ndarray | None = None,
+) -> UncertaintyProfile:
+    """Fit calibration, default score, abstention threshold, conformal quantile and feature Gaussians.
+
+    Args:
+        val: validation head outputs (mean (N, D), var (N, D) | None, logits (N, C)).
+        val_labels: (N,) validation labels.
+        cfg: what to fit.
+        weight: (C, D) classifier weight (enables the predictive scores with a variance branch).
+        train: training head outputs, for the density scores (``None`` skips them).
+        train_labels: (M,) training labels.
+
+    Returns:
+        The fitted :class:`UncertaintyProfile` (not yet saved).
+    """
+    check_uncertainty_config(cfg)
+    c = val.logits.shape[1]
+    calibrator = fit_calibrator(val.logits, val_labels, cfg.calibration.method)
+    gaussians = None
+    if train is not None and train_labels is not None:
+        gaussians = fit_class_gaussians(train.mean, train_labels, c)
+    profile = UncertaintyProfile(
+        calibrator,
+        weight=weight if val.var is not None else None,
+        gaussians=gaussians,
+        samples=cfg.samples,
+        seed=cfg.seed,
+    )
+    probs = calibrator.probs(val.logits)  # (N, C)
+    correct = (probs.argmax(1).numpy() == np.asarray(val_labels)).astype(bool)
+    val_scores = profile.scores(val.mean, val.var, val.logits)
+    val_aurc = {k: aurc(v, correct) for k, v in val_scores.items()}
+    if cfg.score == ScoreName.auto:
+        profile.score = ScoreName(min(val_aurc, key=val_aurc.__getitem__))
+    elif cfg.score.value in val_scores:
+        profile.score = cfg.score
+    else:
+        raise ValueError(
+            f"uncertainty.score={cfg.score.value} is not available for this head; choose one of "
+            f"{', '.join(val_scores)} or auto."
+        )
+    u = val_scores[profile.score.value]
+    a = cfg.abstain
+    if a.coverage is not None:
+        profile.abstain = threshold_for_coverage(u, correct, a.coverage)
+    elif a.target_error is not None:
+        profile.abstain = threshold_for_error(u, correct, a.target_error, a.delta)
+        if not profile.abstain.achievable:
+            log.warning(
+                "no threshold certifies error <= %.3f at delta %.2f on %d validation texts: every text will "
+                "abstain; raise uncertainty.abstain.target_error or use uncertainty.abstain.coverage",
+                a.target_error,
+                a.delta,
+                len(u),
+            )
+    k = cfg.conformal
+    rand = row_uniforms(probs, cfg.seed) if k.randomized else None
+    lam, k_reg = (k.raps_lambda, k.raps_k_reg) if k.method == ConformalMethod.raps else (0.0, 0)
+    profile.conformal = k
+    profile.qhat = conformal.calibrate(probs, val_labels, k.alpha, rand, lam, k_reg)
+    profile.info = {
+        "n_validation": len(val_labels),
+        "n_train": None if train_labels is None else len(train_labels),
+        "validation_accuracy": float(correct.mean()),
+        "validation_aurc": val_aurc,
+    }
+    return profile
+
+
+def encode_splits(
+    cfg: TrainConfig, encoder: UcseEncoder, data: TaskData, splits: tuple[str, ...]
+) -> dict[str, EncodedBatch]:
+    """Head outputs of the named splits, from the hidden-state cache the training run filled."""
+    states, _ = build_states(cfg, encoder.backbone, data)
+    return {s: encoder.run_states(states[s]) for s in splits}
+
+
+def fit_run_uncertainty(
+    run_dir: str | Path, cfg: UncertaintyConfig | None = None, data_root: str | None = None
+) -> UncertaintyProfile:
+    """Fit the profile of a finished run on its validation split and write it into ``run_dir/head``.
+
+    Args:
+        run_dir: a run folder written by ``train.py`` (``config.yaml`` + ``head/``).
+        cfg: what to fit; defaults to the run's own ``uncertainty`` config.
+        data_root: local data folder, when it moved since training.
+
+    Returns:
+        The saved profile.
+    """
+    run = Path(run_dir)
+    for need in ("config.yaml", "head/config.json", "head/model.safetensors"):
+        if not (run / need).is_file():
+            raise FileNotFoundError(f"{run} is not a finished ucse run: {need} is missing.")
+    train_cfg = from_yaml(run / "config.yaml")
+    if data_root:
+        train_cfg.data.root = data_root
+    ucfg = cfg or train_cfg.uncertainty
+    encoder = UcseEncoder.from_dir(run / "head", device=resolve_device(train_cfg.device))
+    data = load_classification(train_cfg.task, train_cfg.data, train_cfg.seed)
+    outs = encode_splits(train_cfg, encoder, data, ("train", "validation"))
+    profile = fit_profile(
+        outs["validation"],
+        data.labels("validation"),
+        ucfg,
+        weight=classifier_weight(encoder.head),
+        train=outs["train"],
+        train_labels=data.labels("train"),
+    )
+    profile.save(run / "head")
+    log.info("uncertainty profile (score %s) saved in %s", profile.score.value, run / "head")
+    return profile

@@ -1,0 +1,306 @@
+"""The uncertainty profile saved with a head, and the one call the inference layer makes to apply it.
+
+    from ucse.uncertainty.profile import load_uncertainty_profile
+    profile = load_uncertainty_profile(head_dir)                # plain softmax / MSP if nothing was fitted
+    out = profile.apply(mean, var, logits, sets=True)          # (N, D), (N, D) | None, (N, C)
+    out.probs, out.confidence, out.uncertainty, out.abstain, out.sets
+
+Saved as ``head/calibration.json`` (choices, scalars, guarantees) and ``head/calibration.safetensors``
+(calibration vectors, classifier weight, training-feature Gaussians) through ``ucse.heads.io``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ucse.heads.io import load_calibration, save_calibration
+from ucse.uncertainty import conformal, density, scores
+from ucse.uncertainty.calibration import Calibrator
+from ucse.uncertainty.config import CalibrationMethod, ConformalConfig, ConformalMethod, ScoreName
+from ucse.uncertainty.selective import AbstainThreshold
+
+# Scores that need the variance branch, the classifier weight or the training Gaussians.
+NEEDS_VAR = (ScoreName.sigma, ScoreName.predictive_entropy, ScoreName.mutual_information)
+NEEDS_DENSITY = (ScoreName.mahalanobis, ScoreName.density)
+
+
+@dataclass
+class UncertaintyOutput:
+    """What a profile makes of N texts' head outputs (numpy, for the inference layer).
+
+    Attributes:
+        probs: (N, C) calibrated probabilities.
+        prediction: (N,) argmax class ids.
+        confidence: (N,) calibrated probability of the predicted class.
+        uncertainty: (N,) the profile's default score (higher = more uncertain).
+        score: name of that score.
+        abstain: (N,) bool, True where ``uncertainty`` is above the saved threshold (all False without one).
+        sets: (N, C) bool conformal set membership, or ``None`` when not asked for or not fitted.
+    """
+
+    probs: np.ndarray
+    prediction: np.ndarray
+    confidence: np.ndarray
+    uncertainty: np.ndarray
+    score: str
+    abstain: np.ndarray
+    sets: np.ndarray | None = None
+
+    def set_labels(self, label_names: list[str]) -> list[list[str]] | None:
+        """Each text's prediction set as label names, most probable first (``None`` without sets)."""
+        if self.sets is None:
+            return None
+        return [
+            [label_names[c] for c in np.argsort(-p, kind="stable") if m[c]]
+            for p, m in zip(self.probs, self.sets, strict=True)
+        ]
+
+
+def row_uniforms(probs: torch.Tensor, seed: int) -> torch.Tensor:
+    """(N,) Uniform(0, 1) draws, one per row, from a hash of the row's probabilities and ``seed``.
+
+    Randomised conformal sets need one U per text; hashing the text's own probabilities (a function of the
+    text, independent of its label) gives the same U for the same text in any batch.
+    """
+    rows = probs.to(torch.float32).numpy()
+    out = [
+        int.from_bytes(
+            hashlib.blake2b(r.tobytes(), digest_size=8, salt=seed.to_bytes(8, "little")).digest(), "little"
+        )
+        / 2.0**64
+        for r in rows
+    ]
+    return torch.tensor(out, dtype=torch.float64)
+
+
+@dataclass
+class UncertaintyProfile:
+    """Calibration, default score, abstention threshold, conformal quantile and feature density of a head.
+
+    Build one with :func:`ucse.uncertainty.fit.fit_profile` or load it with :func:`load_uncertainty_profile`;
+    :meth:`plain` is the fallback (softmax, MSP, never abstain, no sets).
+
+    Attributes:
+        calibrator: logit recalibration.
+        score: the default score.
+        abstain: the abstention rule, or ``None`` (never abstain).
+        conformal: the conformal settings, or ``None`` (no sets).
+        qhat: the conformal quantile (with ``conformal``).
+        weight: (C, D) classifier weight, for the predictive scores (``None`` without a variance branch).
+        gaussians: training-feature Gaussians on mu, for the density scores.
+        samples: Monte-Carlo samples of the predictive scores (0 = probit).
+        seed: seed of the samples and of the conformal uniforms.
+        fitted: False for the plain fallback.
+        info: fit-time summary (validation AURC per score, sizes...), saved in ``calibration.json``.
+    """
+
+    calibrator: Calibrator
+    score: ScoreName = ScoreName.msp
+    abstain: AbstainThreshold | None = None
+    conformal: ConformalConfig | None = None
+    qhat: float | None = None
+    weight: torch.Tensor | None = None
+    gaussians: density.ClassGaussians | None = None
+    samples: int = 32
+    seed: int = 0
+    fitted: bool = True
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def plain(cls, num_classes: int) -> UncertaintyProfile:
+        """No calibration, MSP as the score, no abstention, no sets."""
+        return cls(Calibrator.identity(num_classes), fitted=False)
+
+    def available(self, has_var: bool) -> list[ScoreName]:
+        """Scores this profile can compute for outputs with (or without) a variance."""
+        names = [ScoreName.msp, ScoreName.entropy]
+        if has_var:
+            names.append(ScoreName.sigma)
+            if self.weight is not None:
+                names.append(ScoreName.predictive_entropy)
+                if self.samples > 0:
+                    names.append(ScoreName.mutual_information)
+        if self.gaussians is not None:
+            names += list(NEEDS_DENSITY)
+        return names
+
+    def scores(
+        self, mean: Any, var: Any, logits: Any, names: list[ScoreName] | None = None
+    ) -> dict[str, torch.Tensor]:
+        """Uncertainty scores of N texts (all available ones unless ``names`` are given).
+
+        Args:
+            mean: (N, D) mu.
+            var: (N, D) sigma^2 or ``None``.
+            logits: (N, C) logits at mu.
+            names: which scores.
+
+        Returns:
+            ``{score name: (N,) float64}``, higher = more uncertain.
+        """
+        have = self.available(var is not None)
+        names = have if names is None else [ScoreName(n) for n in names]
+        missing = [n.value for n in names if n not in have]
+        if missing:
+            raise ValueError(f"score(s) {missing} need a variance branch or fitted statistics; have {have}.")
+        probs = self.calibrator.probs(logits)  # (N, C)
+        cal = {"scale": self.calibrator.scale, "bias": self.calibrator.bias}
+        out: dict[str, torch.Tensor] = {}
+        sampled = None
+        for name in names:
+            if name == ScoreName.msp:
+                out[name.value] = scores.msp(probs)
+            elif name == ScoreName.entropy:
+                out[name.value] = scores.entropy(probs)
+            elif name == ScoreName.sigma:
+                out[name.value] = scores.sigma(var)
+            elif name in (ScoreName.predictive_entropy, ScoreName.mutual_information):
+                if self.samples == 0:
+                    out[name.value] = scores.entropy(scores.probit_probs(logits, var, self.weight, **cal))
+                    continue
+                if sampled is None:
+                    sampled = scores.sampled_probs(logits, var, self.weight, self.samples, self.seed, **cal)
+                out[name.value] = (
+                    scores.entropy(sampled.mean(0))
+                    if name == ScoreName.predictive_entropy
+                    else scores.mutual_information(sampled)
+                )
+            elif name == ScoreName.mahalanobis:
+                out[name.value] = density.mahalanobis(mean, self.gaussians)
+            elif name == ScoreName.density:
+                out[name.value] = density.neg_log_density(mean, self.gaussians)
+        return out
+
+    def sets(self, probs: torch.Tensor) -> torch.Tensor | None:
+        """(N, C) conformal set membership for calibrated probabilities, or ``None`` without a quantile."""
+        if self.conformal is None or self.qhat is None:
+            return None
+        c = self.conformal
+        u = row_uniforms(probs, self.seed) if c.randomized else None
+        lam, k_reg = (c.raps_lambda, c.raps_k_reg) if c.method == ConformalMethod.raps else (0.0, 0)
+        return conformal.prediction_sets(probs, self.qhat, u, lam, k_reg)
+
+    def apply(self, mean: Any, var: Any, logits: Any, sets: bool = False) -> UncertaintyOutput:
+        """Turn a head's outputs for N texts into calibrated decisions.
+
+        Args:
+            mean: (N, D) mu (used by the density scores).
+            var: (N, D) sigma^2, or ``None`` for a head without a variance branch.
+            logits: (N, C) logits at mu.
+            sets: also return conformal prediction sets (when a quantile was fitted).
+
+        Returns:
+            An :class:`UncertaintyOutput`.
+        """
+        probs = self.calibrator.probs(logits)  # (N, C)
+        conf, pred = probs.max(dim=1)
+        score = self.score if self.score in self.available(var is not None) else ScoreName.msp
+        u = self.scores(mean, var, logits, [score])[score.value]
+        t = math.inf if self.abstain is None else self.abstain.threshold
+        member = self.sets(probs) if sets else None
+        return UncertaintyOutput(
+            probs=probs.numpy(),
+            prediction=pred.numpy(),
+            confidence=conf.numpy(),
+            uncertainty=u.numpy(),
+            score=score.value,
+            abstain=(u > t).numpy(),
+            sets=None if member is None else member.numpy(),
+        )
+
+    def save(self, head_dir: str | Path) -> None:
+        """Write ``calibration.json`` + ``calibration.safetensors`` into a saved head folder (atomically)."""
+        arrays = {"calibration_scale": self.calibrator.scale, "calibration_bias": self.calibrator.bias}
+        if self.weight is not None:
+            arrays["classifier_weight"] = self.weight.to(torch.float64)
+        g = self.gaussians
+        if g is not None:
+            arrays |= {
+                "density_means": g.means,
+                "density_precision": g.precision,
+                "density_log_prior": g.log_prior,
+            }
+        a = self.abstain
+        config = {
+            "calibration": {
+                "method": self.calibrator.method.value,
+                "temperature": self.calibrator.temperature,
+            },
+            "score": self.score.value,
+            "samples": self.samples,
+            "seed": self.seed,
+            "abstain": None if a is None else {**a.__dict__, "threshold": _num(a.threshold)},
+            "conformal": None
+            if self.conformal is None
+            else {**self.conformal.__dict__, "qhat": _num(self.qhat)},
+            "density_logdet": None if g is None else g.logdet,
+            "info": self.info,
+        }
+        save_calibration(head_dir, config, arrays)
+
+
+def _num(x: float | None) -> float | str | None:
+    """JSON has no infinity: store +-inf as strings."""
+    return x if x is None or math.isfinite(x) else ("inf" if x > 0 else "-inf")
+
+
+def _float(x: float | str | None) -> float | None:
+    return None if x is None else float(x)
+
+
+def load_uncertainty_profile(head_dir: str | Path, num_classes: int | None = None) -> UncertaintyProfile:
+    """The profile saved in ``head_dir``, or the plain fallback (softmax, MSP, no abstention, no sets).
+
+    Args:
+        head_dir: a saved head folder (``config.json`` + ``model.safetensors`` [+ calibration files]).
+        num_classes: C for the fallback; read from the head's ``config.json`` when omitted.
+
+    Returns:
+        The :class:`UncertaintyProfile`; ``profile.fitted`` tells which.
+
+    Raises:
+        ValueError / FileNotFoundError: a calibration that is unreadable or fitted for other weights.
+    """
+    saved = load_calibration(head_dir)
+    if saved is None:
+        if num_classes is None:
+            num_classes = int(json.loads((Path(head_dir) / "config.json").read_text())["num_classes"])
+        return UncertaintyProfile.plain(num_classes)
+    cfg, arr = saved
+    method = CalibrationMethod(cfg["calibration"]["method"])
+    calibrator = Calibrator(method, arr["calibration_scale"], arr["calibration_bias"])
+    a = cfg.get("abstain")
+    abstain = None if a is None else AbstainThreshold(**{**a, "threshold": _float(a["threshold"])})
+    c = cfg.get("conformal")
+    conf = qhat = None
+    if c is not None:
+        qhat = _float(c.pop("qhat"))
+        conf = ConformalConfig(**{**c, "method": ConformalMethod(c["method"])})
+    gaussians = None
+    if "density_means" in arr:
+        gaussians = density.ClassGaussians(
+            arr["density_means"],
+            arr["density_precision"],
+            arr["density_log_prior"],
+            float(cfg["density_logdet"]),
+        )
+    return UncertaintyProfile(
+        calibrator=calibrator,
+        score=ScoreName(cfg["score"]),
+        abstain=abstain,
+        conformal=conf,
+        qhat=qhat,
+        weight=arr.get("classifier_weight"),
+        gaussians=gaussians,
+        samples=int(cfg["samples"]),
+        seed=int(cfg["seed"]),
+        info=cfg.get("info", {}),
+    )
