@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import torch
 
 from ucse.backbone.precision import cpu_has_native_bf16, effective_precision
@@ -21,8 +23,7 @@ def test_auto_on_cpu_follows_native_bf16(monkeypatch):
 
 def test_native_bf16_matches_the_cpu_flags():
     # Independent reference: the CPU feature flags the kernel reports.
-    with open("/proc/cpuinfo") as fh:
-        flags = fh.read()
+    flags = Path("/proc/cpuinfo").read_text()
     native = "avx512_bf16" in flags or "amx_bf16" in flags
     assert cpu_has_native_bf16() is native
 
