@@ -217,3 +217,134 @@ def test_gathered_batches_equal_row_by_row_assembly(tiny_qwen3_backbone, tmp_pat
         for got_hidden, got_mask in (entry.batch(idx), on_device.batch(idx)):
             assert torch.equal(got_mask, ref_mask)
             assert torch.equal(got_hidden, ref_hidden)
+
+
+def test_nan_in_a_same_size_states_file_is_caught_by_the_checksum_and_rebuilt(
+    tiny_bert_backbone, tmp_path, caplog
+):
+    cache = HiddenStateCache(tmp_path)
+    entry = cache.get_or_build(tiny_bert_backbone, TEXTS, "Toy", "train")
+    folder, size = entry.path, (entry.path / "states.npy").stat().st_size
+    del entry
+    states = np.load(folder / "states.npy", mmap_mode="r+")
+    states[3, :5] = np.nan  # same shape, dtype and size: only the checksum can tell
+    states.flush()
+    del states
+    assert (folder / "states.npy").stat().st_size == size
+    with pytest.raises(CacheError, match=r"states\.npy checksum .*Delete that folder"):
+        CachedStates(folder)
+    with caplog.at_level("WARNING"):
+        rebuilt = cache.get_or_build(tiny_bert_backbone, TEXTS, "Toy", "train")
+    assert "Rebuilding corrupt cache entry" in caplog.text and cache.builds == 2
+    hidden, _ = rebuilt.batch(list(range(len(TEXTS))))
+    assert torch.isfinite(hidden).all()
+    meta = json.loads((folder / "meta.json").read_text())
+    assert set(meta["checksums"]) == {"states.npy", "offsets.npy"}
+
+
+def test_cache_dir_that_is_a_file_fails_with_one_line(tmp_path, monkeypatch):
+    file = tmp_path / "not-a-folder"
+    file.write_text("x")
+    monkeypatch.setenv("UCSE_CACHE_DIR", str(file))
+    with pytest.raises(CacheError, match="from UCSE_CACHE_DIR.* is a file, not a folder") as err:
+        HiddenStateCache()
+    assert "\n" not in str(err.value)
+    with pytest.raises(CacheError, match="from cache.dir"):
+        HiddenStateCache(file)
+
+
+class ThreadDist:
+    """``Dist`` for ranks that are threads of one process (an independent stand-in for torch.distributed)."""
+
+    def __init__(self, rank, world, barrier, board):
+        self.global_rank, self.world_size = rank, world
+        self._barrier, self._board = barrier, board
+
+    def barrier(self, name=None):
+        self._barrier.wait(timeout=60)
+
+    def broadcast(self, obj, src=0):
+        if self.global_rank == src:
+            self._board["obj"] = obj
+        self._barrier.wait(timeout=60)
+        out = self._board["obj"]
+        self._barrier.wait(timeout=60)
+        return out
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_sharded_build_equals_the_single_process_entry(tiny_qwen3_dir, tmp_path, world):
+    import threading
+
+    from tiny_models import make_tiny_qwen3_cfg
+
+    single = HiddenStateCache(tmp_path / "one").get_or_build(
+        FrozenBackbone(make_tiny_qwen3_cfg(tiny_qwen3_dir)), TEXTS, "Toy", "pool"
+    )
+    barrier, board, out, errors = threading.Barrier(world), {}, {}, []
+    backbones = [FrozenBackbone(make_tiny_qwen3_cfg(tiny_qwen3_dir)) for _ in range(world)]
+
+    def rank_main(rank):
+        try:
+            cache = HiddenStateCache(tmp_path / "sharded")
+            out[rank] = cache.get_or_build(
+                backbones[rank], TEXTS, "Toy", "pool", dist=ThreadDist(rank, world, barrier, board)
+            )
+        except Exception as err:  # surfaced below
+            errors.append(err)
+            barrier.abort()
+
+    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    # Each rank encoded only its slice rank::world, in one shard.
+    assert [b.forward_calls for b in backbones] == [
+        -(-len(TEXTS[r::world]) // 4) for r in range(world)
+    ]  # tiny config: 4 texts per forward
+    assert len({e.path for e in out.values()}) == 1 and out[0].path.name == single.path.name
+    assert [p.name for p in (tmp_path / "sharded").iterdir()] == [single.path.name]  # shards removed
+    assert np.array_equal(out[0].offsets, single.offsets)
+    full = list(range(len(TEXTS)))
+    h_sharded, m_sharded = out[1].batch(full)
+    h_single, m_single = single.batch(full)
+    assert torch.equal(m_sharded, m_single)
+    torch.testing.assert_close(h_sharded, h_single, **FP16_TOL)
+    # A second sharded call is a hit on every rank: no forward.
+    hits = []
+    barrier2, board2 = threading.Barrier(world), {}
+
+    def again(rank):
+        c = HiddenStateCache(tmp_path / "sharded")
+        c.get_or_build(backbones[rank], TEXTS, "Toy", "pool", dist=ThreadDist(rank, world, barrier2, board2))
+        hits.append(c.builds)
+
+    threads = [threading.Thread(target=again, args=(r,)) for r in range(world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert hits == [0] * world
+
+
+def test_progress_is_silent_for_a_short_pass_and_logs_rate_and_eta_for_a_long_one(
+    tiny_bert_backbone, tmp_path, caplog, monkeypatch
+):
+    from ucse.backbone import progress
+
+    with caplog.at_level("INFO", logger="ucse.backbone.progress"):
+        HiddenStateCache(tmp_path / "a").get_or_build(tiny_bert_backbone, TEXTS, "Toy", "train")
+    assert caplog.text == ""  # not a terminal and shorter than LOG_EVERY_S: nothing
+    monkeypatch.setattr(progress, "LOG_EVERY_S", 0.0)  # every batch counts as "long"
+    with caplog.at_level("INFO", logger="ucse.backbone.progress"):
+        HiddenStateCache(tmp_path / "b").get_or_build(tiny_bert_backbone, TEXTS, "Toy", "train")
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 3  # one per batch of 4 texts
+    assert lines[-1].startswith(f"backbone pass (Toy, {len(TEXTS)} texts): {len(TEXTS)}/{len(TEXTS)} texts")
+    assert "texts/s, ETA 0m00s" in lines[-1]
+    caplog.clear()
+    with caplog.at_level("INFO", logger="ucse.backbone.progress"):
+        HiddenStateCache(tmp_path / "c", progress=False).get_or_build(tiny_bert_backbone, TEXTS, "Toy", "t")
+    assert caplog.text == ""

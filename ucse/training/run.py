@@ -77,7 +77,7 @@ def build_states(
     row = {t: i for i, t in enumerate(pool)}
     cache = None
     if cfg.cache.enabled:
-        cache = HiddenStateCache(cfg.cache.dir, cfg.cache.dtype)
+        cache = HiddenStateCache(cfg.cache.dir, cfg.cache.dtype, progress=cfg.progress_bar)
         entry = cache.get_or_build(backbone, pool, task=cfg.task.name, split="pool")
         base: TokenStates = entry
         if _fits_on_device(cfg, backbone.device, entry.nbytes()):
@@ -165,6 +165,8 @@ def train(cfg: TrainConfig, data: TaskData | None = None) -> RunResult:
     t0 = time.perf_counter()
     data = data if data is not None else load_classification(cfg.task, cfg.data, cfg.seed)
     run_dir = run_dir_for(cfg)
+    if cfg.cache.enabled:
+        HiddenStateCache(cfg.cache.dir, cfg.cache.dtype)  # a cache folder that is a file fails before any write
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic.write_text(run_dir / "config.yaml", to_yaml(cfg))
     L.seed_everything(cfg.seed, workers=True, verbose=False)
