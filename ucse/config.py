@@ -365,17 +365,35 @@ def _merge(base: DictConfig, other: Any, source: str) -> DictConfig:
         raise _explain(err, source) from None
 
 
+def group_path(group: str, name: str) -> Path:
+    """Where a group choice lives: ``configs/<group>/<name>.yaml``, or a ``.yaml``/``.yml`` path.
+
+    A path lets a config file live outside ``configs/``, e.g. ``task=/abs/path/my_task.yaml``.
+    """
+    if name.endswith((".yaml", ".yml")):
+        return Path(name).expanduser()
+    return CONFIG_DIR / group / f"{name}.yaml"
+
+
 def load_group(group: str, name: str) -> DictConfig:
-    """Load ``configs/<group>/<name>.yaml`` (a partial root-level config)."""
-    path = CONFIG_DIR / group / f"{name}.yaml"
+    """Load ``configs/<group>/<name>.yaml`` or a ``.yaml`` path (a partial root-level config)."""
+    path = group_path(group, name)
+    if name.endswith((".yaml", ".yml")) and not path.is_file():
+        raise ConfigError(
+            f"{group}={name}: no such file. Give an existing .yaml path or one of "
+            f"{', '.join(group_choices(group))}."
+        )
     if not path.is_file():
         choices = group_choices(group)
         raise ConfigError(
             f"Unknown {group} '{name}'. Valid {group} choices: {', '.join(choices)}."
             f"{did_you_mean(name, choices)}"
-            f" Add configs/{group}/{name}.yaml to define a new one."
+            f" Add configs/{group}/{name}.yaml to define a new one, or give a path: {group}=/path/to/it.yaml."
         )
-    return OmegaConf.load(path)  # type: ignore[return-value]
+    try:
+        return OmegaConf.load(path)  # type: ignore[return-value]
+    except Exception as err:  # yaml syntax errors are not ValueErrors; say which file and where
+        raise ConfigError(f"{path} is not valid YAML: {' '.join(str(err).split())}") from None
 
 
 def build_config(
@@ -423,7 +441,7 @@ def build_config(
         groups["task"] = None
     for g in GROUPS:  # backbone, then head, then task: later files win on shared keys
         if groups[g]:
-            cfg = _merge(cfg, load_group(g, groups[g]), f"configs/{g}/{groups[g]}.yaml")
+            cfg = _merge(cfg, load_group(g, groups[g]), str(group_path(g, groups[g])))
     cfg = _merge(cfg, OmegaConf.from_dotlist(dotlist), "command line")
     if cfg.data.path is not None:
         # Absolute, so eval.py finds the data again from the run's config.yaml wherever it is run.

@@ -144,6 +144,22 @@ def load_local_task(task_name: str, data_root: str | Path, eval_splits: Sequence
     return task
 
 
+def check_known_task(task_name: str) -> None:
+    """Fail with one clear line when mteb has no task of this name (e.g. a task trained on your own data).
+
+    Raises:
+        ValueError: naming the task, mteb's closest name and what to do instead.
+    """
+    try:
+        mteb.get_task(task_name)
+    except KeyError as err:
+        hint = str(err).strip("\"'").split("not found.", 1)[-1].strip()
+        raise ValueError(
+            f"mteb=true: mteb has no task '{task_name}' (the run was trained on your own data?). {hint} "
+            "Evaluate without mteb=true; eval.json still reports accuracy, calibration and uncertainty."
+        ) from None
+
+
 def load_hub_task(task_name: str, eval_splits: Sequence[str] = ("test",)) -> AbsTask:
     """The official task with mteb loading its own data from the hub (no local copy configured).
 

@@ -1,0 +1,128 @@
+"""``ucse predict`` end to end on a tiny trained run, and the one-line errors of every bad input."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from toy_tasks import OWN_CUES, own_rows
+
+from ucse.cli.main import main
+from ucse.inference.classifier import UcseClassifier
+
+NAMES = sorted(OWN_CUES)
+FIELDS = {"text", "label", "confidence", "uncertainty", "abstain", "probs", "set"}
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_clf_run: Path):
+    return UcseClassifier.from_pretrained(tiny_clf_run, device="cpu")
+
+
+def _texts(n: int = 25) -> list[str]:
+    return [r["text"] for r in own_rows(n, seed=11)]
+
+
+def test_txt_in_jsonl_out_in_input_order(tiny_clf_run, reference, tmp_path, capsys):
+    texts = _texts()
+    (tmp_path / "new.txt").write_text("\n".join(texts) + "\n")
+    out = tmp_path / "p.jsonl"
+    assert main(["predict", f"run={tiny_clf_run}", f"input={tmp_path / 'new.txt'}", f"out={out}"]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["text"] for r in rows] == texts
+    assert all(set(r) == FIELDS and r["label"] in NAMES for r in rows)
+    assert [r["label"] for r in rows] == reference.predict(texts)
+    assert f"25 predictions -> {out}" in capsys.readouterr().err
+
+
+def test_table_in_csv_out_with_text_column_and_top_k(tiny_clf_run, reference, tmp_path):
+    texts = _texts(10)
+    pd.DataFrame({"id": range(10), "body": texts}).to_parquet(tmp_path / "in.parquet")
+    out = tmp_path / "p.csv"
+    args = [f"run={tiny_clf_run}/head", f"input={tmp_path / 'in.parquet'}", "text_column=body", "top_k=1"]
+    assert main(["predict", *args, f"out={out}"]) == 0
+    rows = list(csv.DictReader(io.StringIO(out.read_text())))
+    assert [r["text"] for r in rows] == texts
+    assert [r["label"] for r in rows] == reference.predict(texts)
+    assert all(list(json.loads(r["probs"])) == [r["label"]] for r in rows)
+    assert {r["abstain"] for r in rows} <= {"True", "False"}
+
+
+def test_stdin_to_stdout(tiny_clf_run, reference, monkeypatch, capsys):
+    texts = _texts(4)
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(texts)))
+    assert main(["predict", f"run={tiny_clf_run}", "input=-"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["label"] for r in rows] == reference.predict(texts)
+
+
+def test_the_trained_text_column_is_the_default(tiny_clf_run, tmp_path):
+    texts = _texts(3)
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps({"text": t, "x": 1}) + "\n" for t in texts))
+    out = tmp_path / "p.jsonl"
+    assert main(["predict", f"run={tiny_clf_run}", f"input={tmp_path / 'in.jsonl'}", f"out={out}"]) == 0
+    assert len(out.read_text().splitlines()) == 3
+
+
+def _bad_cases(run: Path, tmp: Path) -> dict[str, tuple[list[str], str]]:
+    (tmp / "ok.txt").write_text("hello bank\n")
+    (tmp / "blank.txt").write_text("hello bank\n\nmy dog\n")
+    (tmp / "t.csv").write_text("body,label\nhello,x\n")
+    (tmp / "empty.csv").write_text("text,id\nhello,1\n,2\n")
+    (tmp / "t.docx").write_text("x")
+    ok = f"input={tmp / 'ok.txt'}"
+    return {
+        "missing run": ([f"run={tmp / 'nope'}", ok], "no such folder"),
+        "not a run": ([f"run={tmp}", ok], "neither a finished ucse run nor a head folder"),
+        "no run": ([ok], "predict needs run="),
+        "missing input": ([f"run={run}", f"input={tmp / 'nope.txt'}"], "no such file"),
+        "blank line": ([f"run={run}", f"input={tmp / 'blank.txt'}"], "line 2 is blank"),
+        "unknown column": ([f"run={run}", f"input={tmp / 't.csv'}"], "has no column 'text'"),
+        "empty text": ([f"run={run}", f"input={tmp / 'empty.csv'}"], "line 3"),
+        "bad suffix": ([f"run={run}", f"input={tmp / 't.docx'}"], "unsupported file type '.docx'"),
+        "bad out": ([f"run={run}", ok, f"out={tmp / 'p.xlsx'}"], "unsupported output type"),
+        "out folder missing": ([f"run={run}", ok, f"out={tmp / 'no' / 'p.jsonl'}"], "does not exist"),
+        "bad key": ([f"run={run}", ok, "topk=2"], "Did you mean 'top_k'"),
+        "bad top_k": ([f"run={run}", ok, "top_k=0"], "top_k=0 must be >= 1"),
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "missing run",
+        "not a run",
+        "no run",
+        "missing input",
+        "blank line",
+        "unknown column",
+        "empty text",
+        "bad suffix",
+        "bad out",
+        "out folder missing",
+        "bad key",
+        "bad top_k",
+    ],
+)
+def test_bad_inputs_exit_2_with_one_line(case, tiny_clf_run, tmp_path, capsys):
+    before = sorted(p.name for p in tiny_clf_run.rglob("*"))
+    args, message = _bad_cases(tiny_clf_run, tmp_path)[case]
+    assert main(["predict", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and message in err, err
+    assert sorted(p.name for p in tiny_clf_run.rglob("*")) == before
+
+
+def test_eval_mteb_on_own_data_fails_with_one_line(tiny_clf_run, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(tiny_clf_run, run)
+    before = sorted(p.name for p in run.rglob("*"))
+    assert main(["eval", f"run={run}", "mteb=true"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: mteb=true: mteb has no task 'data'") and err.count("\n") == 1
+    assert sorted(p.name for p in run.rglob("*")) == before

@@ -1,0 +1,135 @@
+"""``UcseClassifier``: label names, probabilities and uncertainty rows against independent references."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.special import softmax
+from tiny_models import sample_texts
+from toy_tasks import OWN_CUES, own_rows
+
+import ucse
+from ucse.export.encoder import UcseEncoder
+from ucse.inference import classifier as classifier_module
+from ucse.inference.classifier import UcseClassifier
+
+NAMES = sorted(OWN_CUES)
+
+
+@pytest.fixture(scope="module")
+def clf(tiny_clf_run: Path) -> UcseClassifier:
+    return UcseClassifier.from_pretrained(tiny_clf_run, device="cpu")
+
+
+def _reference_probs(run: Path, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(raw logits, probabilities) computed outside the classifier: head logits / saved temperature."""
+    enc = UcseEncoder.from_dir(run / "head")
+    logits = enc.encode_gaussian(texts).logits.astype(np.float64)
+    cal = json.loads((run / "head" / "calibration.json").read_text())["calibration"]
+    assert cal["method"] == "temperature"
+    return logits, softmax(logits / cal["temperature"], axis=1)
+
+
+def test_classes_and_predictions_are_label_names(clf, tiny_clf_run):
+    assert list(clf.classes_) == NAMES
+    texts = [r["text"] for r in own_rows(30, seed=7)]
+    labels = clf.predict(texts)
+    assert len(labels) == 30 and set(labels) <= set(NAMES)
+    probs = clf.predict_proba(texts)
+    assert probs.shape == (30, 3)
+    _, ref = _reference_probs(tiny_clf_run, texts)
+    np.testing.assert_allclose(probs, ref, atol=1e-5)
+    assert labels == [NAMES[i] for i in ref.argmax(1)]
+    # The cue words are learnt: well above chance (1/3) on fresh rows.
+    truth = [r["label"] for r in own_rows(30, seed=7)]
+    assert np.mean([a == b for a, b in zip(labels, truth)]) > 0.5
+
+
+def test_a_bare_string_is_one_text(clf):
+    text = "my bank card kalo"
+    assert clf.predict(text) == clf.predict([text])
+    assert clf.predict_proba(text).shape == (1, 3)
+    assert len(clf.predict_with_uncertainty(text)) == 1
+    assert clf.encode_gaussian(text).mean.shape[0] == 1
+
+
+def test_chunked_encoding_keeps_input_order(clf, monkeypatch):
+    texts = sample_texts(40, seed=3, min_words=1, max_words=20)
+    whole = clf.encode_gaussian(texts)
+    monkeypatch.setattr(classifier_module, "CHUNK", 7)  # 6 chunks of the length-sorted order
+    chunked = clf.encode_gaussian(texts)
+    np.testing.assert_allclose(chunked.logits, whole.logits, atol=1e-5)
+    np.testing.assert_allclose(chunked.mean, whole.mean, atol=1e-5)
+    np.testing.assert_allclose(chunked.var, whole.var, atol=1e-5)
+
+
+def test_rows_carry_calibrated_confidence_uncertainty_abstain_and_sets(clf, tiny_clf_run):
+    texts = [r["text"] for r in own_rows(12, seed=5)]
+    rows = clf.predict_with_uncertainty(texts, top_k=2)
+    _, ref = _reference_probs(tiny_clf_run, texts)
+    saved = json.loads((tiny_clf_run / "head" / "calibration.json").read_text())
+    threshold = float(saved["abstain"]["threshold"])
+    assert [r["text"] for r in rows] == texts
+    for row, p in zip(rows, ref):
+        assert set(row) == {"text", "label", "confidence", "uncertainty", "abstain", "probs", "set"}
+        assert row["label"] == NAMES[int(p.argmax())]
+        assert row["confidence"] == pytest.approx(p.max(), abs=1e-6)
+        assert list(row["probs"]) == [NAMES[i] for i in np.argsort(-p)[:2]]
+        assert row["abstain"] == (row["uncertainty"] > threshold)
+        # Label names, most probable first (randomised APS may return an empty set).
+        assert row["set"] == [NAMES[i] for i in np.argsort(-p) if NAMES[i] in row["set"]]
+        if saved["score"] == "msp":
+            assert row["uncertainty"] == pytest.approx(1 - p.max(), abs=1e-6)
+    assert len(clf.predict_with_uncertainty(texts, sets=False)[0]) == 6
+
+
+def test_without_calibration_it_falls_back_to_the_softmax(clf, tiny_clf_run, tmp_path):
+    head = tmp_path / "head"
+    shutil.copytree(tiny_clf_run / "head", head)
+    for f in head.glob("calibration.*"):
+        f.unlink()
+    plain = UcseClassifier.from_pretrained(head, device="cpu")  # a head folder, not a run folder
+    texts = [r["text"] for r in own_rows(9, seed=2)]
+    logits, _ = _reference_probs(tiny_clf_run, texts)
+    ref = softmax(logits, axis=1)
+    rows = plain.predict_with_uncertainty(texts)
+    assert plain.uncertainty_score == "msp"
+    for row, p in zip(rows, ref):
+        assert row["confidence"] == pytest.approx(p.max(), abs=1e-6)
+        assert row["uncertainty"] == pytest.approx(1 - p.max(), abs=1e-6)
+        assert row["abstain"] is False and "set" not in row
+
+
+def test_missing_run_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no such folder"):
+        UcseClassifier.from_pretrained(tmp_path / "nope")
+    with pytest.raises(FileNotFoundError, match="neither a finished ucse run nor a head folder"):
+        UcseClassifier.from_pretrained(tmp_path)
+
+
+@pytest.mark.parametrize("form", ["(texts, labels)", "csv path"])
+def test_ucse_train_then_predict_label_names(form, train_overrides, tmp_path):
+    rows = own_rows(150, seed=1)
+    if form == "csv path":
+        import pandas as pd
+
+        data = tmp_path / "tickets.csv"
+        pd.DataFrame(rows).to_csv(data, index=False)
+    else:
+        data = ([r["text"] for r in rows], [r["label"] for r in rows])
+    run = ucse.train(data, **train_overrides(tmp_path / "run"), seed=1)
+    assert run.metrics["data"]["num_classes"] == 3
+    clf = ucse.UcseClassifier.from_pretrained(run.run_dir, device="cpu")
+    assert list(clf.classes_) == NAMES
+    fresh = own_rows(30, seed=9)
+    got = clf.predict([r["text"] for r in fresh])
+    assert np.mean([g == r["label"] for g, r in zip(got, fresh)]) > 0.5
+
+
+def test_ucse_train_rejects_a_bad_override(tmp_path):
+    with pytest.raises(ValueError, match="lcl_weigth"):
+        ucse.train(([" a"], ["x"]), loss={"lcl_weigth": 0.5})

@@ -1,0 +1,84 @@
+"""``ucse eval`` / ``ucse export`` / ``ucse ensemble`` (and ``python eval.py``).
+
+Usage:
+    ucse eval run=runs/Banking77Classification/minilm-l6/textcnn-seed0 [mteb=true] [split=test]
+    ucse export run=<run folder> export=<texts.jsonl | split> out=<dir>
+    ucse ensemble ensemble=minilm-pair task=STSBenchmark [out=<dir>]
+
+Arguments are ``key=value`` fields (below). The terminal gets a short summary; the full report (MTEB
+scores included) goes to ``eval.json`` in the run folder, ``meta.json`` of an export, or ``ensemble.json``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ucse.cli import run_cli
+from ucse.cli.help import format_fields, wants_help
+from ucse.cli.summary import eval_summary
+from ucse.config import ConfigError
+from ucse.evaluation.config import EvalConfig, build_eval_config
+
+MODES = {"eval": "run", "export": "export", "ensemble": "ensemble"}
+"""Subcommand -> the field that selects its mode."""
+
+
+def help_text(command: str = "eval") -> str:
+    """``ucse <eval|export|ensemble> --help``: usage and every field of ``EvalConfig``."""
+    return f"ucse {command}: {__doc__.strip()}\n\n{format_fields(EvalConfig)}"
+
+
+def check_mteb_task(cfg: EvalConfig) -> None:
+    """``mteb=true`` on a task mteb does not know (your own data) fails before anything is loaded."""
+    from ucse.evaluation.evaluate import load_run
+
+    _, train_cfg = load_run(cfg.run or "", cfg.data_root)
+    from ucse.evaluation.mteb_eval import check_known_task
+
+    check_known_task(train_cfg.task.name)
+
+
+def ensemble_summary(report: dict) -> str:
+    """One line per ensemble variant with its scores, then where the full report is."""
+    lines = [
+        f"{name}: " + "  ".join(f"{m} {v:.4f}" for m, v in scores.items() if v is not None)
+        for name, scores in report["results"].items()
+    ]
+    return "\n".join(
+        [*lines, f"full report: {Path(report['out']) / 'ensemble.json'} (+ ensemble.md, weights.png)"]
+    )
+
+
+def main(argv: list[str], command: str = "eval") -> int:
+    """Parse arguments, check the mode matches ``command``, dispatch to the package, print a summary."""
+    if wants_help(argv):
+        print(help_text(command))
+        return 0
+
+    def body() -> int:
+        cfg = build_eval_config(argv)
+        mode = "ensemble" if cfg.ensemble else "export" if cfg.export else "eval"
+        if command != "eval" and mode != command:
+            raise ConfigError(f"ucse {command} needs {MODES[command]}=...; see ucse {command} --help.")
+        if mode == "ensemble":
+            from ucse.uec.evaluate import run_ensemble
+
+            print(ensemble_summary(run_ensemble(cfg)))
+        elif mode == "export":
+            from ucse.export.export import export_run
+
+            report = export_run(cfg)
+            print(f"exported {report['count']} texts ({report['dim']}-d mean + variance) to {report['out']}")
+        else:
+            if cfg.mteb:
+                check_mteb_task(cfg)
+            from ucse.evaluation.evaluate import evaluate_run
+            from ucse.evaluation.uncertainty_report import format_table
+
+            report = evaluate_run(cfg)
+            print(format_table(report))
+            name = "eval.json" if cfg.split == "test" else f"eval-{cfg.split}.json"
+            print(eval_summary(report, Path(report["run"]) / name))
+        return 0
+
+    return run_cli(body)

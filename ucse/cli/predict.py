@@ -1,0 +1,73 @@
+"""``ucse predict``: label texts with a trained run, with calibrated confidence, uncertainty and abstention.
+
+Usage:
+    ucse predict run=runs/reviews input=new.txt out=predictions.jsonl
+    ucse predict run=runs/reviews/head input=new.csv text_column=body out=predictions.csv top_k=3
+    cat new.txt | ucse predict run=runs/reviews input=-          # JSON lines on stdout
+
+Each output row (one per input text, in input order): ``text``, ``label`` (the label name), ``confidence``
+(calibrated probability of ``label``; the softmax probability when the head has no calibration),
+``uncertainty`` (the head's default uncertainty score, higher = less sure; its name is in
+``head/calibration.json``), ``abstain`` (true when ``uncertainty`` is above the threshold saved with the head;
+false when none is set), ``probs`` (label name -> probability, most probable first) and ``set`` (the
+conformal prediction set, label names) when the head has one.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+from ucse.cli import run_cli
+from ucse.cli.help import format_fields, wants_help
+from ucse.inference.config import PredictConfig, build_predict_config
+from ucse.inference.files import check_output, read_texts, write_predictions
+
+log = logging.getLogger("ucse.predict")
+
+
+def help_text() -> str:
+    """``ucse predict --help``: usage and every field of ``PredictConfig``."""
+    return f"ucse predict: {__doc__.strip()}\n\n{format_fields(PredictConfig)}"
+
+
+def _trained_text_column(head_dir: Path) -> str:
+    """The text column the run was trained on (from ``<run>/config.yaml``), else ``text``."""
+    cfg_file = head_dir.parent / "config.yaml"
+    if not cfg_file.is_file():
+        return "text"
+    from ucse.config import from_yaml
+
+    cfg = from_yaml(cfg_file)
+    return cfg.data.text_column or cfg.task.text_column
+
+
+def main(argv: list[str]) -> int:
+    """Validate every argument and file, load the run once, predict, write the rows."""
+    if wants_help(argv):
+        print(help_text())
+        return 0
+
+    def body() -> int:
+        cfg = build_predict_config(argv)
+        from ucse.inference.classifier import UcseClassifier, resolve_head_dir
+
+        head_dir = resolve_head_dir(cfg.run)
+        check_output(cfg.out)
+        texts = read_texts(cfg.input, cfg.text_column or _trained_text_column(head_dir))
+        clf = UcseClassifier.from_pretrained(head_dir, device=cfg.device, batch_size=cfg.batch_size)
+        rows = clf.predict_with_uncertainty(
+            texts, top_k=cfg.top_k, sets=cfg.sets, progress=cfg.progress and sys.stderr.isatty()
+        )
+        write_predictions(rows, cfg.out)
+        if cfg.out != "-":
+            abstained = sum(r["abstain"] for r in rows)
+            print(
+                f"{len(rows)} predictions -> {cfg.out} (uncertainty score: {clf.uncertainty_score}; "
+                f"abstain on {abstained})",
+                file=sys.stderr,
+            )
+        return 0
+
+    return run_cli(body)

@@ -1,0 +1,94 @@
+"""Short terminal summaries of a finished run and of an evaluation: key figures and where the files are.
+
+The full figures stay in the run folder (``metrics.json``, ``eval.json``); the terminal gets a few lines.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from pathlib import Path
+from typing import Any
+
+
+def quiet_lightning() -> None:
+    """Hide Lightning's start-up tips and dataloader hints so the summary is what the terminal shows.
+
+    Errors and real warnings still show; ``UCSE_DEBUG=1`` (checked by the caller) keeps everything.
+    """
+    for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
+    warnings.filterwarnings("ignore", message=r".*The number of training batches.*")
+    warnings.filterwarnings("ignore", message=r".*litlogger.*", category=UserWarning)
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.2f} %"
+
+
+def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
+    """What ``ucse train`` prints: test/validation scores, the uncertainty profile, the run's files."""
+    test, val = metrics["test"], metrics.get("val", {})
+    data = metrics.get("data", {})
+    sizes = data.get("sizes", {})
+    lines = [
+        f"run: {run_dir}",
+        f"test accuracy {test['accuracy']:.4f}  macro-F1 {test['f1_macro']:.4f}"
+        + (f"   (validation accuracy {val['accuracy']:.4f})" if "accuracy" in val else ""),
+    ]
+    if sizes:
+        lines.append(
+            f"data: {data.get('num_classes')} labels; train {sizes.get('train')} / validation "
+            f"{sizes.get('validation')} / test {sizes.get('test')} texts"
+        )
+    if profile is not None:
+        cal = profile.calibrator
+        t = cal.temperature
+        lines.append(
+            f"uncertainty: calibration {cal.method.value}{f' (T={t:.3f})' if t else ''}, "
+            f"default score {profile.score.value}"
+        )
+        a = profile.abstain
+        if a is not None:
+            rule = "target error" if a.rule == "target_error" else "coverage"
+            met = "" if a.achievable else " - not achievable on validation: abstains on every text"
+            lines.append(
+                f"  abstain ({rule} {a.target}): validation coverage {_pct(a.val_coverage)}, "
+                f"error {_pct(a.val_error)}{met}"
+            )
+        if profile.conformal is not None and profile.qhat is not None:
+            lines.append(
+                f"  conformal sets: {profile.conformal.method.value}, alpha {profile.conformal.alpha}"
+            )
+    lines.append(
+        f"files: {run_dir / 'metrics.json'}, {run_dir / 'head'} (head + calibration), config.yaml, logs/"
+    )
+    lines.append(
+        f"next: ucse predict run={run_dir} input=<texts.txt> out=<predictions.jsonl>   |   "
+        f"ucse eval run={run_dir}"
+    )
+    return "\n".join(lines)
+
+
+def eval_summary(report: dict, written: Path | None) -> str:
+    """What ``ucse eval`` prints after the calibration table: scores, areas, MTEB main scores, files."""
+    m = report.get("metrics", {})
+    lines = []
+    if m:
+        lines.append(
+            f"{report.get('task')} {report.get('split')} (n={report.get('n')}): "
+            f"accuracy {m['accuracy']:.4f}  macro-F1 {m['f1_macro']:.4f}  AUROC {m['auroc']:.4f}  "
+            f"ECE {m['ece']:.4f}  NLL {m['nll']:.4f}"
+        )
+    areas = report.get("arc_area")
+    if areas:
+        shown = "  ".join(f"{k} {v:.4f}" for k, v in areas.items())
+        lines.append(f"accuracy-rejection area: {shown}")
+    for name, res in (report.get("mteb") or {}).items():
+        lines.append(f"MTEB {res.get('task_name')} {name}: main score {res['main_score']:.4f}")
+    if written is not None:
+        lines.append(f"full report: {written}" + (" (MTEB scores included)" if report.get("mteb") else ""))
+    for plot in report.get("plots", []):
+        lines.append(f"plot: {plot}")
+    return "\n".join(lines)

@@ -1,0 +1,63 @@
+"""Typed configuration of ``ucse predict`` (texts in, labels with uncertainty out)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from ucse.config import ConfigError, Device, did_you_mean
+
+
+@dataclass
+class PredictConfig:
+    """``ucse predict``: label texts with a trained run and say how sure it is."""
+
+    run: str | None = None
+    """Run folder written by ``ucse train`` / ``train.py``, or its ``head/`` folder."""
+    input: str | None = None
+    """Texts to label: ``.txt`` (one text per line), ``.csv``/``.tsv``/``.jsonl``/``.json``/``.parquet``
+    (a text column), or ``-`` for stdin (one text per line)."""
+    out: str = "-"
+    """Where the predictions go: ``.jsonl`` or ``.csv`` (by extension), or ``-`` for stdout (JSON lines).
+    One row per input text, in input order."""
+    text_column: str | None = None
+    """Text column of a table input; ``None`` means the column the run was trained on (``text``)."""
+    top_k: int | None = None
+    """Keep only the ``top_k`` most probable labels in each row's ``probs``; ``None`` keeps all."""
+    sets: bool = True
+    """Add ``set`` (conformal prediction set, label names) when the head has a fitted conformal quantile."""
+    device: Device = Device.auto
+    """Where the backbone and head run."""
+    batch_size: int | None = None
+    """Texts per backbone forward pass; ``None`` keeps the run's backbone setting."""
+    progress: bool = True
+    """Show a progress bar (texts/s, ETA) on stderr for inputs of 1,000 texts or more."""
+
+
+def build_predict_config(overrides: list[str] | None = None) -> PredictConfig:
+    """Parse ``key=value`` tokens of ``ucse predict`` into a validated ``PredictConfig``."""
+    for tok in overrides or []:
+        if "=" not in tok:
+            raise ConfigError(f"Argument '{tok}' is not of the form key=value (e.g. run=runs/...).")
+    # A bare "-" (stdin/stdout) would be parsed as a YAML list; keep it a string.
+    tokens = [f"{t.split('=', 1)[0]}='-'" if t.split("=", 1)[1] == "-" else t for t in overrides or []]
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(PredictConfig), OmegaConf.from_dotlist(tokens))
+    except OmegaConfBaseException as err:
+        key = str(getattr(err, "full_key", "") or "")
+        valid = [f.name for f in fields(PredictConfig)]
+        raise ConfigError(
+            f"Invalid predict argument '{key}': {str(err).splitlines()[0].split('. Did you mean')[0]}. "
+            f"Valid keys: {', '.join(valid)}.{did_you_mean(key, valid)}"
+        ) from None
+    cfg = OmegaConf.to_object(merged)
+    assert isinstance(cfg, PredictConfig)
+    if not cfg.run:
+        raise ConfigError("predict needs run=<run folder or its head/ folder> (written by ucse train).")
+    if not cfg.input:
+        raise ConfigError("predict needs input=<texts.txt | .csv | .jsonl | .parquet | - for stdin>.")
+    if cfg.top_k is not None and cfg.top_k < 1:
+        raise ConfigError(f"top_k={cfg.top_k} must be >= 1 (or null for all labels).")
+    return cfg

@@ -1,0 +1,129 @@
+"""Texts in and prediction rows out for ``ucse predict``: which files, which columns, in input order.
+
+Tables (``.csv``/``.tsv``/``.jsonl``/``.json``/``.parquet``) are read by :func:`ucse.data.files.read_file`
+(``datasets`` underneath, errors naming the file and line); a ``.txt`` file or stdin is one text per line.
+Predictions are written as JSON lines or CSV (``probs`` and ``set`` as JSON inside the cell), atomically.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ucse import atomic
+from ucse.data.checks import text_value_problems
+from ucse.data.files import FORMATS, read_file
+from ucse.data.tasks import DataError
+
+INPUT_SUFFIXES = (".txt", *FORMATS)
+OUTPUT_SUFFIXES = (".jsonl", ".csv")
+STDIO = "-"
+
+
+def check_output(out: str) -> None:
+    """Fail before any work unless ``out`` is ``-`` or a ``.jsonl``/``.csv`` path in an existing folder."""
+    if out == STDIO:
+        return
+    path = Path(out).expanduser()
+    if path.suffix.lower() not in OUTPUT_SUFFIXES:
+        raise DataError(
+            f"out={out}: unsupported output type '{path.suffix}'; use a .jsonl or .csv path, or - for stdout."
+        )
+    if path.is_dir():
+        raise DataError(f"out={out} is a folder; give a file path ending in .jsonl or .csv.")
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"out={out}: folder {path.parent} does not exist; create it first.")
+
+
+def _lines(text: str, where: str) -> list[str]:
+    """One text per line; a blank line fails naming it (every input line must get its output row)."""
+    lines = text.splitlines()
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            raise DataError(
+                f"{where} line {number} is blank; every line must hold one text (remove blank lines)."
+            )
+    if not lines:
+        raise DataError(f"{where} holds no texts; expected one text per line.")
+    return lines
+
+
+def read_texts(source: str, text_column: str = "text") -> list[str]:
+    """The texts of a predict input, in input order.
+
+    Args:
+        source: a ``.txt`` file (one text per line), a table file, or ``-`` (stdin, one text per line).
+        text_column: the text column of a table file.
+
+    Returns:
+        The texts.
+
+    Raises:
+        DataError: unknown suffix, unreadable file, missing column (listing the columns found), or a
+            missing/empty text (naming the file and its line, or the 0-based row for Parquet).
+        FileNotFoundError: when the file does not exist.
+    """
+    if source == STDIO:
+        return _lines(sys.stdin.read(), "stdin")
+    path = Path(source).expanduser()
+    if not path.is_file():
+        raise FileNotFoundError(f"input={source}: no such file.")
+    suffix = path.suffix.lower()
+    if suffix not in INPUT_SUFFIXES:
+        raise DataError(
+            f"input={source}: unsupported file type '{suffix}'; use one of {', '.join(INPUT_SUFFIXES)}."
+        )
+    if suffix == ".txt":
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as err:
+            raise DataError(f"{path} is not UTF-8 text (byte {err.start}); save it as UTF-8.") from None
+        return _lines(text, str(path))
+    raw = read_file(path)
+    if text_column not in raw.columns:
+        raise DataError(
+            f"{path} has no column '{text_column}'; its columns are {raw.columns}. Set text_column=<column>."
+        )
+    texts = raw.values(text_column)
+    bad = text_value_problems(texts, text_column)
+    if bad:  # one line naming the file and the first bad line (the 0-based row for Parquet)
+        lines = raw.lines()
+        at = f"line {lines[bad[0].index]}" if lines else f"row {bad[0].index}"
+        more = f" ({len(bad)} such rows)" if len(bad) > 1 else ""
+        raise DataError(f"{path} {at}: {bad[0].problem}{more}; every row needs a text: fix or remove it.")
+    return texts
+
+
+def _csv_cell(value: Any) -> Any:
+    return json.dumps(value) if isinstance(value, (dict, list)) else value
+
+
+def _render(rows: list[dict], fmt: str) -> Iterable[str]:
+    if fmt == ".jsonl":
+        for row in rows:
+            yield json.dumps(row, ensure_ascii=False) + "\n"
+        return
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: _csv_cell(v) for k, v in row.items()})
+    yield buf.getvalue()
+
+
+def write_predictions(rows: list[dict], out: str) -> None:
+    """Write prediction rows to ``out`` (``.jsonl``, ``.csv``, or ``-``: JSON lines on stdout), atomically."""
+    if out == STDIO:
+        for chunk in _render(rows, ".jsonl"):
+            sys.stdout.write(chunk)
+        sys.stdout.flush()
+        return
+    path = Path(out).expanduser()
+    with atomic.atomic_file(path) as fh:
+        for chunk in _render(rows, path.suffix.lower()):
+            fh.write(chunk)
