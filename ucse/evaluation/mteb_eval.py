@@ -94,7 +94,8 @@ class MtebEncoder(AbsEncoder):
         return np.concatenate(chunks, axis=0)
 
 
-def _read_split(path: Path) -> Dataset:
+def _read_split(path: Path, label_ids: dict[str, int] | None = None) -> Dataset:
+    """``text`` / int ``label`` rows; string labels are mapped through ``label_ids`` (grown as met)."""
     texts: list[str] = []
     labels: list[int] = []
     with path.open(encoding="utf-8") as fh:
@@ -102,8 +103,38 @@ def _read_split(path: Path) -> Dataset:
             if line.strip():
                 row = json.loads(line)
                 texts.append(str(row["text"]))
-                labels.append(int(row["label"]))
+                label = row["label"]
+                if isinstance(label, str) and label_ids is not None and not label.lstrip("-").isdigit():
+                    labels.append(label_ids.setdefault(label, len(label_ids)))
+                else:
+                    labels.append(int(label))
     return Dataset.from_dict({"text": texts, "label": labels})
+
+
+# Official tasks whose protocol a task mteb does not know borrows (with the user's name and data).
+TEMPLATE_TASKS = {"sts": "STSBenchmark", "retrieval": "SciFact", "classification": "Banking77Classification"}
+
+
+def get_task_or_template(task_name: str, kind: str) -> AbsTask:
+    """The official mteb task ``task_name``, or for a name mteb does not know a renamed same-kind one.
+
+    The stand-in is the official task in ``TEMPLATE_TASKS`` (its protocol and metrics), renamed to
+    ``task_name``, to be fed with the user's data.
+
+    Args:
+        task_name: the task's name.
+        kind: ``sts``, ``retrieval`` or ``classification``.
+    """
+    try:
+        return mteb.get_task(task_name)
+    except KeyError:
+        if kind not in TEMPLATE_TASKS:
+            raise ValueError(
+                f"task kind {kind!r} has no mteb protocol here; use one of {sorted(TEMPLATE_TASKS)}"
+            ) from None
+    task = mteb.get_task(TEMPLATE_TASKS[kind])
+    task.metadata = task.metadata.model_copy(update={"name": task_name})
+    return task
 
 
 def load_local_task(task_name: str, data_root: str | Path, eval_splits: Sequence[str] = ("test",)) -> AbsTask:
@@ -124,18 +155,19 @@ def load_local_task(task_name: str, data_root: str | Path, eval_splits: Sequence
     folder = Path(data_root) / task_name
     if not folder.is_dir():
         raise FileNotFoundError(f"no local data for {task_name} under {data_root}")
-    task = mteb.get_task(task_name).filter_eval_splits(list(eval_splits))
+    task = get_task_or_template(task_name, "classification").filter_eval_splits(list(eval_splits))
     multilingual = task.metadata.is_multilingual
     if multilingual:
         # Raises ValueError when the task has no "en" subset.
         task.filter_languages(None, hf_subsets=[ENGLISH_SUBSET])
 
     splits = dict.fromkeys(["train", *eval_splits])
+    label_ids: dict[str, int] = {}
     for split in splits:
         path = folder / f"{split}.jsonl"
         if not path.is_file():
             raise FileNotFoundError(f"missing split file {path}")
-        splits[split] = _read_split(path)
+        splits[split] = _read_split(path, label_ids)
     data = DatasetDict(splits)
     task.dataset = {ENGLISH_SUBSET: data} if multilingual else data
     # The official tasks' transforms (column renames, subsampling) must run on injected data as well.
@@ -212,11 +244,12 @@ class UecMtebEncoder(AbsEncoder):
     """An mteb encoder over a UEC ensemble variant, whose similarity really is the variant's.
 
     ``encode`` gathers every text of mteb's DataLoader, asks each member for its Gaussians and returns
-    ``scorer.pack(...)`` ([mean, var] for Gaussian variants). mteb's STS evaluator scores pairs with
-    ``similarity_pairwise`` (reported as ``spearman``; its ``cosine_spearman`` is the cosine of the packed
-    arrays and means nothing here) and its retrieval search scores with ``similarity``; both are
-    overridden to call the scorer. Classification tasks get the unit mean only (a feature vector for the
-    logistic-regression probe). The task type is read from the ``task_metadata`` mteb passes to encode.
+    ``scorer.pack(...)``: for Gaussian variants the unit *fused mean* (N, D), so mteb's own cosine
+    metrics and ``main_score`` (``cosine_spearman`` on STS) are those of the fused mean. The variances go
+    to the similarity hooks by another route: each returned row's bytes key the row's variance in a side
+    table, and ``similarity`` / ``similarity_pairwise`` (mteb's ``spearman`` on STS, the retrieval
+    search's scores) look them up and score with the variant's own similarity (probit for UEC).
+    Classification tasks get the unit mean (features for mteb's logistic-regression probe).
 
     Args:
         members: K members (``encode(texts) -> GaussianEmbeddings``), e.g. ``CachedMember`` s.
@@ -228,8 +261,10 @@ class UecMtebEncoder(AbsEncoder):
         self.members = list(members)
         self.scorer = scorer
         self.task_type: str | None = None
+        self._var_rows: dict[bytes, int] = {}
+        self._var: list[np.ndarray] = []
         self.mteb_model_meta = ModelMeta.create_empty(
-            overwrites={"name": name, "revision": "local", "embed_dim": scorer.dim}
+            overwrites={"name": name, "revision": "local", "embed_dim": scorer.width}
         )
 
     def encode(
@@ -248,17 +283,40 @@ class UecMtebEncoder(AbsEncoder):
             raise ValueError("no inputs to encode")
         self.task_type = str(getattr(task_metadata, "type", ""))
         gaussians = [m.encode(texts) for m in self.members]
-        if self.task_type in SIMILARITY_TASK_TYPES:
-            return self.scorer.pack(gaussians)
-        return self.scorer.mean(gaussians).numpy().astype(np.float32)  # (N, D) features
+        packed = self.scorer.pack(gaussians)
+        if self.scorer.gaussian_variant:
+            var = self.scorer.gaussian(gaussians).var.numpy().astype(np.float32)
+            base = sum(len(v) for v in self._var)
+            self._var.append(var)
+            for i, row in enumerate(packed):
+                self._var_rows[row.tobytes()] = base + i
+        return packed
+
+    def variances(self, embeddings: Any) -> np.ndarray | None:
+        """(N, D) variances of rows this encoder returned (found by their bytes); ``None`` if not Gaussian."""
+        if not self.scorer.gaussian_variant:
+            return None
+        rows = embeddings.detach().cpu().numpy() if isinstance(embeddings, torch.Tensor) else embeddings
+        rows = np.ascontiguousarray(np.asarray(rows, dtype=np.float32).reshape(-1, self.scorer.width))
+        table = np.concatenate(self._var) if self._var else np.zeros((0, self.scorer.dim), np.float32)
+        try:
+            idx = [self._var_rows[r.tobytes()] for r in rows]
+        except KeyError:
+            raise ValueError(
+                "the similarity got an embedding this encoder did not return (mteb changed the rows?); "
+                "its variance is unknown"
+            ) from None
+        return table[idx]
 
     def similarity(self, embeddings1: Any, embeddings2: Any) -> torch.Tensor:
-        """(N1, N2) variant scores (probit for UEC) of packed embeddings."""
-        return self.scorer.similarity(embeddings1, embeddings2)
+        """(N1, N2) variant scores (probit for UEC) of the returned embeddings."""
+        v1, v2 = self.variances(embeddings1), self.variances(embeddings2)
+        return self.scorer.similarity(embeddings1, embeddings2, v1, v2)
 
     def similarity_pairwise(self, embeddings1: Any, embeddings2: Any) -> torch.Tensor:
         """(N,) variant scores of aligned rows (STS pairs)."""
-        return self.scorer.similarity_pairwise(embeddings1, embeddings2)
+        v1, v2 = self.variances(embeddings1), self.variances(embeddings2)
+        return self.scorer.similarity_pairwise(embeddings1, embeddings2, v1, v2)
 
 
 def local_sts_task(task_name: str, pairs: dict[str, Dataset]) -> AbsTask:
@@ -266,7 +324,7 @@ def local_sts_task(task_name: str, pairs: dict[str, Dataset]) -> AbsTask:
 
     Each split needs ``sentence1``, ``sentence2`` and ``score`` (0..5; mteb normalises it).
     """
-    task = mteb.get_task(task_name).filter_eval_splits(list(pairs))
+    task = get_task_or_template(task_name, "sts").filter_eval_splits(list(pairs))
     for split, ds in pairs.items():
         missing = {"sentence1", "sentence2", "score"} - set(ds.column_names)
         if missing:
@@ -292,7 +350,7 @@ def local_retrieval_task(
         qrels: query id -> doc id -> relevance.
         split: the split name the scores are reported under.
     """
-    task = mteb.get_task(task_name).filter_eval_splits([split])
+    task = get_task_or_template(task_name, "retrieval").filter_eval_splits([split])
     corpus_ds = Dataset.from_dict(
         {
             "id": list(corpus),

@@ -15,12 +15,20 @@ from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from ucse.config import CONFIG_DIR, ConfigError, did_you_mean
-from ucse.uec.convolution import WeightRule
+from ucse.uec.convolution import TemperatureMode, WeightRule
 from ucse.uec.distances import Metric
 from ucse.uec.ensemble import Variant
 from ucse.uec.laplace import HessianType, PairSimilarity, PriorSelection
 
 ENSEMBLE_DIR = CONFIG_DIR / "ensemble"
+
+
+class AlignMode(str, Enum):
+    """Whether members are mapped into the first member's space before fusion."""
+
+    auto = "auto"
+    procrustes = "procrustes"
+    none = "none"
 
 
 class MemberKind(str, Enum):
@@ -65,6 +73,12 @@ class FitConfig:
     """Similarity inside the likelihood's logits."""
     batch_size: int = 32
     """Pairs per in-batch-negatives group."""
+    refine_steps: int = 100
+    """L-BFGS iterations per MAP refinement (0 = keep the pretrained map as the MAP)."""
+    evidence_rounds: int = 6
+    """At most this many (refine MAP, choose prior by evidence) rounds."""
+    heldout_fraction: float = 0.2
+    """Share of the pair groups held out of the fit to fit the member's variance scale."""
 
 
 @dataclass
@@ -79,10 +93,8 @@ class MemberConfig:
     """A ``configs/backbone/<name>.yaml`` (laplace members)."""
     overrides: dict[str, Any] = field(default_factory=dict)
     """BackboneConfig fields overriding the backbone file, e.g. ``{max_length: 256}``."""
-    layer: str | None = None
-    """Dotted path of the Laplace layer; default ``encoder.layer.-1.output.dense``."""
     head_dir: str | None = None
-    """A trained head folder (head members)."""
+    """A trained head folder (head members); a relative path resolves against the config file's folder."""
     fit: FitConfig = field(default_factory=FitConfig)
     """Laplace fit."""
 
@@ -96,9 +108,19 @@ class EnsembleConfig:
     members: list[MemberConfig] = field(default_factory=list)
     """The K members (same D)."""
     rule: str = WeightRule.INVERSE_TRACE.value
-    """UEC coefficient rule."""
-    temperature: float = 1.5
-    """UEC softmax temperature T (the paper fixes 1.5, App. B.3.4)."""
+    """UEC coefficient rule (``inverse_trace`` = Eq. 4, ``inverse_cost`` = Eq. 8)."""
+    temperature: float | None = None
+    """UEC temperature T; ``None`` = the paper's value for the task family (MTEB tasks 1.8, App. B.4.4;
+    MIRACL 1.5, App. B.3.4; see ``ucse/uec/convolution.py``)."""
+    temperature_family: str = "mteb"
+    """Task family whose paper temperature applies when ``temperature`` is ``None``."""
+    temperature_mode: str = TemperatureMode.SHARPEN.value
+    """``sharpen`` (the paper's: softmax(T * logit), T = 1 is Eq. 4/8) or ``divide`` (softmax(logit / T))."""
+    calibrate: bool = True
+    """Fit each member's variance scale on held-out positive pairs (comparable variances across kinds)."""
+    align: str = "auto"
+    """``auto`` (Procrustes only for members whose width differs from the first member's), ``procrustes``
+    (align every member to the first on the train texts) or ``none`` (same-space members only)."""
     similarity: str = Metric.PROBIT.value
     """Similarity of the Gaussian variants."""
     beta: float | None = None
@@ -128,6 +150,12 @@ def validate(cfg: EnsembleConfig) -> EnsembleConfig:
     """Check the string choices and member consistency; returns ``cfg``."""
     _check_choice(cfg.rule, WeightRule, "rule")
     _check_choice(cfg.similarity, Metric, "similarity")
+    _check_choice(cfg.temperature_mode, TemperatureMode, "temperature_mode")
+    _check_choice(cfg.align, AlignMode, "align")
+    if cfg.temperature is not None and not cfg.temperature > 0:
+        raise ConfigError(
+            f"Invalid value temperature={cfg.temperature}; it must be > 0 (or null for the paper's)"
+        )
     for v in cfg.variants:
         _check_choice(v, Variant, "variants[]")
     if not cfg.members:
@@ -184,4 +212,7 @@ def load_ensemble_config(name_or_path: str, overrides: list[str] | None = None) 
             ) from None
         raise ConfigError(f"Invalid value at '{key}' in {path}: {str(err).splitlines()[0]}") from None
     assert isinstance(cfg, EnsembleConfig)
+    for m in cfg.members:  # head paths are relative to the config file, so configs work from any folder
+        if m.head_dir and not Path(m.head_dir).expanduser().is_absolute():
+            m.head_dir = str((path.parent / m.head_dir).resolve())
     return validate(cfg)

@@ -14,10 +14,19 @@ The coefficients pi_k(x) depend on row x only, from that row's member statistics
   the entropy-regularised form is the well-posed version described in the ICLR summary).
 * ``softmax_precision``: softmax(sum_d 1/var_kd / T), the reference code's variant (kept as an option).
 
-Temperature: all methods are written as pi = softmax(logit_k / T). For the inverse rules the logit is
--log c_k, so T = 1 gives Eq. 4 / Eq. 8 exactly and T < 1 sharpens, T > 1 flattens towards uniform.
-The reference code computed weights from statistics shared across the query batch; here each row's
-weights use only that row, so adding, removing or permuting other rows never changes them.
+Temperature (the one place it is defined; ``TemperatureMode``). Every rule has a per-member logit l_k
+(for the inverse rules l_k = -log c_k, so softmax(l) is Eq. 4 / Eq. 8 exactly):
+
+* ``sharpen`` (default, the paper's semantics): pi = softmax(T * l). App. B.3.4 introduces T "to sharpen
+  the ensemble coefficients" and fixes T > 1 (1.5 on MIRACL, App. B.3.4; 1.8 on MMTEB, App. B.4.4), so T
+  multiplies: for the inverse rules pi_k ∝ c_k^-T; T = 1 is Eq. 4 / 8, T > 1 sharpens. For traces [1, 3]:
+  Eq. 4 gives [0.75, 0.25], T = 1.5 gives [0.839, 0.161].
+* ``divide``: pi = softmax(l / T), the usual softmax temperature and this library's earlier behaviour
+  (T > 1 flattens: [0.675, 0.325] for the example). The ``softmax_precision`` rule is the variant that
+  earlier notes attribute to the reference code; the reference code itself was not available here.
+
+:func:`paper_temperature` gives T per task family. Each row's weights use only that row's member
+statistics, so adding, removing or permuting other rows never changes them.
 """
 
 from __future__ import annotations
@@ -38,6 +47,47 @@ class WeightRule(str, Enum):
     INVERSE_COST = "inverse_cost"
     SOFTMAX_TRACE = "softmax_trace"
     SOFTMAX_PRECISION = "softmax_precision"
+
+
+class TemperatureMode(str, Enum):
+    """How T enters the coefficient softmax (see the module docstring)."""
+
+    SHARPEN = "sharpen"  # pi = softmax(T * logit): the paper's "temperature to sharpen", T = 1 is Eq. 4/8
+    DIVIDE = "divide"  # pi = softmax(logit / T): the conventional softmax temperature (earlier behaviour)
+
+
+PAPER_TEMPERATURES = {"mteb": 1.8, "miracl": 1.5}  # App. B.4.4 (MMTEB) and App. B.3.4 (MIRACL)
+
+
+def paper_temperature(family: str = "mteb") -> float:
+    """The paper's fixed T for a task family: ``"mteb"`` 1.8 (App. B.4.4), ``"miracl"`` 1.5 (App. B.3.4)."""
+    try:
+        return PAPER_TEMPERATURES[family.lower()]
+    except KeyError:
+        raise ValueError(
+            f"no paper temperature for family {family!r}; known: {sorted(PAPER_TEMPERATURES)}"
+        ) from None
+
+
+def coefficients(
+    mean: torch.Tensor,
+    var: torch.Tensor,
+    rule: WeightRule | str,
+    temperature: float = 1.0,
+    mode: TemperatureMode | str = TemperatureMode.SHARPEN,
+) -> torch.Tensor:
+    """(N, K) float64 convolution coefficients of K members' (K, N, D) means and variances."""
+    if not temperature > 0 or not math.isfinite(temperature):
+        raise ValueError(f"temperature must be a finite number > 0, got {temperature}")
+    try:
+        mode = TemperatureMode(mode)
+    except ValueError:
+        raise ValueError(
+            f"temperature_mode={mode!r} invalid; choose one of {[m.value for m in TemperatureMode]}"
+        ) from None
+    logits = coefficient_logits(mean, var, rule)
+    scaled = logits * temperature if mode is TemperatureMode.SHARPEN else logits / temperature
+    return torch.softmax(scaled, dim=1)
 
 
 @dataclass
@@ -107,6 +157,7 @@ def convolve(
     rule: WeightRule | str = WeightRule.INVERSE_TRACE,
     temperature: float = 1.0,
     normalize: bool = True,
+    temperature_mode: TemperatureMode | str = TemperatureMode.SHARPEN,
 ) -> ConvolutionResult:
     """Fuse K members' Gaussian embeddings of the same N inputs into one Gaussian per input.
 
@@ -114,6 +165,7 @@ def convolve(
         members: K GaussianEmbeddings, each (N, D).
         rule: coefficient rule (see module docstring).
         temperature: T > 0 of the tempered softmax over members.
+        temperature_mode: ``sharpen`` (paper: softmax(T * logit)) or ``divide`` (softmax(logit / T)).
         normalize: L2-normalise each member's means and rescale its variances by 1/||mu||^2 first (the
             paper's setting); disable only for members already normalised.
 
@@ -121,13 +173,11 @@ def convolve(
         ConvolutionResult with the fused (N, D) Gaussian and the (N, K) weights.
     """
     _check_members(members)
-    if not temperature > 0 or not math.isfinite(temperature):
-        raise ValueError(f"temperature must be a finite number > 0, got {temperature}")
     if normalize:
         members = [m.normalized() for m in members]
     mean = torch.stack([m.mean for m in members])  # (K, N, D)
     var = torch.stack([m.var for m in members])  # (K, N, D)
-    weights = torch.softmax(coefficient_logits(mean, var, rule) / temperature, dim=1)  # (N, K)
+    weights = coefficients(mean, var, rule, temperature, temperature_mode)  # (N, K)
     w = weights.T.to(mean.dtype)[..., None]  # (K, N, 1)
     fused_mean = (w * mean).sum(0)  # (N, D)
     fused_var = (w**2 * var).sum(0)  # (N, D): independent members, Var(sum a_k z_k) = sum a_k^2 Var z_k
@@ -137,6 +187,7 @@ def convolve(
         "members": names,
         "rule": WeightRule(rule).value,
         "temperature": temperature,
+        "temperature_mode": TemperatureMode(temperature_mode).value,
         "normalisation": "l2_mean_var_rescaled" if normalize else members[0].meta.get("normalisation"),
         "count": mean.shape[1],
         "dim": mean.shape[2],

@@ -14,7 +14,7 @@ from enum import Enum
 import torch
 
 from ucse.export.gaussian import GaussianEmbeddings
-from ucse.uec.similarity import probit_similarity
+from ucse.uec.similarity import check_gaussian, probit_similarity
 
 
 class Metric(str, Enum):
@@ -36,6 +36,9 @@ def _sq_euclidean(mu_q: torch.Tensor, mu_c: torch.Tensor) -> torch.Tensor:
 
 
 def _positive(var: torch.Tensor, side: str, metric: str) -> None:
+    if bool((var < 0).any()):
+        row = int((var < 0).any(1).nonzero()[0])
+        raise ValueError(f"{metric}: {side} row {row} has a negative variance; variances must be >= 0")
     if bool((var <= 0).any()):
         row = int((var <= 0).any(1).nonzero()[0])
         raise ValueError(
@@ -144,6 +147,8 @@ def pairwise_similarity(
         raise ValueError(f"metric={metric!r} invalid; choose one of {[m.value for m in Metric]}") from None
     if q.dim != c.dim:
         raise ValueError(f"query dim {q.dim} != candidate dim {c.dim}; both must share D")
+    check_gaussian(q, "query")
+    check_gaussian(c, "candidate")
     if metric is Metric.PROBIT:
         return probit_similarity(q, c, beta=beta)
     table = {

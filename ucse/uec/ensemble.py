@@ -13,14 +13,17 @@ variant                   representation                                        
 ``uec_no_weights``        Gaussian convolution with uniform weights 1/K         probit (or metric)
 ``uniform``               mean of the L2-normalised member means                cosine
 ``weighted``              fixed simplex weights (chosen on validation)          cosine
+``concat``                [u_1, ..., u_K] / sqrt(K) of unit member means         cosine (= mean cos_k)
+``weighted_concat``       [sqrt(w_1) u_1, ..., sqrt(w_K) u_K] (w on validation)  cosine (= sum w_k cos_k)
 ``member``                one member's mean                                     cosine
 ``member_probit``         one member's Gaussian                                 probit (or metric)
 ``borda`` / ``rrf``       the K member means                                    rank fusion of cosines
 ========================  ====================================================  ===================
 
-Gaussian variants pack ``[mean, var]`` (N, 2D) of the L2-normalised Gaussian (variance rescaled by
-1/||mu||^2), so the similarity hook can split them; deterministic ones pack the unit mean (N, D); rank
-fusion packs the K unit means (N, K*D).
+Every variant packs what mteb should see as *the* embedding: Gaussian variants the unit fused mean
+(N, D), so mteb's own cosine scores (``main_score``) are meaningful; their variances travel to the
+similarity hooks by another route (``UecMtebEncoder`` keeps them keyed by row). Concatenations pack the
+(N, sum D_k) concatenation, rank fusion the K unit means side by side (N, K*D).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 
 from ucse.export.gaussian import GaussianEmbeddings
-from ucse.uec.convolution import ConvolutionResult, WeightRule, convolve
+from ucse.uec.convolution import ConvolutionResult, TemperatureMode, WeightRule, convolve
 from ucse.uec.distances import Metric, pairwise_similarity
 from ucse.uec.fusion import borda_count, reciprocal_rank_fusion, uniform_ensemble, weighted_ensemble
 from ucse.uec.members import Member
@@ -50,6 +53,8 @@ class Variant(str, Enum):
     UEC_NO_WEIGHTS = "uec_no_weights"
     UNIFORM = "uniform"
     WEIGHTED = "weighted"
+    CONCAT = "concat"
+    WEIGHTED_CONCAT = "weighted_concat"
     MEMBER = "member"
     MEMBER_PROBIT = "member_probit"
     BORDA = "borda"
@@ -58,6 +63,21 @@ class Variant(str, Enum):
 
 GAUSSIAN_VARIANTS = (Variant.UEC, Variant.UEC_NO_WEIGHTS, Variant.MEMBER_PROBIT)
 RANK_VARIANTS = (Variant.BORDA, Variant.RRF)
+CONCAT_VARIANTS = (Variant.CONCAT, Variant.WEIGHTED_CONCAT)
+WEIGHTED_VARIANTS = (Variant.WEIGHTED, Variant.WEIGHTED_CONCAT)
+
+
+def concatenate(means: Sequence[torch.Tensor], weights: Sequence[float] | None = None) -> torch.Tensor:
+    """(N, sum D_k) [sqrt(w_k) * unit(mu_k)]_k: unit norm, and its dot product is sum_k w_k cos_k.
+
+    ``weights=None`` is the plain concatenation, w_k = 1/K. Members may have different widths.
+    """
+    if len(means) == 0:
+        raise ValueError("concatenation needs at least one member embedding, got none")
+    w = [1.0 / len(means)] * len(means) if weights is None else [float(x) for x in weights]
+    if len(w) != len(means) or any(x < 0 for x in w) or abs(sum(w) - 1) > 1e-5:
+        raise ValueError(f"concatenation weights must be {len(means)} values >= 0 summing to 1, got {w}")
+    return torch.cat([math.sqrt(wk) * F.normalize(m.float(), dim=-1) for wk, m in zip(w, means)], dim=1)
 
 
 def parse_enum(cls: type[Enum], value: object, name: str) -> Enum:
@@ -113,11 +133,13 @@ class VariantScorer:
         dim: member dimension D.
         n_members: K.
         rule: UEC coefficient rule.
-        temperature: UEC softmax temperature.
+        temperature: UEC temperature T.
+        temperature_mode: how T enters the softmax (``sharpen`` = the paper's, see convolution.py).
         metric: similarity of Gaussian variants (``probit`` = the paper's).
         beta: variance scale of the probit score.
         member: member index for ``member`` / ``member_probit``.
-        weights: (K,) fixed weights for ``weighted``.
+        weights: (K,) fixed weights for ``weighted`` / ``weighted_concat``.
+        member_dims: per-member widths (concatenations of members of different widths).
         rrf_k: RRF constant.
         expected_candidates: rank fusion ranks over the candidates of one similarity call; when set, a call
             with another number of candidates fails (mteb must hand over the whole corpus at once).
@@ -128,16 +150,19 @@ class VariantScorer:
     n_members: int
     rule: WeightRule = WeightRule.INVERSE_TRACE
     temperature: float = 1.0
+    temperature_mode: TemperatureMode = TemperatureMode.SHARPEN
     metric: Metric = Metric.PROBIT
     beta: float = 1.0
     member: int | None = None
     weights: tuple[float, ...] | None = None
     rrf_k: int = 60
     expected_candidates: int | None = None
+    member_dims: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         self.variant = parse_enum(Variant, self.variant, "variant")
         self.rule = parse_enum(WeightRule, self.rule, "rule")
+        self.temperature_mode = parse_enum(TemperatureMode, self.temperature_mode, "temperature_mode")
         self.metric = parse_enum(Metric, self.metric, "similarity")
         if self.variant in (Variant.MEMBER, Variant.MEMBER_PROBIT) and not (
             self.member is not None and 0 <= self.member < self.n_members
@@ -145,19 +170,28 @@ class VariantScorer:
             raise ValueError(
                 f"variant {self.variant.value} needs member in [0, {self.n_members}), got {self.member}"
             )
-        if self.variant is Variant.WEIGHTED and (self.weights is None or len(self.weights) != self.n_members):
-            raise ValueError(f"variant 'weighted' needs {self.n_members} weights, got {self.weights}")
+        if self.variant in WEIGHTED_VARIANTS and (
+            self.weights is None or len(self.weights) != self.n_members
+        ):
+            raise ValueError(
+                f"variant '{self.variant.value}' needs {self.n_members} weights, got {self.weights}"
+            )
 
     @property
     def width(self) -> int:
         """Columns of a packed array."""
-        if self.variant in GAUSSIAN_VARIANTS:
-            return 2 * self.dim
+        if self.variant in CONCAT_VARIANTS:
+            return sum(self.member_dims) if self.member_dims else self.n_members * self.dim
         return self.n_members * self.dim if self.variant in RANK_VARIANTS else self.dim
+
+    @property
+    def gaussian_variant(self) -> bool:
+        """Whether this variant scores Gaussians (its variances must reach the similarity)."""
+        return self.variant in GAUSSIAN_VARIANTS
 
     def convolution(self, members: Sequence[GaussianEmbeddings]) -> ConvolutionResult:
         """The UEC convolution (uncertainty weights) of the K member Gaussians."""
-        return convolve(list(members), self.rule, self.temperature)
+        return convolve(list(members), self.rule, self.temperature, temperature_mode=self.temperature_mode)
 
     def gaussian(self, members: Sequence[GaussianEmbeddings]) -> GaussianEmbeddings:
         """The normalised (N, D) Gaussian a Gaussian variant scores."""
@@ -184,6 +218,10 @@ class VariantScorer:
             out = weighted_ensemble(means, self.weights)
         elif self.variant is Variant.MEMBER:
             out = means[self.member]
+        elif self.variant is Variant.CONCAT:
+            return concatenate(means)
+        elif self.variant is Variant.WEIGHTED_CONCAT:
+            return concatenate(means, self.weights)
         else:
             raise ValueError(
                 f"variant {self.variant.value} ranks per member; it has no single representation"
@@ -191,33 +229,39 @@ class VariantScorer:
         return F.normalize(out.float(), dim=-1)
 
     def pack(self, members: Sequence[GaussianEmbeddings]) -> np.ndarray:
-        """(N, width) float32 array handed to mteb."""
+        """(N, width) float32 array handed to mteb (the unit mean for Gaussian variants)."""
         if len(members) != self.n_members:
             raise ValueError(f"expected {self.n_members} member Gaussians, got {len(members)}")
-        if self.variant in GAUSSIAN_VARIANTS:
-            g = self.gaussian(members)
-            out = torch.cat([g.mean, g.var], dim=1)  # (N, 2D)
-        elif self.variant in RANK_VARIANTS:
+        if self.variant in RANK_VARIANTS:
             out = torch.cat([F.normalize(m.mean, dim=-1) for m in members], dim=1)  # (N, K*D)
         else:
-            out = self.mean(members)  # (N, D)
+            out = self.mean(members)  # (N, D) or (N, sum D_k)
         return out.numpy().astype(np.float32)
 
-    def _split(self, packed: object) -> GaussianEmbeddings:
+    def _gauss(self, packed: object, var: object | None) -> GaussianEmbeddings:
         x = _tensor(packed)
         if x.shape[1] != self.width:
             raise ValueError(
                 f"{self.variant.value} embeddings must have {self.width} columns, got {tuple(x.shape)}"
             )
-        return GaussianEmbeddings(x[:, : self.dim], x[:, self.dim :].clamp_min(0))
+        if var is None:
+            raise ValueError(
+                f"variant {self.variant.value} scores Gaussians: the similarity needs the variances of "
+                "both sides (UecMtebEncoder passes them; pass var_a / var_b when calling directly)"
+            )
+        return GaussianEmbeddings(x, _tensor(var))
 
-    def similarity(self, a: object, b: object) -> torch.Tensor:
-        """(Na, Nb) scores between packed arrays a (Na, width) and b (Nb, width)."""
+    def similarity(
+        self, a: object, b: object, var_a: object | None = None, var_b: object | None = None
+    ) -> torch.Tensor:
+        """(Na, Nb) scores between packed arrays a (Na, width) and b (Nb, width) (+ variances if Gaussian)."""
         if self.variant in GAUSSIAN_VARIANTS:
-            return pairwise_similarity(self._split(a), self._split(b), self.metric, beta=self.beta)
+            return pairwise_similarity(
+                self._gauss(a, var_a), self._gauss(b, var_b), self.metric, beta=self.beta
+            )
         x, y = _tensor(a), _tensor(b)
         if self.variant not in RANK_VARIANTS:
-            return x @ y.T  # unit means: cosine
+            return x @ y.T  # unit vectors: cosine (for concatenations: sum_k w_k cos_k)
         if self.expected_candidates is not None and y.shape[0] != self.expected_candidates:
             raise ValueError(
                 f"{self.variant.value} ranks the whole corpus in one call: expected "
@@ -230,7 +274,9 @@ class VariantScorer:
             return borda_count(scores)
         return reciprocal_rank_fusion(scores, k=self.rrf_k)
 
-    def similarity_pairwise(self, a: object, b: object) -> torch.Tensor:
+    def similarity_pairwise(
+        self, a: object, b: object, var_a: object | None = None, var_b: object | None = None
+    ) -> torch.Tensor:
         """(N,) scores of row i of a with row i of b (STS)."""
         if self.variant in RANK_VARIANTS:
             raise ValueError(
@@ -239,7 +285,7 @@ class VariantScorer:
         if self.variant not in GAUSSIAN_VARIANTS:
             x, y = _tensor(a), _tensor(b)
             return (x * y).sum(1)
-        q, c = self._split(a), self._split(b)
+        q, c = self._gauss(a, var_a), self._gauss(b, var_b)
         if q.n != c.n:
             raise ValueError(f"pairwise similarity needs equal row counts, got {q.n} and {c.n}")
         if self.metric is Metric.PROBIT:
@@ -262,6 +308,7 @@ class UecEnsemble:
         rule: coefficient rule (``inverse_trace`` = Eq. 4, ``inverse_cost``, ``softmax_trace``,
             ``softmax_precision``).
         temperature: T of the tempered softmax over members.
+        temperature_mode: ``sharpen`` (the paper's: softmax(T * logit)) or ``divide``.
         similarity: metric of the fused Gaussians (``probit`` = Eq. 6; others of App. B.2).
         beta: variance scale of the probit score.
     """
@@ -273,6 +320,7 @@ class UecEnsemble:
         temperature: float = 1.0,
         similarity: Metric | str = Metric.PROBIT,
         beta: float = 1.0,
+        temperature_mode: TemperatureMode | str = TemperatureMode.SHARPEN,
     ) -> None:
         self.members = list(members)
         self.dim = check_same_dim(self.members)
@@ -281,6 +329,7 @@ class UecEnsemble:
         if not (temperature > 0 and math.isfinite(temperature)):
             raise ValueError(f"temperature must be a finite number > 0, got {temperature}")
         self.temperature, self.beta = float(temperature), float(beta)
+        self.temperature_mode = parse_enum(TemperatureMode, temperature_mode, "temperature_mode")
 
     @property
     def member_ids(self) -> list[str]:
@@ -297,7 +346,9 @@ class UecEnsemble:
 
     def encode(self, texts: Sequence[str]) -> ConvolutionResult:
         """Fused (N, D) Gaussians and (N, K) weights of ``texts``."""
-        return convolve(self.member_gaussians(texts), self.rule, self.temperature)
+        return convolve(
+            self.member_gaussians(texts), self.rule, self.temperature, temperature_mode=self.temperature_mode
+        )
 
     def score(self, queries: GaussianEmbeddings, candidates: GaussianEmbeddings) -> torch.Tensor:
         """(Nq, Nc) similarity of fused Gaussians, normalised first so mu_s is a cosine."""
@@ -311,6 +362,7 @@ class UecEnsemble:
             n_members=len(self.members),
             rule=self.rule,
             temperature=self.temperature,
+            temperature_mode=self.temperature_mode,
             metric=self.similarity,
             beta=self.beta,
             **kwargs,

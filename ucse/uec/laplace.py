@@ -1,33 +1,38 @@
-"""Post-hoc diagonal last-layer Laplace approximation for an embedding model (paper Sec. 3.1), by hand.
+"""Post-hoc diagonal Laplace approximation of an affine map on the scored embedding (paper Sec. 3.1).
 
-The last layer is linear, ``y = W phi + b`` with pooled features phi (F) and embedding y (D). Its MAP is the
-pretrained (W, b); the likelihood is the in-batch contrastive one the embedders were trained with: in a
-batch of B positive pairs (a_i, b_i), query i must pick passage i among the B passages,
+The map is y = W phi + b. A :class:`~ucse.uec.members.LaplaceMember` places it *after* everything the
+similarity sees: phi is the model's final pooled, L2-normalised sentence embedding and (W, b) starts at
+(I, 0), so the posterior's predictive variance lives in the space that is scored (the normalisation of y
+is linearised with its exact Jacobian, :func:`~ucse.uec.laplace_curvature.normalised_moments`).
 
-    L_ij = sim(W phi_a_i + b, W phi_b_j + b) / tau,      loss = sum_i CE(softmax(L_i), i).
-
-The posterior is N(theta_map, diag(1 / (diag_H + delta))) with delta the prior precision, chosen by the
-Laplace marginal likelihood on a log grid (or by held-out loss), and the embedding variance of an input is
-var(x)_d = sum_f phi_f^2 var(W_df) + var(b_d).
+Likelihood: the in-batch InfoNCE the embedders were trained with (``ucse/uec/laplace_curvature.py``),
+known positives masked out of the negatives. Prior: N(theta_0, 1/delta) centred on the pretrained map.
+The pretrained map is not a stationary point of that likelihood, so the MAP is *refined*: L-BFGS on
+NLL + delta/2 ||theta - theta_0||^2, alternated with choosing delta by the Laplace evidence at the current
+MAP (MacKay's evidence iteration) until delta repeats. The curvature (diagonal GGN or EF) is taken at the
+refined MAP, so the Gaussian is a genuine Laplace approximation around a mode of the posterior.
 
 The paper fits laplace-redux on a binary relevance classifier (App. B.3.1); we fit the contrastive
-likelihood directly because it is the one the *embedding* layer was trained with (the brief's choice).
+likelihood directly because it is the one the embedding was trained with.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
+import time
 from enum import Enum
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F  # noqa: N812
-from safetensors.torch import load_file, save
-from torch.func import grad, vmap
 
-from ucse import atomic
+from ucse.uec.laplace_curvature import (
+    batch_curvature,
+    batch_loss,
+    contrastive_logits,
+    normalised_moments,
+)
 from ucse.uec.similarity import similarity_moments
 
 
@@ -60,22 +65,8 @@ def _enum(cls: type[Enum], value: object, name: str) -> Enum:
         raise ValueError(f"{name}={value!r} is not valid; choose one of {options}") from None
 
 
-def _pair_logit(a: torch.Tensor, b: torch.Tensor, cosine: bool, temperature: float) -> torch.Tensor:
-    """Scalar logit sim(a, b) / tau of one (query, passage) pair of (D,) embeddings."""
-    if cosine:
-        return (a @ b) / (a.norm() * b.norm() * temperature)
-    return (a @ b) / temperature
-
-
-def contrastive_logits(ya: torch.Tensor, yb: torch.Tensor, cosine: bool, temperature: float) -> torch.Tensor:
-    """In-batch logits (B, B) between query embeddings ya (B, D) and passage embeddings yb (B, D)."""
-    if cosine:
-        ya, yb = F.normalize(ya, dim=-1), F.normalize(yb, dim=-1)
-    return ya @ yb.T / temperature
-
-
 class DiagonalLaplace:
-    """Diagonal Laplace posterior over a linear last layer (W (D, F), b (D,)) under in-batch InfoNCE.
+    """Diagonal Laplace posterior over an affine map (W (D, F), b (D,)) under in-batch InfoNCE.
 
     Args:
         hessian: ``"ggn"`` or ``"ef"``.
@@ -84,6 +75,8 @@ class DiagonalLaplace:
         similarity: ``"cosine"`` (default) or ``"dot"`` inside the logits.
         prior_grid: candidate prior precisions; default 10^-4 ... 10^4 (41 log-spaced points).
         batch_size: pairs per in-batch-negatives group; pairs are grouped contiguously in the given order.
+        refine_steps: L-BFGS iterations per MAP refinement; 0 keeps the given weights as the MAP.
+        evidence_rounds: at most this many (refine, pick delta) rounds.
         dtype: compute dtype (float64 keeps the log-determinants of the evidence accurate).
     """
 
@@ -95,6 +88,8 @@ class DiagonalLaplace:
         similarity: PairSimilarity | str = PairSimilarity.COSINE,
         prior_grid: torch.Tensor | None = None,
         batch_size: int = 32,
+        refine_steps: int = 100,
+        evidence_rounds: int = 6,
         dtype: torch.dtype = torch.float64,
     ) -> None:
         self.hessian = _enum(HessianType, hessian, "hessian")
@@ -104,58 +99,111 @@ class DiagonalLaplace:
             raise ValueError(f"temperature must be > 0, got {temperature}")
         if batch_size < 2:
             raise ValueError(f"batch_size must be >= 2 (in-batch negatives), got {batch_size}")
+        if refine_steps < 0 or evidence_rounds < 1:
+            raise ValueError(
+                f"refine_steps must be >= 0 and evidence_rounds >= 1, got {refine_steps}, {evidence_rounds}"
+            )
         grid = torch.logspace(-4, 4, 41) if prior_grid is None else torch.as_tensor(prior_grid).flatten()
         if grid.numel() == 0 or not bool((grid > 0).all()):
             raise ValueError(f"prior_grid must be non-empty and positive, got {grid.tolist()}")
         self.temperature = float(temperature)
         self.prior_grid = grid.to(torch.float64)
         self.batch_size = int(batch_size)
+        self.refine_steps, self.evidence_rounds = int(refine_steps), int(evidence_rounds)
         self.dtype = dtype
-        self.weight: torch.Tensor | None = None  # (D, F)
+        self.weight: torch.Tensor | None = None  # (D, F) the MAP
         self.bias: torch.Tensor | None = None  # (D,)
-        self.h_weight: torch.Tensor | None = None  # (D, F) diagonal curvature of W
+        self.prior_weight: torch.Tensor | None = None  # (D, F) prior mean theta_0 (the pretrained map)
+        self.prior_bias: torch.Tensor | None = None  # (D,)
+        self.h_weight: torch.Tensor | None = None  # (D, F) diagonal curvature of W at the MAP
         self.h_bias: torch.Tensor | None = None  # (D,)
         self.log_lik: float = float("nan")
         self.prior_precision: float = float("nan")
         self.grid_scores: torch.Tensor | None = None  # (G,) evidence or validation loss per grid point
+        self.diagnostics: dict[str, float | list[float]] = {}  # refinement record (losses, grad norms)
 
-    # ------------------------------------------------------------------ curvature
-    def _batch_terms(
-        self, pa: torch.Tensor, pb: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Loss and diagonal curvature (W part (D, F), b part (D,)) of one batch of B pairs."""
-        cosine = self.similarity is PairSimilarity.COSINE
-        ya, yb = pa @ weight.T + bias, pb @ weight.T + bias  # (B, D)
-        logits = contrastive_logits(ya, yb, cosine, self.temperature)  # (B, B)
-        target = torch.arange(len(pa))
-        loss = F.cross_entropy(logits, target, reduction="sum")
-        # u_ij = dL_ij/dya_i, v_ij = dL_ij/dyb_j: logit ij touches theta only through ya_i and yb_j, so
-        # dL_ij/dW_df = u_ijd pa_if + v_ijd pb_jf and dL_ij/db_d = u_ijd + v_ijd (chain rule, no loops).
-        pair_grad = grad(_pair_logit, argnums=(0, 1))
-        u, v = vmap(vmap(pair_grad, in_dims=(None, 0, None, None)), in_dims=(0, None, None, None))(
-            ya, yb, cosine, self.temperature
-        )  # (B, B, D) each
-        probs = logits.softmax(dim=1)  # (B, B)
+    @property
+    def cosine(self) -> bool:
+        """Whether the logits (and the scored embedding) are cosine / L2-normalised."""
+        return self.similarity is PairSimilarity.COSINE
 
-        def weighted_sum(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            """sum_j w_ij J_ij for every query i: W part (B, D, F), b part (B, D)."""
-            wu, wv = (w[..., None] * u).sum(1), w[..., None] * v  # (B, D), (B, B, D)
-            gw = wu[:, :, None] * pa[:, None, :] + torch.einsum("ijd,jf->idf", wv, pb)  # (B, D, F)
-            return gw, wu + wv.sum(1)
+    # ------------------------------------------------------------------ likelihood
+    def _batches(self, n: int) -> list[slice]:
+        return [slice(s, s + self.batch_size) for s in range(0, n, self.batch_size)]
 
-        if self.hessian is HessianType.EF:
-            resid = probs - F.one_hot(target, len(pa)).to(probs.dtype)  # (B, B) dCE_i/dL_ij
-            gw, gb = weighted_sum(resid)  # per-query gradients
-            return loss, (gw**2).sum(0), (gb**2).sum(0)
-        # GGN row i: sum_j p_ij J_ij^2 - (sum_j p_ij J_ij)^2  (diag of J^T (diag p - p p^T) J).
-        pu2 = torch.einsum("ij,ijd->id", probs, u**2)  # (B, D)
-        puv = (probs[..., None] * u * v).reshape(-1, u.shape[-1])  # (B*B, D)
-        outer = (pa[:, None, :] * pb[None, :, :]).reshape(-1, pa.shape[-1])  # (B*B, F) pa_i * pb_j
-        pv2 = torch.einsum("ij,ijd->jd", probs, v**2)  # (B, D) summed over queries i
-        second = pu2.T @ pa**2 + 2 * puv.T @ outer + pv2.T @ pb**2  # (D, F)
-        mw, mb = weighted_sum(probs)
-        hb = (probs[..., None] * (u + v) ** 2).sum((0, 1)) - (mb**2).sum(0)  # (D,)
-        return loss, second - (mw**2).sum(0), hb
+    def _same(self, groups: torch.Tensor | None, sl: slice) -> torch.Tensor | None:
+        if groups is None:
+            return None
+        g = groups[sl]
+        return g[:, None] == g[None, :]  # (B, B) known positives
+
+    def nll(
+        self, pa: torch.Tensor, pb: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, groups=None
+    ) -> torch.Tensor:
+        """Summed in-batch InfoNCE over all batches (differentiable in weight and bias)."""
+        total = torch.zeros((), dtype=weight.dtype)
+        for sl in self._batches(len(pa)):
+            total = total + batch_loss(
+                pa[sl], pb[sl], weight, bias, self.cosine, self.temperature, self._same(groups, sl)
+            )
+        return total
+
+    def objective_grad_norm(self, pa, pb, groups=None, delta: float | None = None) -> tuple[float, float]:
+        """(||grad of NLL + delta/2 ||theta - theta_0||^2||, ||theta||) at the fitted MAP."""
+        self._require_fit()
+        delta = self.prior_precision if delta is None else delta
+        w = self.weight.clone().requires_grad_(True)
+        b = self.bias.clone().requires_grad_(True)
+        obj = self.nll(self._as(pa), self._as(pb), w, b, groups) + 0.5 * delta * self._sq_dev(w, b)
+        gw, gb = torch.autograd.grad(obj, (w, b))
+        return float(torch.cat([gw.flatten(), gb]).norm()), float(
+            torch.cat([w.detach().flatten(), b.detach()]).norm()
+        )
+
+    def _sq_dev(self, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return ((w - self.prior_weight) ** 2).sum() + ((b - self.prior_bias) ** 2).sum()
+
+    def _refine(self, pa, pb, groups, delta: float) -> None:
+        """L-BFGS from the current MAP on NLL + delta/2 ||theta - theta_0||^2 (full batch)."""
+        if self.refine_steps == 0:
+            return
+        w = self.weight.clone().requires_grad_(True)
+        b = self.bias.clone().requires_grad_(True)
+        opt = torch.optim.LBFGS(
+            [w, b],
+            lr=1.0,
+            max_iter=self.refine_steps,
+            tolerance_grad=1e-10,
+            tolerance_change=1e-14,
+            history_size=20,
+            line_search_fn="strong_wolfe",
+        )
+
+        def closure() -> torch.Tensor:
+            opt.zero_grad()
+            obj = self.nll(pa, pb, w, b, groups) + 0.5 * delta * self._sq_dev(w, b)
+            obj.backward()
+            return obj
+
+        opt.step(closure)
+        self.weight, self.bias = w.detach(), b.detach()
+
+    def _curvature(self, pa, pb, groups) -> None:
+        h_w, h_b, loss = torch.zeros_like(self.weight), torch.zeros_like(self.bias), 0.0
+        for sl in self._batches(len(pa)):  # loop over batches only: all else is vectorised
+            batch_nll, bw, bb = batch_curvature(
+                pa[sl],
+                pb[sl],
+                self.weight,
+                self.bias,
+                self.cosine,
+                self.temperature,
+                self.hessian is HessianType.EF,
+                self._same(groups, sl),
+            )
+            loss, h_w, h_b = loss + float(batch_nll), h_w + bw, h_b + bb
+        # The GGN/EF are PSD sums; clamp tiny negative round-off so the precision stays >= delta.
+        self.h_weight, self.h_bias, self.log_lik = h_w.clamp_min(0), h_b.clamp_min(0), -loss
 
     def fit(
         self,
@@ -165,16 +213,19 @@ class DiagonalLaplace:
         bias: torch.Tensor | None = None,
         val_phi_a: torch.Tensor | None = None,
         val_phi_b: torch.Tensor | None = None,
+        groups: torch.Tensor | None = None,
     ) -> DiagonalLaplace:
-        """Accumulate the diagonal curvature at the pretrained (MAP) weights and pick the prior precision.
+        """Refine the MAP from the pretrained map, take the curvature there and pick the prior precision.
 
         Args:
-            phi_a: (N, F) pooled features of the queries / first sentences.
-            phi_b: (N, F) pooled features of their positives.
-            weight: (D, F) last-layer weight (the MAP).
-            bias: (D,) last-layer bias, or ``None`` for a bias-free layer (treated as a fixed zero).
+            phi_a: (N, F) features of the queries / first sentences.
+            phi_b: (N, F) features of their positives.
+            weight: (D, F) pretrained map: the refinement's start and the prior mean.
+            bias: (D,) pretrained bias, or ``None`` for a zero bias (still fitted).
             val_phi_a: (M, F) held-out queries, required when ``prior="val_loss"``.
             val_phi_b: (M, F) held-out positives.
+            groups: (N,) ints; pairs of one group are known positives of each other and are masked out
+                of each other's in-batch negatives.
 
         Returns:
             self, fitted.
@@ -183,7 +234,11 @@ class DiagonalLaplace:
         if weight.ndim != 2:
             raise ValueError(f"weight must be (D, F), got shape {tuple(weight.shape)}")
         dim, feat = weight.shape
-        bias = torch.zeros(dim, dtype=self.dtype) if bias is None else torch.as_tensor(bias).to(self.dtype)
+        bias = (
+            torch.zeros(dim, dtype=self.dtype)
+            if bias is None
+            else torch.as_tensor(bias).detach().to(self.dtype)
+        )
         if bias.shape != (dim,):
             raise ValueError(
                 f"bias must be (D,) = ({dim},) to match weight {tuple(weight.shape)}, got {tuple(bias.shape)}"
@@ -191,32 +246,55 @@ class DiagonalLaplace:
         pa, pb = self._features(phi_a, feat, "phi_a"), self._features(phi_b, feat, "phi_b")
         if pa.shape != pb.shape:
             raise ValueError(f"phi_a {tuple(pa.shape)} and phi_b {tuple(pb.shape)} must both be (N, F) pairs")
+        if groups is not None:
+            groups = torch.as_tensor(groups).flatten()
+            if groups.shape != (len(pa),):
+                raise ValueError(f"groups must be (N,) = ({len(pa)},), got {tuple(groups.shape)}")
         if self.prior is PriorSelection.VAL_LOSS and (val_phi_a is None or val_phi_b is None):
             raise ValueError(
                 "prior='val_loss' needs val_phi_a and val_phi_b (held-out pairs); or use prior='marglik'"
             )
-        self.weight, self.bias = weight, bias
-        h_w, h_b, loss = torch.zeros_like(weight), torch.zeros_like(bias), 0.0
-        for start in range(0, len(pa), self.batch_size):  # loop over batches only: all else is vectorised
-            sl = slice(start, start + self.batch_size)
-            batch_loss, bw, bb = self._batch_terms(pa[sl], pb[sl], weight, bias)
-            loss, h_w, h_b = loss + float(batch_loss), h_w + bw, h_b + bb
-        # The GGN/EF are PSD sums; clamp tiny negative round-off so the precision stays >= delta.
-        self.h_weight, self.h_bias, self.log_lik = h_w.clamp_min(0), h_b.clamp_min(0), -loss
+        self.prior_weight, self.prior_bias = weight, bias
+        self.weight, self.bias = weight.clone(), bias.clone()
+        start = time.perf_counter()
+        with torch.no_grad():
+            init_nll = float(self.nll(pa, pb, weight, bias, groups))
+        delta, history = 1.0, []
+        for _ in range(self.evidence_rounds if self.refine_steps else 1):
+            self._refine(pa, pb, groups, delta)
+            self._curvature(pa, pb, groups)
+            self._select_prior(pa, pb, val_phi_a, val_phi_b, feat)
+            history.append(self.prior_precision)
+            if self.prior_precision == delta:
+                break
+            delta = self.prior_precision
+        if self.refine_steps and self.prior_precision != delta:  # last round moved delta: refine once more
+            self._refine(pa, pb, groups, self.prior_precision)
+            self._curvature(pa, pb, groups)
+        self.diagnostics = {
+            "nll_pretrained": init_nll,
+            "nll_map": -self.log_lik,
+            "delta_history": history,
+            "sq_dev": float(self._sq_dev(self.weight, self.bias)),
+            "refine_seconds": time.perf_counter() - start,
+            "pairs": len(pa),
+        }
+        return self
+
+    def _select_prior(self, pa, pb, val_phi_a, val_phi_b, feat: int) -> None:
         if self.prior is PriorSelection.MARGLIK:
             self.grid_scores = torch.stack([self.log_marginal_likelihood(d) for d in self.prior_grid])
             self.prior_precision = float(self.prior_grid[int(self.grid_scores.argmax())])
-        else:
-            va, vb = (
-                self._features(val_phi_a, feat, "val_phi_a"),
-                self._features(val_phi_b, feat, "val_phi_b"),
-            )
-            self.grid_scores = torch.stack([self._val_loss(va, vb, float(d)) for d in self.prior_grid])
-            self.prior_precision = float(self.prior_grid[int(self.grid_scores.argmin())])
-        return self
+            return
+        va, vb = self._features(val_phi_a, feat, "val_phi_a"), self._features(val_phi_b, feat, "val_phi_b")
+        self.grid_scores = torch.stack([self._val_loss(va, vb, float(d)) for d in self.prior_grid])
+        self.prior_precision = float(self.prior_grid[int(self.grid_scores.argmin())])
+
+    def _as(self, phi: torch.Tensor) -> torch.Tensor:
+        return torch.as_tensor(phi).detach().to(self.dtype)
 
     def _features(self, phi: torch.Tensor | None, feat: int, name: str) -> torch.Tensor:
-        phi = torch.as_tensor(phi).detach().to(self.dtype)
+        phi = self._as(phi)
         if phi.ndim != 2 or phi.shape[1] != feat:
             raise ValueError(f"{name} must be (N, F={feat}) to match weight (D, F), got {tuple(phi.shape)}")
         if not bool(torch.isfinite(phi).all()):
@@ -233,13 +311,13 @@ class DiagonalLaplace:
     def log_marginal_likelihood(self, prior_precision: float | torch.Tensor) -> torch.Tensor:
         """Laplace evidence log p(D | delta) at the MAP, up to a delta-independent constant.
 
-        log p(D|delta) ~= log p(D|theta) - delta/2 ||theta||^2 + P/2 log delta - 1/2 sum_p log(h_p + delta),
-        i.e. log-likelihood + log-prior - 1/2 log det(posterior precision / 2pi) with the 2pi terms cancelled.
+        log p(D|delta) ~= log p(D|theta) - delta/2 ||theta - theta_0||^2 + P/2 log delta
+        - 1/2 sum_p log(h_p + delta): log-likelihood + log-prior - 1/2 log det(posterior precision / 2pi).
         """
         self._require_fit()
         delta = torch.as_tensor(prior_precision, dtype=torch.float64)
         h = torch.cat([self.h_weight.flatten(), self.h_bias]).double()  # (P,)
-        sq = float((self.weight.double() ** 2).sum() + (self.bias.double() ** 2).sum())
+        sq = float(self._sq_dev(self.weight, self.bias))
         n_params = h.numel()
         return self.log_lik - 0.5 * delta * sq + 0.5 * n_params * delta.log() - 0.5 * (h + delta).log().sum()
 
@@ -247,15 +325,11 @@ class DiagonalLaplace:
         """Held-out in-batch InfoNCE with probit-corrected logits (the paper's Eq. 6 at logit scale)."""
         var_w, var_b = 1.0 / (self.h_weight + delta), 1.0 / (self.h_bias + delta)
         total = torch.zeros((), dtype=torch.float64)
-        for start in range(0, len(va), self.batch_size):
-            sl = slice(start, start + self.batch_size)
+        for sl in self._batches(len(va)):
             moments = []
             for phi in (va[sl], vb[sl]):
                 mean, var = phi @ self.weight.T + self.bias, phi**2 @ var_w.T + var_b  # (B, D)
-                if self.similarity is PairSimilarity.COSINE:
-                    sq = (mean**2).sum(1, keepdim=True)
-                    mean, var = mean / sq.sqrt(), var / sq
-                moments.append((mean, var))
+                moments.append(normalised_moments(mean, var) if self.cosine else (mean, var))
             mu_s, var_s = similarity_moments(moments[0][0], moments[0][1], moments[1][0], moments[1][1])
             tau = self.temperature
             logits = (mu_s / tau) / torch.sqrt(1 + math.pi / 8 * var_s / tau**2)  # (B, B)
@@ -275,58 +349,46 @@ class DiagonalLaplace:
         return 1.0 / (self.h_bias + self.prior_precision)
 
     def predict_mean(self, phi: torch.Tensor) -> torch.Tensor:
-        """(M, D) float32 embedding means W phi + b for features phi (M, F)."""
+        """(M, D) float32 means W phi + b of the map's output (before any normalisation)."""
         self._require_fit()
         phi = self._features(phi, self.weight.shape[1], "phi")
         return (phi @ self.weight.T + self.bias).float()
 
     def predict_var(self, phi: torch.Tensor) -> torch.Tensor:
-        """(M, D) float32 embedding variances phi^2 . var(W) + var(b) for features phi (M, F)."""
+        """(M, D) float32 variances phi^2 . var(W) + var(b) of the map's output (before normalisation)."""
         self._require_fit()
         phi = self._features(phi, self.weight.shape[1], "phi")
         return (phi**2 @ self.posterior_var_weight.T + self.posterior_var_bias).float()  # (M, D)
 
+    def predict(self, phi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(M, D) mean and variance of the *scored* embedding: L2-normalised y under cosine logits.
+
+        Under ``similarity="cosine"`` the score sees y / ||y||; its variance is the linearised
+        (Jacobian) image of diag var(y). Under ``"dot"`` the raw y is scored.
+        """
+        self._require_fit()
+        phi = self._features(phi, self.weight.shape[1], "phi")
+        mean = phi @ self.weight.T + self.bias
+        var = phi**2 @ self.posterior_var_weight.T + self.posterior_var_bias
+        if self.cosine:
+            mean, var = normalised_moments(mean, var)
+        return mean.float(), var.float()
+
+    def contrastive_logits(self, ya: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
+        """In-batch logits of this likelihood (for diagnostics)."""
+        return contrastive_logits(ya, yb, self.cosine, self.temperature)
+
     # ------------------------------------------------------------------ persistence
     def save(self, directory: str | os.PathLike[str]) -> Path:
-        """Write ``laplace.safetensors`` (MAP and curvature) and ``laplace.json`` (config, delta, grid)."""
+        """Write ``laplace.safetensors`` + ``laplace.json`` (see :mod:`ucse.uec.laplace_io`)."""
+        from ucse.uec.laplace_io import save_laplace
+
         self._require_fit()
-        folder = Path(directory)
-        folder.mkdir(parents=True, exist_ok=True)
-        tensors = {"weight": self.weight, "bias": self.bias, "h_weight": self.h_weight, "h_bias": self.h_bias}
-        # Each file is written atomically; the folder may also hold a caller's files (a member's member.json).
-        with atomic.atomic_file(folder / "laplace.safetensors", "wb") as fh:
-            fh.write(save({k: t.contiguous() for k, t in tensors.items()}))
-        config = {
-            "hessian": self.hessian.value,
-            "prior": self.prior.value,
-            "similarity": self.similarity.value,
-            "temperature": self.temperature,
-            "batch_size": self.batch_size,
-            "prior_grid": self.prior_grid.tolist(),
-            "grid_scores": self.grid_scores.tolist(),
-            "prior_precision": self.prior_precision,
-            "log_lik": self.log_lik,
-        }
-        atomic.write_json(folder / "laplace.json", config)
-        return folder
+        return save_laplace(self, directory)
 
     @classmethod
     def load(cls, directory: str | os.PathLike[str]) -> DiagonalLaplace:
-        """Read a posterior written by :meth:`save`."""
-        folder = Path(directory)
-        config = json.loads((folder / "laplace.json").read_text())
-        tensors = load_file(str(folder / "laplace.safetensors"))
-        obj = cls(
-            hessian=config["hessian"],
-            prior=config["prior"],
-            temperature=config["temperature"],
-            similarity=config["similarity"],
-            prior_grid=torch.tensor(config["prior_grid"]),
-            batch_size=config["batch_size"],
-            dtype=tensors["weight"].dtype,
-        )
-        obj.weight, obj.bias = tensors["weight"], tensors["bias"]
-        obj.h_weight, obj.h_bias = tensors["h_weight"], tensors["h_bias"]
-        obj.grid_scores = torch.tensor(config["grid_scores"], dtype=torch.float64)
-        obj.prior_precision, obj.log_lik = float(config["prior_precision"]), float(config["log_lik"])
-        return obj
+        """Read and validate a posterior written by :meth:`save`."""
+        from ucse.uec.laplace_io import load_laplace
+
+        return load_laplace(directory)

@@ -30,7 +30,24 @@ class TopkStrategy(str, Enum):
     BOUNDED = "bounded"  # s_hat <= mu_s prunes docs; exact sigma_s^2 only for each query's top-2k by mu_s
 
 
+def check_gaussian(g: GaussianEmbeddings, side: str) -> None:
+    """Refuse a Gaussian mutated after construction into NaN/inf means or negative/NaN variances.
+
+    GaussianEmbeddings validates on construction only; its tensors can be changed in place later, and a
+    NaN would otherwise flow silently into every score.
+    """
+    for name, t in (("mean", g.mean), ("var", g.var)):
+        if not bool(torch.isfinite(t).all()):
+            row = int((~torch.isfinite(t)).any(1).nonzero()[0])
+            raise ValueError(f"{side} {name} has a non-finite value in row {row}; fix the producer of it")
+    if bool((g.var < 0).any()):
+        row = int((g.var < 0).any(1).nonzero()[0])
+        raise ValueError(f"{side} var has a negative variance in row {row}; variances must be >= 0")
+
+
 def _check_pair(q: GaussianEmbeddings, c: GaussianEmbeddings) -> None:
+    check_gaussian(q, "query")
+    check_gaussian(c, "corpus")
     if q.dim != c.dim:
         raise ValueError(
             f"query ({q.member}) has dim {q.dim} but corpus ({c.member}) has dim {c.dim}; "

@@ -1,0 +1,218 @@
+"""Building the members of a configured ensemble: fit pairs, cached Laplace fits, variance scales, alignment.
+
+* Positive pairs come from the fit task's train split with *groups* of known positives (pairs sharing a
+  text; same-label pairs), masked out of each other's in-batch negatives in the Laplace likelihood.
+* A share of the groups (``fit.heldout_fraction``) is held out of the Laplace fit; on those held-out pairs
+  every member (Laplace or head) gets its variance scale (``ucse/uec/calibration.py``), saved with it.
+* Members whose space differs from the first member's are mapped into it by orthogonal Procrustes
+  fitted on the fit pairs' texts (``ucse/uec/alignment.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import OmegaConf
+
+from ucse.atomic import write_json
+from ucse.backbone import FrozenBackbone
+from ucse.config import BackboneConfig, TaskConfig, TaskType, load_group
+from ucse.data.loading import read_jsonl
+from ucse.data.pairs import (
+    label_positive_pairs,
+    load_retrieval,
+    load_sts,
+    retrieval_positive_pairs,
+    sts_positive_pairs,
+)
+from ucse.data.tasks import task_folder
+from ucse.export.gaussian import GaussianEmbeddings
+from ucse.uec.alignment import AlignmentError, ProcrustesMap, fit_procrustes
+from ucse.uec.calibration import fit_variance_scale, pair_log_likelihood
+from ucse.uec.config import AlignMode, FitConfig, MemberConfig, MemberKind, PairSource
+from ucse.uec.digest import cache_root, stable_digest
+from ucse.uec.laplace_io import LaplaceFileError
+from ucse.uec.laplace_member import LaplaceMember, shared_text_groups
+from ucse.uec.members import HeadMember
+
+logger = logging.getLogger(__name__)
+FIT_OPTIONS = (
+    "hessian",
+    "prior",
+    "temperature",
+    "similarity",
+    "batch_size",
+    "refine_steps",
+    "evidence_rounds",
+)
+
+
+class FitPairs:
+    """Positive pairs with group ids, split into the Laplace fit part and the held-out (scale) part."""
+
+    def __init__(self, pairs: list[tuple[str, str]], groups: list[int], heldout_fraction: float) -> None:
+        if len(pairs) < 4:
+            raise ValueError(
+                f"the ensemble's fit split gives {len(pairs)} positive pairs; at least 4 are needed"
+            )
+        order = list(dict.fromkeys(groups))  # group ids in first-seen order
+        n_held = (
+            min(len(order) - 1, max(1, math.ceil(heldout_fraction * len(order)))) if heldout_fraction else 0
+        )
+        held = set(order[len(order) - n_held :])
+        self.fit = [p for p, g in zip(pairs, groups) if g not in held]
+        self.fit_groups = [g for g in groups if g not in held]
+        self.heldout = [p for p, g in zip(pairs, groups) if g in held]
+
+    def texts(self, limit: int = 4000) -> list[str]:
+        """Unique texts of the fit pairs (for alignment), at most ``limit``."""
+        return list(dict.fromkeys(t for pair in self.fit for t in pair))[:limit]
+
+
+def fit_pairs(fit: FitConfig, task: TaskConfig, root: Path, task_of: Any) -> FitPairs:
+    """Pairs and groups of a member's fit (``fit.source`` auto follows the fit task's type)."""
+    fit_task = task_of(fit.task) if fit.task else task
+    source = fit.source
+    if source is PairSource.auto:
+        source = {TaskType.sts: PairSource.sts, TaskType.retrieval: PairSource.retrieval}.get(
+            fit_task.type, PairSource.labels
+        )
+    folder = task_folder(root, fit_task.name)
+    if source is PairSource.sts:
+        pairs = sts_positive_pairs(load_sts(folder, fit.split), fit.threshold)[: fit.max_pairs]
+        groups = shared_text_groups(pairs)
+    elif source is PairSource.retrieval:
+        pairs = retrieval_positive_pairs(load_retrieval(folder, fit.split))[: fit.max_pairs]
+        groups = shared_text_groups(pairs)
+    else:
+        ds = read_jsonl(folder / f"{fit.split}.jsonl")
+        label_of = dict(zip(ds["text"], ds["label"]))
+        pairs = label_positive_pairs(ds, fit.seed, fit.max_pairs)
+        ids: dict[Any, int] = {}
+        groups = [ids.setdefault(label_of[a], len(ids)) for a, _ in pairs]  # same label = known positive
+    return FitPairs(pairs, groups, fit.heldout_fraction)
+
+
+def backbone_config(member: MemberConfig) -> BackboneConfig:
+    """The member's backbone file merged with its overrides."""
+    node = load_group("backbone", member.backbone).get("backbone", {})
+    merged = OmegaConf.merge(OmegaConf.structured(BackboneConfig), node, member.overrides)
+    return OmegaConf.to_object(merged)  # type: ignore[return-value]
+
+
+def _scale(member: Any, pairs: FitPairs) -> tuple[float, dict]:
+    a = member.encode([x for x, _ in pairs.heldout])
+    b = member.encode([y for _, y in pairs.heldout])
+    s = fit_variance_scale(a, b)
+    info = {
+        "variance_scale": s,
+        "heldout_pairs": len(pairs.heldout),
+        "heldout_loglik_raw": pair_log_likelihood(a, b, 1.0),
+        "heldout_loglik_scaled": pair_log_likelihood(a, b, s),
+    }
+    return s, info
+
+
+def build_member(
+    member: MemberConfig, pairs: FitPairs, device: torch.device, calibrate: bool = True
+) -> tuple[Any, dict]:
+    """A fitted (and, with ``calibrate``, scaled) member plus a record of its fit; Laplace fits are cached."""
+    if member.kind is MemberKind.head:
+        head = HeadMember(member.head_dir, member.id, device, member.overrides or None)
+        info: dict = {"kind": "head"}
+        if calibrate:
+            key = stable_digest([head.cache_key(), pairs.heldout])
+            path = cache_root() / "uec" / "scales" / f"{member.id}-{key}.json"
+            try:
+                info.update(json.loads(path.read_text()))
+            except (OSError, ValueError):
+                info.update(_scale(head, pairs)[1])
+                write_json(path, info)
+            head.variance_scale = float(info["variance_scale"])
+        return head, info
+    backbone = FrozenBackbone(backbone_config(member), device)
+    store = cache_root() / "uec" / "pooled"
+    opts = {k: getattr(member.fit, k) for k in FIT_OPTIONS}
+    key = stable_digest(
+        [
+            "scored-v1",
+            backbone.fingerprint,
+            OmegaConf.to_container(OmegaConf.structured(backbone.cfg)),
+            opts,
+            pairs.fit,
+            pairs.heldout if calibrate else None,
+        ]
+    )
+    folder = cache_root() / "uec" / "laplace" / f"{member.id}-{key}"
+    if folder.is_dir():
+        try:
+            loaded = LaplaceMember.load(folder, device, backbone=backbone, store_root=store)
+            return loaded, json.loads((folder / "fit.json").read_text())
+        except (LaplaceFileError, ValueError, OSError, KeyError) as err:
+            logger.warning("cached Laplace member %s is unusable (%s); refitting it", folder, err)
+    fitted = LaplaceMember(backbone.cfg, member.id, backbone=backbone, store_root=store)
+    start = time.perf_counter()
+    fitted.fit(pairs.fit, pairs.fit_groups, **opts)
+    info = {"kind": "laplace", "fit_seconds": time.perf_counter() - start, **fitted.laplace.diagnostics}
+    info["prior_precision"] = fitted.laplace.prior_precision
+    if calibrate:
+        scale, record = _scale(fitted, pairs)
+        fitted.variance_scale = scale
+        info.update(record)
+    logger.info("fitted Laplace member %s on %d pairs: %s", member.id, len(pairs.fit), info)
+    fitted.save(folder)
+    write_json(folder / "fit.json", info)
+    return fitted, info
+
+
+class AlignedMember:
+    """A member mapped into a reference space by a fitted :class:`ProcrustesMap`."""
+
+    def __init__(self, member: Any, mapping: ProcrustesMap) -> None:
+        self.member, self.mapping = member, mapping
+        self.member_id = member.member_id
+
+    @property
+    def dim(self) -> int:
+        """Width of the reference space."""
+        return int(self.mapping.rotation.shape[1])
+
+    def encode(self, texts: Sequence[str]) -> GaussianEmbeddings:
+        """The member's Gaussians, aligned."""
+        return self.mapping.apply(self.member.encode(texts))
+
+    def cache_key(self) -> str:
+        """The wrapped member's key plus the map's."""
+        inner = getattr(self.member, "cache_key", lambda: self.member_id)()
+        return stable_digest(
+            [inner, "procrustes", self.mapping.rotation.sum().item(), self.mapping.fit_residual]
+        )
+
+
+def align_members(members: list[Any], mode: AlignMode, texts: list[str]) -> tuple[list[Any], dict]:
+    """Map members into the first member's space where ``mode`` asks (auto: only other widths)."""
+    ref = members[0]
+    out, info = [ref], {}
+    ref_mean = None
+    for m in members[1:]:
+        if mode is AlignMode.none or (mode is AlignMode.auto and m.dim == ref.dim):
+            if m.dim != ref.dim:
+                raise AlignmentError(
+                    f"member {m.member_id} is {m.dim}-d but {ref.member_id} is {ref.dim}-d; set align: auto "
+                    "or procrustes in the ensemble config to map it into one space"
+                )
+            out.append(m)
+            continue
+        if ref_mean is None:
+            ref_mean = ref.encode(texts).mean
+        mapping = fit_procrustes(m.encode(texts).mean, ref_mean, m.member_id)
+        info[m.member_id] = {"fit_residual": mapping.fit_residual, "texts": len(texts)}
+        out.append(AlignedMember(m, mapping))
+    return out, info
