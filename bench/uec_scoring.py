@@ -8,6 +8,12 @@ is reported as ru_maxrss growth per method (process-wide, so a method only shows
 previous peak) plus the analytic size of the largest per-chunk temporaries.
 
 Usage: ``python bench/uec_scoring.py [--queries 1000] [--docs 100000] [--dim 384] [--repeats 3]``
+
+``--ann-docs 1000000`` runs the large-corpus case instead: a FAISS IVF-flat first stage over the means
+plus an exact probit re-rank of each query's candidates (``ucse/uec/ann.py``), on clustered synthetic
+unit means (random centres + noise, so inverted lists have structure as real embeddings do), reporting
+build and search time, memory, and recall@10 of the re-ranked list against exact streamed UEC top-10.
+Needs ``faiss-cpu``.
 """
 
 from __future__ import annotations
@@ -48,6 +54,70 @@ def best_time(fn: Callable[[], object], repeats: int) -> float:
     return min(times)
 
 
+def make_clustered(
+    n: int, dim: int, var_scale: float, gen: torch.Generator, centres: torch.Tensor
+) -> GaussianEmbeddings:
+    """(n, dim) Gaussians whose unit means scatter around random centres (chunked to bound memory)."""
+    mean = torch.empty(n, dim)
+    for start in range(0, n, 100_000):
+        m = min(100_000, n - start)
+        c = centres[torch.randint(len(centres), (m,), generator=gen)]
+        mean[start : start + m] = torch.nn.functional.normalize(
+            c + 0.5 * torch.randn(m, dim, generator=gen), dim=1
+        )
+    var = var_scale * (0.5 + torch.rand(n, dim, generator=gen))
+    return GaussianEmbeddings(mean, var, {"member": "clustered"})
+
+
+def ann_case(args: argparse.Namespace) -> None:
+    """FAISS IVF first stage + exact probit re-rank vs exact UEC top-k on a large corpus."""
+    from ucse.uec.ann import AnnProbitIndex
+
+    gen = torch.Generator().manual_seed(0)
+    centres = torch.randn(args.centres, args.dim, generator=gen)
+    t0 = time.perf_counter()
+    corpus = make_clustered(args.ann_docs, args.dim, args.var_scale, gen, centres)
+    query = make_clustered(args.queries, args.dim, args.var_scale, gen, centres)
+    rss0 = rss_mib()
+    print(
+        f"torch {torch.__version__}, threads {torch.get_num_threads()}; Nq={args.queries} "
+        f"Nc={args.ann_docs} D={args.dim} k={args.k} centres={args.centres}; "
+        f"data {time.perf_counter() - t0:.1f}s, RSS {rss0:.0f} MiB"
+    )
+    t0 = time.perf_counter()
+    index = AnnProbitIndex(corpus, nlist=args.nlist, nprobe=args.nprobe)
+    build = time.perf_counter() - t0
+    rss1 = rss_mib()
+    t0 = time.perf_counter()
+    _, ann_idx = index.search(query, k=args.k, candidates=args.candidates)
+    ann_t = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    _, exact_idx = topk(query, corpus, k=args.k, chunk=args.chunk, strategy="bounded")
+    exact_t = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    cosine_topk(query.mean, corpus.mean, k=args.k, chunk=args.chunk)
+    cos_t = time.perf_counter() - t0
+    hits = sum(len(set(a.tolist()) & set(b.tolist())) for a, b in zip(ann_idx, exact_idx))
+    recall = hits / exact_idx.numel()
+    index_mib = args.ann_docs * args.dim * 4 / 2**20
+    print(f"IVF-flat nlist={index.nlist} nprobe={args.nprobe} candidates={args.candidates}")
+    print(
+        f"build (train + add) {build:.1f} s; index vectors {index_mib:.0f} MiB; "
+        f"peak RSS growth {rss1 - rss0:.0f} MiB"
+    )
+    print(
+        f"ANN + probit re-rank: {ann_t:.2f} s for {args.queries} queries "
+        f"({1e3 * ann_t / args.queries:.2f} ms/query)"
+    )
+    print(
+        f"exact UEC top-{args.k} (bounded, streamed): {exact_t:.2f} s; "
+        f"exact cosine top-{args.k}: {cos_t:.2f} s"
+    )
+    print(f"speed-up of ANN + re-rank over exact UEC: {exact_t / ann_t:.1f}x")
+    print(f"recall@{args.k} of ANN + re-rank against exact UEC top-{args.k}: {recall:.4f}")
+    print(f"peak RSS {rss_mib():.0f} MiB")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queries", type=int, default=1000)
@@ -59,7 +129,17 @@ def main() -> None:
         "--var-scale", type=float, default=1e-4, help="per-dim variance scale (tr ~ D x this)"
     )
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--ann-docs", type=int, default=0, help="run the FAISS + re-rank case on this many docs"
+    )
+    parser.add_argument("--centres", type=int, default=2000, help="clusters of the synthetic ANN corpus")
+    parser.add_argument("--nlist", type=int, default=None, help="IVF lists (default ~4 sqrt(N))")
+    parser.add_argument("--nprobe", type=int, default=32)
+    parser.add_argument("--candidates", type=int, default=100, help="first-stage docs re-ranked per query")
     args = parser.parse_args()
+    if args.ann_docs:
+        ann_case(args)
+        return
 
     gen = torch.Generator().manual_seed(0)
     query = make_gaussians(args.queries, args.dim, args.var_scale, gen, "queries")
