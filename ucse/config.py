@@ -70,6 +70,15 @@ class Device(str, Enum):
     cuda = "cuda"
 
 
+class Strategy(str, Enum):
+    """How Lightning spreads training over ``devices`` processes (``Trainer(strategy=)``)."""
+
+    auto = "auto"  # Lightning's choice: one device -> single-device, several -> ddp
+    ddp = "ddp"  # one process per device, the script re-launched per rank (the fastest; not in notebooks)
+    ddp_spawn = "ddp_spawn"  # one process per device started with multiprocessing spawn (works in notebooks)
+    fsdp = "fsdp"  # sharded parameters/optimiser state; only worth it for heads too large for one GPU
+
+
 class HeadType(str, Enum):
     """Trainable head on top of the frozen backbone."""
 
@@ -302,6 +311,12 @@ class TrainConfig:
     """Explicit run folder (overrides ``runs_dir``/task/backbone/name)."""
     device: Device = Device.auto
     """Accelerator for backbone and head."""
+    devices: int = 1
+    """Processes (CPU) or GPUs to train on (Lightning ``Trainer(devices=)``). With N > 1 every rank encodes
+    its share of the texts into the cache, each optimiser step takes one global batch of
+    N x ``optim.batch_size`` texts split over the ranks, and rank 0 alone writes the run folder."""
+    strategy: Strategy = Strategy.auto
+    """Multi-device strategy (``auto``, ``ddp``, ``ddp_spawn``, ``fsdp``) passed to Lightning's Trainer."""
     head_precision: Precision = Precision.auto
     """Head training precision: ``auto`` (bf16 autocast where native, else fp32), ``bf16`` (~1.5x faster
     convolutions than fp32 on an AVX512-BF16 CPU, same accuracy within seed noise, docs/RESULTS.md) or

@@ -22,6 +22,7 @@ from ucse.cli.summary import quiet_lightning, train_summary
 from ucse.config import GROUPS, TrainConfig, build_config, group_choices, to_yaml
 from ucse.data import TaskData, load_classification, load_task_data
 from ucse.training import train
+from ucse.training.distributed import is_rank_zero
 from ucse.training.run import RunResult
 from ucse.uncertainty.config import check_uncertainty_config
 from ucse.uncertainty.profile import UncertaintyProfile
@@ -74,6 +75,8 @@ def run_training(cfg: TrainConfig, source: Any = None) -> tuple[RunResult, Uncer
         data = load_task_data(source, cfg.task, cfg.data, cfg.seed)
     result = train(cfg, data=data)
     profile = None
+    if not is_rank_zero():
+        return result, None  # devices=N: rank 0 alone fits the profile and writes the run folder
     if cfg.uncertainty.enabled and (result.run_dir / "head" / "model.safetensors").is_file():
         profile = fit_uncertainty(result.run_dir, cfg, data)
     return result, profile
@@ -94,6 +97,8 @@ def main(argv: list[str]) -> int:
         if not os.environ.get("UCSE_DEBUG"):
             quiet_lightning()
         result, profile = run_training(cfg)
+        if not is_rank_zero():
+            return 0  # devices=N: rank 0 alone reports
         print(train_summary(result.run_dir, result.metrics, profile))
         return 0
 

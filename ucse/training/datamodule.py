@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import lightning as L
 import numpy as np
@@ -21,6 +21,11 @@ class LengthBucketSampler(Sampler[list[int]]):
     every batch to its longest member is what makes head cost scale with real tokens (the TextCNN's
     convolutions run over padded positions too). Training shuffles, then sorts inside windows of
     ``bucket_batches`` batches and shuffles the batch order; evaluation sorts globally.
+
+    With ``world_size`` N > 1 (distributed training) it forms the batches a single process would form with
+    batch size N x ``batch_size`` (the same on every rank: same seed, same epoch) and yields this rank's
+    contiguous part of each, so one optimiser step over the N ranks sees exactly one global batch. A global
+    batch with fewer than N texts (only the last one can be) lends its first text to the ranks left empty.
     """
 
     def __init__(
@@ -30,25 +35,43 @@ class LengthBucketSampler(Sampler[list[int]]):
         shuffle: bool,
         seed: int = 0,
         bucket_batches: int = 50,
+        rank: int = 0,
+        world_size: int = 1,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} is not in 0..{world_size - 1}.")
         self.lengths = np.asarray(lengths)
         self.batch_size = batch_size
         self.shuffle = shuffle
         self.seed = seed
         self.bucket_batches = bucket_batches
+        self.rank = rank
+        self.world_size = world_size
         self.epoch = 0
+        # Lightning calls set_epoch(epoch) on ``dataloader.batch_sampler.sampler`` at every epoch start;
+        # pointing it at this object makes a resumed run shuffle as the uninterrupted run would.
+        self.sampler = self
 
     def __len__(self) -> int:
-        return (len(self.lengths) + self.batch_size - 1) // self.batch_size
+        global_bs = self.batch_size * self.world_size
+        return (len(self.lengths) + global_bs - 1) // global_bs
 
     def set_epoch(self, epoch: int) -> None:
-        """Re-seed the shuffle for a new epoch (called by Lightning for distributed samplers)."""
+        """Re-seed the shuffle for a new epoch (Lightning calls it at every epoch start)."""
         self.epoch = epoch
 
     def __iter__(self) -> Iterator[list[int]]:
-        n, bs = len(self.lengths), self.batch_size
+        if self.world_size == 1:
+            yield from self._global_batches(self.batch_size)
+            return
+        for batch in self._global_batches(self.batch_size * self.world_size):
+            part = np.array_split(np.asarray(batch), self.world_size)[self.rank]
+            yield part.tolist() if len(part) else batch[:1]
+
+    def _global_batches(self, bs: int) -> Iterator[list[int]]:
+        n = len(self.lengths)
         if not self.shuffle:
             order = np.argsort(-self.lengths, kind="stable")
             yield from (order[i : i + bs].tolist() for i in range(0, n, bs))
@@ -83,35 +106,62 @@ class StatesDataModule(L.LightningDataModule):
     """Serves (hidden, mask, label) batches for the train / validation / test splits.
 
     Args:
-        states: split name -> token states of that split's texts (``train``, ``validation``, ``test``).
+        states: split name -> token states of that split's texts (``train``, ``validation``, ``test``); or a
+            function of the trainer's strategy (``None`` on one device) that builds them in ``setup()``, on
+            every rank of a distributed run, after the processes have started.
         labels: split name -> (N,) integer labels.
-        batch_size: training batch size (evaluation uses the same).
+        batch_size: training batch size per device (evaluation uses the same).
         seed: shuffle seed.
         num_workers: DataLoader workers (0 keeps memory-mapped states in the main process).
     """
 
     def __init__(
         self,
-        states: dict[str, TokenStates],
+        states: dict[str, TokenStates] | Callable[[object | None], dict[str, TokenStates]],
         labels: dict[str, np.ndarray],
         batch_size: int,
         seed: int = 0,
         num_workers: int = 0,
     ) -> None:
         super().__init__()
-        for split, st in states.items():
-            if len(st) != len(labels[split]):
-                raise ValueError(
-                    f"Split '{split}': {len(st)} token-state rows but {len(labels[split])} labels."
-                )
-        self.states = states
         self.labels = {k: torch.as_tensor(np.asarray(v), dtype=torch.long) for k, v in labels.items()}
+        self.build: Callable[[object | None], dict[str, TokenStates]] | None = None
+        self.states: dict[str, TokenStates] | None = None
+        if callable(states):
+            self.build = states
+        else:
+            self._set_states(states)
         self.batch_size = batch_size
         self.seed = seed
         self.num_workers = num_workers
 
+    def _set_states(self, states: dict[str, TokenStates]) -> None:
+        for split, st in states.items():
+            if len(st) != len(self.labels[split]):
+                raise ValueError(
+                    f"Split '{split}': {len(st)} token-state rows but {len(self.labels[split])} labels."
+                )
+        self.states = states
+
+    def setup(self, stage: str) -> None:
+        """Build the states on this rank if they were given as a function (idempotent)."""
+        if self.states is None and self.build is not None:
+            strategy = self.trainer.strategy if self.trainer is not None else None
+            multi = strategy is not None and getattr(strategy, "world_size", 1) > 1
+            self._set_states(self.build(strategy if multi else None))
+
+    def _rank_world(self) -> tuple[int, int]:
+        trainer = self.trainer
+        return (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
+
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
-        sampler = LengthBucketSampler(self.states[split].lengths, self.batch_size, shuffle, self.seed)
+        if self.states is None:
+            self.setup("fit")
+        assert self.states is not None
+        rank, world = self._rank_world()
+        sampler = LengthBucketSampler(
+            self.states[split].lengths, self.batch_size, shuffle, self.seed, rank=rank, world_size=world
+        )
         return DataLoader(
             range(len(self.states[split])),  # the "dataset" is the row index; collate reads the states
             batch_sampler=sampler,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from dataclasses import dataclass
@@ -15,13 +16,14 @@ from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from lightning.pytorch.profilers import AdvancedProfiler, Profiler, PyTorchProfiler, SimpleProfiler
 
 from ucse import atomic
-from ucse.backbone.cache import HiddenStateCache, OnTheFlyStates, SubsetStates, TokenStates
+from ucse.backbone.cache import Dist, HiddenStateCache, OnTheFlyStates, SubsetStates, TokenStates
 from ucse.backbone.encoder import FrozenBackbone
 from ucse.backbone.precision import effective_precision
 from ucse.config import Device, HeadType, Precision, ProfilerType, TrainConfig, to_yaml
 from ucse.data import TaskData, load_classification
 from ucse.heads import build_head, save_head
 from ucse.training.datamodule import StatesDataModule
+from ucse.training.distributed import LazyStates, check_devices, is_distributed, is_rank_zero
 from ucse.training.logreg import fit_logreg
 from ucse.training.module import UcseModule
 
@@ -65,12 +67,13 @@ def task_pool(data: TaskData) -> list[str]:
 
 
 def build_states(
-    cfg: TrainConfig, backbone: FrozenBackbone, data: TaskData
+    cfg: TrainConfig, backbone: FrozenBackbone, data: TaskData, dist: Dist | None = None
 ) -> tuple[dict[str, TokenStates], HiddenStateCache | None]:
     """Token states of every split, as views of one pool of the task's unique texts.
 
     The pool (sorted unique texts of all splits) does not depend on the seed's validation slice, so
-    every seed and every head of a sweep reuses one cache entry: one backbone pass per task.
+    every seed and every head of a sweep reuses one cache entry: one backbone pass per task. With ``dist``
+    (several ranks) each rank encodes its share of the pool and rank 0 assembles the entry.
     """
     split_texts = {s: data.texts(s) for s in SPLITS}
     pool = task_pool(data)
@@ -78,13 +81,20 @@ def build_states(
     cache = None
     if cfg.cache.enabled:
         cache = HiddenStateCache(cfg.cache.dir, cfg.cache.dtype, progress=cfg.progress_bar)
-        entry = cache.get_or_build(backbone, pool, task=cfg.task.name, split="pool")
+        entry = cache.get_or_build(backbone, pool, task=cfg.task.name, split="pool", dist=dist)
         base: TokenStates = entry
         if _fits_on_device(cfg, backbone.device, entry.nbytes()):
             base = entry.to_device(backbone.device)
     else:
         base = OnTheFlyStates(backbone, pool)
     return {s: SubsetStates(base, [row[t] for t in texts]) for s, texts in split_texts.items()}, cache
+
+
+def _states_for_rank(
+    cfg: TrainConfig, data: TaskData, backbone: FrozenBackbone, dist: Dist | None
+) -> tuple[dict[str, TokenStates], HiddenStateCache | None]:
+    """``build_states`` with the backbone and strategy last (a picklable ``LazyStates`` builder)."""
+    return build_states(cfg, backbone, data, dist)
 
 
 def _fits_on_device(cfg: TrainConfig, device: torch.device, nbytes: int) -> bool:
@@ -131,7 +141,9 @@ def _trainer(cfg: TrainConfig, run_dir: Path, device: torch.device) -> tuple[L.T
     )
     trainer = L.Trainer(
         accelerator="gpu" if device.type == "cuda" else "cpu",
-        devices=1,
+        devices=cfg.devices,
+        strategy=cfg.strategy.value,
+        use_distributed_sampler=False,  # LengthBucketSampler splits each global batch over the ranks itself
         max_epochs=cfg.optim.epochs,
         precision="bf16-mixed" if head_bf16 else "32-true",
         callbacks=[ckpt],
@@ -166,17 +178,26 @@ def train(cfg: TrainConfig, data: TaskData | None = None) -> RunResult:
     data = data if data is not None else load_classification(cfg.task, cfg.data, cfg.seed)
     run_dir = run_dir_for(cfg)
     if cfg.cache.enabled:
-        HiddenStateCache(cfg.cache.dir, cfg.cache.dtype)  # a cache folder that is a file fails before any write
+        HiddenStateCache(cfg.cache.dir, cfg.cache.dtype)  # a cache folder that is a file fails before writes
+    check_devices(cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
-    atomic.write_text(run_dir / "config.yaml", to_yaml(cfg))
+    if is_rank_zero():
+        atomic.write_text(run_dir / "config.yaml", to_yaml(cfg))
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     device = resolve_device(cfg.device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
 
-    backbone = FrozenBackbone(cfg.backbone, device, instruction=cfg.task.instruction)
+    distributed = is_distributed(cfg)
+    # A distributed run encodes in DataModule.setup on every rank (on its device), once the processes exist.
+    where = "cpu" if distributed else device
+    backbone = FrozenBackbone(cfg.backbone, where, instruction=cfg.task.instruction)
     t_states = time.perf_counter()
-    states, cache = build_states(cfg, backbone, data)
+    if distributed:
+        lazy = LazyStates(functools.partial(_states_for_rank, cfg, data), backbone)
+        states, cache = lazy, None
+    else:
+        states, cache = build_states(cfg, backbone, data)
     states_s = time.perf_counter() - t_states
     states_peak = _peak_gpu_mib(device)
     labels = {s: data.labels(s) for s in SPLITS}
@@ -187,6 +208,10 @@ def train(cfg: TrainConfig, data: TaskData | None = None) -> RunResult:
         )
     else:
         metrics = _fit_lightning(cfg, run_dir, device, states, labels, data, backbone.hidden_size)
+    if distributed:
+        if not is_rank_zero():
+            return RunResult(run_dir, metrics)  # rank 0 alone writes metrics.json
+        states_s, cache = lazy.seconds, lazy.cache  # measured inside fit (in the main process under ddp)
 
     metrics["timing"] = {"states_s": round(states_s, 3), "total_s": round(time.perf_counter() - t0, 3)}
     if device.type == "cuda":
@@ -209,7 +234,7 @@ def _fit_lightning(
     cfg: TrainConfig,
     run_dir: Path,
     device: torch.device,
-    states: dict[str, TokenStates],
+    states: dict[str, TokenStates] | LazyStates,
     labels: dict[str, np.ndarray],
     data: TaskData,
     hidden_size: int,
@@ -225,7 +250,8 @@ def _fit_lightning(
     # validate/test reload the best checkpoint's weights into `module`, so the exported head is the best one.
     val = trainer.validate(module, datamodule=dm, ckpt_path=best, verbose=False)[0]
     test = trainer.test(module, datamodule=dm, ckpt_path=best, verbose=False)[0]
-    save_head(module.head.cpu().float(), run_dir / "head", head_meta(cfg, data))
+    if trainer.is_global_zero:
+        save_head(module.head.cpu().float(), run_dir / "head", head_meta(cfg, data))
     return {
         "val": {"accuracy": val["val/acc"], "f1_macro": val["val/f1_macro"]},
         "test": {"accuracy": test["test/acc"], "f1_macro": test["test/f1_macro"]},

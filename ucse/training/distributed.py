@@ -1,0 +1,85 @@
+"""Training on several devices (``devices=N``, ``strategy=``) with Lightning: checks, ranks and lazy states.
+
+Lightning starts the extra processes inside ``Trainer.fit`` (``ddp`` re-runs the command once per rank,
+``ddp_spawn`` spawns workers), so anything every rank must do together, such as encoding its share of the
+texts into the cache, happens in ``LightningDataModule.setup``, after the process group exists.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import torch
+from lightning.fabric.utilities.rank_zero import rank_zero_only
+
+from ucse.backbone.cache import Dist, HiddenStateCache, TokenStates
+from ucse.backbone.encoder import FrozenBackbone
+from ucse.config import ConfigError, Device, HeadType, TrainConfig
+
+
+def check_devices(cfg: TrainConfig) -> None:
+    """Fail early, naming the fix, on a ``devices`` value Lightning would reject later (or hang on).
+
+    Raises:
+        ConfigError: ``devices`` < 1, or more GPUs asked for than are visible.
+    """
+    if cfg.devices < 1:
+        raise ConfigError(f"devices={cfg.devices} must be >= 1 (the number of processes or GPUs).")
+    gpus = torch.cuda.device_count()
+    if cfg.device == Device.cuda and cfg.devices > gpus:
+        raise ConfigError(
+            f"devices={cfg.devices} but only {gpus} CUDA GPU(s) are visible; use devices<={gpus}."
+        )
+
+
+def is_distributed(cfg: TrainConfig) -> bool:
+    """Whether the head is trained by several processes (logreg is fitted by scikit-learn in one)."""
+    return cfg.devices > 1 and cfg.head.type != HeadType.logreg
+
+
+def is_rank_zero() -> bool:
+    """Whether this process writes the run folder (global rank 0).
+
+    Lightning reads the rank from the environment its launcher sets for the re-run command, so this holds
+    before ``Trainer.fit`` too.
+    """
+    return int(getattr(rank_zero_only, "rank", 0)) == 0
+
+
+class LazyStates:
+    """Builds the token states inside ``StatesDataModule.setup`` on every rank (picklable for ``ddp_spawn``).
+
+    Args:
+        build: ``build(backbone, dist) -> (states, cache)``, e.g. ``ucse.training.run.build_states`` bound
+            to the config and data.
+        backbone: the backbone as loaded before training (on the CPU for a distributed run); on a GPU rank it
+            is reloaded onto that rank's device.
+
+    Attributes:
+        cache: the cache the states came from (``None`` before the build or with the cache off).
+        seconds: wall time of the build on this rank.
+    """
+
+    def __init__(
+        self,
+        build: Callable[
+            [FrozenBackbone, Dist | None], tuple[dict[str, TokenStates], HiddenStateCache | None]
+        ],
+        backbone: FrozenBackbone,
+    ) -> None:
+        self.build = build
+        self.backbone = backbone
+        self.cache: HiddenStateCache | None = None
+        self.seconds = 0.0
+
+    def __call__(self, strategy: object | None) -> dict[str, TokenStates]:
+        """Build this rank's states (``strategy``: the trainer's, ``None`` on one device)."""
+        t0 = time.perf_counter()
+        backbone = self.backbone
+        root = getattr(strategy, "root_device", None)
+        if root is not None and torch.device(root) != backbone.device:
+            backbone = FrozenBackbone(backbone.cfg, root, instruction=backbone.instruction)
+        states, self.cache = self.build(backbone, strategy)  # type: ignore[arg-type]
+        self.seconds = time.perf_counter() - t0
+        return states
