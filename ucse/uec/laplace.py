@@ -27,12 +27,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F  # noqa: N812
 
-from ucse.uec.laplace_curvature import (
-    batch_curvature,
-    batch_loss,
-    contrastive_logits,
-    normalised_moments,
-)
+from ucse.uec.laplace_curvature import batch_curvature, batch_loss, normalised_moments
 from ucse.uec.similarity import similarity_moments
 
 
@@ -271,7 +266,16 @@ class DiagonalLaplace:
         if self.refine_steps and self.prior_precision != delta:  # last round moved delta: refine once more
             self._refine(pa, pb, groups, self.prior_precision)
             self._curvature(pa, pb, groups)
+        grad_map, norm_map = self.objective_grad_norm(pa, pb, groups)
+        map_w, map_b = self.weight, self.bias
+        self.weight, self.bias = weight, bias  # the same objective at the pretrained map
+        grad_pre, norm_pre = self.objective_grad_norm(pa, pb, groups)
+        self.weight, self.bias = map_w, map_b
         self.diagnostics = {
+            "grad_norm_pretrained": grad_pre,
+            "weight_norm_pretrained": norm_pre,
+            "grad_norm_map": grad_map,
+            "weight_norm_map": norm_map,
             "nll_pretrained": init_nll,
             "nll_map": -self.log_lik,
             "delta_history": history,
@@ -373,10 +377,6 @@ class DiagonalLaplace:
         if self.cosine:
             mean, var = normalised_moments(mean, var)
         return mean.float(), var.float()
-
-    def contrastive_logits(self, ya: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
-        """In-batch logits of this likelihood (for diagnostics)."""
-        return contrastive_logits(ya, yb, self.cosine, self.temperature)
 
     # ------------------------------------------------------------------ persistence
     def save(self, directory: str | os.PathLike[str]) -> Path:

@@ -47,6 +47,7 @@ class PooledStore:
         self.rows: dict[str, int] = {}
         self.pooled = torch.empty(0, backbone.hidden_size)
         self.encoded_texts = 0  # texts actually sent to the backbone (tests prove cache hits with it)
+        self.chunk = 2048  # texts encoded between two writes
         if self.folder is not None and (self.folder / "texts.json").is_file():
             self._read()
 
@@ -69,12 +70,13 @@ class PooledStore:
         """(N, H) pooled embeddings of ``texts`` in input order; only unseen texts are encoded."""
         texts = validate_texts(texts)
         missing = list(dict.fromkeys(t for t in texts if t not in self.rows))
-        if missing:
-            new = self.backbone.pooled(missing)  # (M, H)
-            self.encoded_texts += len(missing)
+        for start in range(0, len(missing), self.chunk):  # written per chunk: a long pass resumes
+            part = missing[start : start + self.chunk]
+            new = self.backbone.pooled(part)  # (M, H)
+            self.encoded_texts += len(part)
             base = len(self.pooled)
             self.pooled = torch.cat([self.pooled, new.float()])
-            self.rows.update({t: base + i for i, t in enumerate(missing)})
+            self.rows.update({t: base + i for i, t in enumerate(part)})
             self._write()
         return self.pooled[torch.tensor([self.rows[t] for t in texts], dtype=torch.long)]
 
