@@ -237,3 +237,64 @@ def test_every_bundled_ensemble_config_loads():
         cfg = load_ensemble_config(path.stem)
         for m in cfg.members:  # relative head folders resolve against the config file, not the cwd
             assert m.head_dir is None or Path(m.head_dir).is_absolute()
+
+
+def _write_own_retrieval(folder: Path) -> None:
+    """A BEIR-layout folder under a name mteb does not know: 30 docs, 12 train + 8 test queries."""
+    words = "a man woman dog cat is eating riding playing food bread horse guitar book".split()
+    rng = random.Random(5)
+    (folder / "qrels").mkdir(parents=True)
+    docs = {f"d{i}": " ".join(rng.choice(words) for _ in range(rng.randint(4, 9))) for i in range(30)}
+    with (folder / "corpus.jsonl").open("w") as fh:
+        for did, text in docs.items():
+            fh.write(json.dumps({"_id": did, "title": "", "text": text}) + "\n")
+    with (folder / "queries.jsonl").open("w") as fh:
+        for q in range(20):
+            fh.write(json.dumps({"_id": f"q{q}", "text": " ".join(docs[f"d{q}"].split()[:3])}) + "\n")
+    for split, qs in (("train", range(12)), ("test", range(12, 20))):
+        rows = ["query-id\tcorpus-id\tscore"] + [f"q{q}\td{q}\t1" for q in qs] + ["q1\td25\t1"]
+        (folder / "qrels" / f"{split}.tsv").write_text("\n".join(rows) + "\n")
+
+
+def test_ensemble_on_own_retrieval_data_end_to_end(tiny_bert_dir, tmp_path):
+    """A task mteb does not know runs through mteb's retrieval evaluator on a task built from its data."""
+    _write_own_retrieval(tmp_path / "data" / "MyDocs")
+    common = f"{{model: '{tiny_bert_dir}', max_length: 64, precision: fp32, batch_size: 16"
+    fit = "{batch_size: 4, refine_steps: 10}"
+    (tmp_path / "cfgs").mkdir()
+    (tmp_path / "cfgs" / "own.yaml").write_text(
+        "name: own\nmembers:\n"
+        f"  - {{id: mean, backbone: minilm-l6, overrides: {common}}}, fit: {fit}}}\n"
+        f"  - {{id: cls, backbone: minilm-l6, overrides: {common}, pooling: cls}}, fit: {fit}}}\n"
+        "variants: [uec, concat, member, rrf]\nmerges: [uniform]\n"
+    )
+    cfg = EvalConfig(
+        ensemble=str(tmp_path / "cfgs" / "own.yaml"),
+        task="MyDocs",
+        data_root=str(tmp_path / "data"),
+        out=str(tmp_path / "out"),
+        device=Device.cpu,
+        batch_size=16,
+    )
+    out = run_ensemble(cfg)
+    report = json.loads((tmp_path / "out" / "ensemble.json").read_text())
+    assert report["task"] == "MyDocs" and "ndcg_at_10" in out["ranked_by"]
+    assert set(report["results"]) == {"uec", "concat", "member:mean", "member:cls", "rrf", "merge_uniform"}
+    for row in report["results"].values():
+        assert 0.0 <= row["scores"]["ndcg_at_10"] <= 1.0
+    # Held-out groups (the query with two relevant docs stays in one group) gave every member a scale.
+    assert all(m["variance_scale"] > 0 and m["heldout_pairs"] >= 1 for m in report["members"])
+
+
+def test_unknown_task_fails_in_one_line(tmp_path):
+    from ucse.data.tasks import DataError
+
+    (tmp_path / "data").mkdir()
+    cfg = EvalConfig(ensemble="minilm-pair", task="NoSuchTask", data_root=str(tmp_path / "data"))
+    with pytest.raises(DataError, match="neither a configs/task file nor a data folder") as err:
+        run_ensemble(cfg)
+    assert "\n" not in str(err.value)
+    (tmp_path / "data" / "Odd").mkdir()
+    (tmp_path / "data" / "Odd" / "test.jsonl").write_text('{"question": "x"}\n')
+    with pytest.raises(DataError, match=r"line 1 has keys \['question'\]"):
+        run_ensemble(EvalConfig(ensemble="minilm-pair", task="Odd", data_root=str(tmp_path / "data")))

@@ -136,6 +136,11 @@ class EnsembleConfig:
     """Smallest weight on the grid."""
     rrf_k: int = 60
     """RRF constant."""
+    merges: list[str] = field(default_factory=list)
+    """Parameter-merging rows for same-architecture backbone members: ``uniform``, ``weighted`` (simplex
+    grid of step ``merge_step`` on validation), ``task_arithmetic`` (alpha on the paper's grid)."""
+    merge_step: float = 0.2
+    """Simplex grid step of the weighted merge (each grid point re-encodes the validation texts)."""
 
 
 def _check_choice(value: str, cls: type[Enum], key: str) -> None:

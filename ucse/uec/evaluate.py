@@ -39,6 +39,7 @@ from ucse.uec.ensemble import (
     concatenate,
 )
 from ucse.uec.ensemble_members import align_members, build_member, fit_pairs
+from ucse.uec.ensemble_merges import merge_members, merge_scorer
 from ucse.uec.ensemble_task import EnsembleTask, ndcg_at_10, task_config
 from ucse.uec.fusion import simplex_grid, weighted_ensemble
 from ucse.uec.members import CachedMember
@@ -218,6 +219,16 @@ def run_ensemble(cfg: EvalConfig) -> dict:
         logger.info(
             "%s: %s", name, {m: round(results[name]["scores"].get(m, float("nan")), 4) for m in task.metrics}
         )
+    for name, (merged, note) in merge_members(ens_cfg.merges, built, task, ens_cfg.merge_step).items():
+        t0 = time.perf_counter()
+        encoder = mteb_eval.UecMtebEncoder([merged], merge_scorer(merged), name=f"ucse/{ens_cfg.name}-{name}")
+        scores = mteb_eval.evaluate_task(encoder, task.mteb_task, cfg.batch_size)
+        results[name] = {
+            "scores": {k: float(v) for k, v in scores.items() if isinstance(v, (int, float, np.floating))},
+            "note": note,
+            "seconds": time.perf_counter() - t0,
+            "params": {},
+        }
     heat = {row: ens.encode(texts).weights.mean(0) for row, texts in task.heat_rows.items()}  # (K,) each
     all_texts = [t for texts in task.heat_rows.values() for t in texts]
     gauss = ens.member_gaussians(all_texts)
