@@ -11,9 +11,13 @@ their logits are -inf, so they carry no probability, no gradient and no curvatur
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F  # noqa: N812
 from torch.func import grad, vmap
+
+from ucse.uec.similarity import similarity_moments
 
 
 def _pair_logit(a: torch.Tensor, b: torch.Tensor, cosine: bool, temperature: float) -> torch.Tensor:
@@ -116,3 +120,30 @@ def normalised_moments(mean: torch.Tensor, var: torch.Tensor) -> tuple[torch.Ten
     u2 = unit**2
     var_u = (var * (1 - 2 * u2) + u2 * (u2 * var).sum(-1, keepdim=True)) / norm**2
     return unit, var_u.clamp_min(0)
+
+
+def probit_val_loss(
+    va: torch.Tensor,
+    vb: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor,
+    var_w: torch.Tensor,
+    var_b: torch.Tensor,
+    cosine: bool,
+    temperature: float,
+    batch_size: int,
+) -> torch.Tensor:
+    """Held-out in-batch InfoNCE of probit-corrected logits (Eq. 6 at logit scale) under a diagonal posterior.
+
+    va, vb (M, F) held-out pairs; weight (D, F), bias (D,) the MAP; var_w (D, F), var_b (D,) its variances.
+    """
+    total = torch.zeros((), dtype=torch.float64)
+    for start in range(0, len(va), batch_size):
+        moments = []
+        for phi in (va[start : start + batch_size], vb[start : start + batch_size]):
+            mean, var = phi @ weight.T + bias, phi**2 @ var_w.T + var_b  # (B, D)
+            moments.append(normalised_moments(mean, var) if cosine else (mean, var))
+        mu_s, var_s = similarity_moments(moments[0][0], moments[0][1], moments[1][0], moments[1][1])
+        logits = (mu_s / temperature) / torch.sqrt(1 + math.pi / 8 * var_s / temperature**2)  # (B, B)
+        total = total + F.cross_entropy(logits, torch.arange(len(logits)), reduction="sum").double()
+    return total
