@@ -1,12 +1,19 @@
 """Atomic artifact writes: write beside the target, then rename, so no reader sees a half-written file.
 
 Every artifact of the package (run metrics, heads, Gaussian embeddings, plots, caches of fitted members)
-goes through these helpers.
+goes through these helpers. Temporary siblings are named ``.<name>.<random>.tmp`` (and
+``.<name>.old-<random>`` while a folder is swapped); a process killed mid-write leaves them behind, and
+:func:`clean_leftovers` removes them on the next run. Final files and folders get the permissions the
+umask allows (``mkstemp`` and ``mkdtemp`` would leave them 0600 / 0700).
+
+Every JSON file is strict (RFC 8259): NaN and infinities are written as ``null``, never as the ``NaN``
+tokens Python's ``json`` emits by default.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -27,6 +34,7 @@ def atomic_file(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
+        Path(tmp).chmod(0o666 & ~_umask())
         Path(tmp).replace(path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -39,9 +47,76 @@ def write_text(path: str | Path, text: str) -> None:
         fh.write(text)
 
 
+def _umask() -> int:
+    """The process umask (read by setting and restoring it: the only portable way)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def strict_json(obj: Any) -> Any:
+    """``obj`` with every non-finite float (NaN, inf; numpy/torch scalars too) replaced by ``None``."""
+    if isinstance(obj, dict):
+        return {k: strict_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [strict_json(v) for v in obj]
+    if hasattr(obj, "item") and getattr(obj, "ndim", None) == 0:  # numpy / torch scalars
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def dumps(obj: Any, **dumps_kwargs: Any) -> str:
+    """``json.dumps`` that writes strict JSON: NaN/inf become ``null`` (``allow_nan=False`` guards the rest).
+
+    A ``default=`` converter's output is made strict too.
+    """
+    default = dumps_kwargs.pop("default", None)
+    if default is not None:
+        dumps_kwargs["default"] = lambda o: strict_json(default(o))
+    return json.dumps(strict_json(obj), allow_nan=False, **dumps_kwargs)
+
+
 def write_json(path: str | Path, obj: Any, **dumps_kwargs: Any) -> None:
-    """Write ``obj`` as indented JSON atomically."""
-    write_text(path, json.dumps(obj, indent=2, **dumps_kwargs) + "\n")
+    """Write ``obj`` as indented, strict JSON (NaN/inf -> ``null``) atomically."""
+    dumps_kwargs.setdefault("indent", 2)
+    write_text(path, dumps(obj, **dumps_kwargs) + "\n")
+
+
+def clean_leftovers(folder: str | Path, name: str | None = None) -> list[Path]:
+    """Remove the temporary siblings a killed writer left in ``folder`` (only those of ``name`` when given).
+
+    Only names this module creates are touched: ``.<name>.<random>.tmp`` is deleted; ``.<name>.old-<random>``
+    (a folder moved aside while being replaced) is put back when ``<name>`` itself is missing (the kill came
+    between the two renames), else deleted.
+
+    Returns:
+        The paths removed or restored.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    done = []
+    for p in sorted(folder.iterdir()):
+        if not p.name.startswith(f".{name}." if name is not None else "."):
+            continue
+        if ".old-" in p.name:
+            target = folder / p.name[1 : p.name.rindex(".old-")]
+            if name is not None and target.name != name:
+                continue
+            if not target.exists():
+                p.replace(target)
+                done.append(p)
+                continue
+        elif not p.name.endswith(".tmp"):
+            continue
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
+        done.append(p)
+    return done
 
 
 @contextmanager
@@ -54,6 +129,7 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    tmp.chmod(0o777 & ~_umask())
     try:
         yield tmp
     except BaseException:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import random
+from typing import Any
+
 import lightning as L
+import numpy as np
 import torch
 from torchmetrics import MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
@@ -11,6 +15,43 @@ from transformers import get_linear_schedule_with_warmup
 from ucse.config import ContrastiveType, LossConfig, OptimConfig
 from ucse.heads.base import Head, HeadOutput
 from ucse.losses import cross_entropy, gaussian_kl, label_wise_contrastive, simcse, supcon, total_loss
+
+
+class NonFiniteLossError(ValueError):
+    """Training produced a NaN or infinite loss; the message names the step and the likely cause."""
+
+
+RNG_KEY = "ucse_rng_state"
+
+
+def rng_state() -> dict[str, Any]:
+    """Torch, CUDA, numpy and Python RNG states as tensors and plain values (``weights_only``-loadable)."""
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    version, internal, next_gauss = random.getstate()
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "numpy": {
+            "kind": str(kind),
+            "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "gauss": float(gauss),
+        },
+        "python": [int(version), list(internal), next_gauss],
+    }
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore the states saved by :func:`rng_state` (CUDA only when the device count matches)."""
+    torch.set_rng_state(state["torch"])
+    if state["cuda"] and torch.cuda.is_available() and len(state["cuda"]) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(state["cuda"])
+    n = state["numpy"]
+    keys = n["keys"].numpy().astype(np.uint32)
+    np.random.set_state((n["kind"], keys, n["pos"], n["has_gauss"], n["gauss"]))
+    version, internal, next_gauss = state["python"]
+    random.setstate((version, tuple(internal), next_gauss))
 
 
 class UcseModule(L.LightningModule):
@@ -68,6 +109,7 @@ class UcseModule(L.LightningModule):
         lcl_w = self.loss_cfg.lcl_weight if self.loss_cfg.contrastive != ContrastiveType.none else 0.0
         kl_w = self.loss_cfg.kl_weight if out.var is not None else 0.0
         loss = total_loss(ce, con, kl, lcl_weight=lcl_w, kl_weight=kl_w)
+        self._check_finite(loss, ce, con, kl, hidden)
         acc = (out.logits.argmax(-1) == y).float().mean()
         bs = y.shape[0]
         self.log_dict(
@@ -81,6 +123,44 @@ class UcseModule(L.LightningModule):
             self.log("train/sigma", out.var.sqrt().mean(), on_step=True, on_epoch=True, batch_size=bs)
         self.log("loss", loss, prog_bar=True, on_step=True, on_epoch=False, logger=False, batch_size=bs)
         return loss
+
+    def _check_finite(
+        self, loss: torch.Tensor, ce: torch.Tensor, con: torch.Tensor, kl: torch.Tensor, hidden: torch.Tensor
+    ) -> None:
+        """Stop training on a NaN/inf loss instead of exporting a head of NaN weights.
+
+        Lightning 2.x has no built-in stop on a non-finite loss (``terminate_on_nan`` was removed), hence this
+        check; it costs one scalar device-to-host copy per step.
+        """
+        if bool(torch.isfinite(loss)):
+            return
+        step, epoch = self.trainer.global_step if self._trainer else 0, self.current_epoch
+        terms = ", ".join(f"{k}={float(v):.4g}" for k, v in (("ce", ce), ("contrastive", con), ("kl", kl)))
+        if not bool(torch.isfinite(hidden).all()):
+            cause = (
+                "the input token states hold NaN/inf: delete the hidden-state cache entry (cache.dir) "
+                "or check the backbone's precision"
+            )
+        elif not all(bool(torch.isfinite(p).all()) for p in self.head.parameters()):
+            cause = f"the head's weights diverged: lower optim.lr (now {self.optim_cfg.lr:g})"
+        else:
+            cause = (
+                f"the loss overflowed: lower optim.lr (now {self.optim_cfg.lr:g}) or raise loss.temperature "
+                f"(now {self.loss_cfg.temperature:g})"
+            )
+        raise NonFiniteLossError(
+            f"Training stopped: non-finite loss at step {step} (epoch {epoch}; {terms}); likely cause: "
+            f"{cause}. No head was written."
+        )
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Store every RNG state, so a resumed run draws the same dropout, sampling noise and shuffles."""
+        checkpoint[RNG_KEY] = rng_state()
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Restore the RNG states saved with the checkpoint (older checkpoints without them load as is)."""
+        if RNG_KEY in checkpoint:
+            set_rng_state(checkpoint[RNG_KEY])
 
     def validation_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> None:
         """Deterministic (mu-based) validation metrics."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,13 +20,29 @@ from ucse import atomic
 from ucse.backbone.cache import Dist, HiddenStateCache, OnTheFlyStates, SubsetStates, TokenStates
 from ucse.backbone.encoder import FrozenBackbone
 from ucse.backbone.precision import effective_precision
-from ucse.config import Device, HeadType, Precision, ProfilerType, TrainConfig, to_yaml
+from ucse.config import (
+    ConfigError,
+    Device,
+    HeadType,
+    Precision,
+    ProfilerType,
+    TrainConfig,
+    to_yaml,
+    validate_config,
+)
 from ucse.data import TaskData, load_classification
 from ucse.heads import build_head, save_head
 from ucse.training.datamodule import StatesDataModule
 from ucse.training.distributed import LazyStates, check_devices, is_distributed, is_rank_zero
 from ucse.training.logreg import fit_logreg
 from ucse.training.module import UcseModule
+from ucse.training.run_folder import (
+    SafeCheckpointIO,
+    check_checkpoint_fits,
+    check_run_dir,
+    checkpoint_path,
+    read_checkpoint,
+)
 
 log = logging.getLogger(__name__)
 SPLITS = ("train", "validation", "test")
@@ -40,9 +57,9 @@ class RunResult:
 
 
 def resolve_device(device: Device) -> torch.device:
-    """``auto`` -> CUDA when available, else CPU; ``cuda`` without a GPU fails clearly."""
+    """``auto`` -> CUDA when available, else CPU; ``cuda`` without a GPU fails clearly (a ``ConfigError``)."""
     if device == Device.cuda and not torch.cuda.is_available():
-        raise RuntimeError("device=cuda but no CUDA GPU is visible; use device=auto or device=cpu.")
+        raise ConfigError("device=cuda but no CUDA GPU is visible; use device=auto or device=cpu.")
     if device == Device.cpu or (device == Device.auto and not torch.cuda.is_available()):
         return torch.device("cpu")
     return torch.device("cuda")
@@ -156,6 +173,7 @@ def _trainer(cfg: TrainConfig, run_dir: Path, device: torch.device) -> tuple[L.T
         log_every_n_steps=cfg.log_every_n_steps,
         enable_progress_bar=cfg.progress_bar,
         profiler=_profiler(cfg, run_dir),
+        plugins=[SafeCheckpointIO()],
         enable_model_summary=False,
         num_sanity_val_steps=0,
     )
@@ -175,16 +193,39 @@ def train(cfg: TrainConfig, data: TaskData | None = None) -> RunResult:
     ``head/`` (``config.json`` + ``model.safetensors``, loadable without Lightning).
     """
     t0 = time.perf_counter()
-    data = data if data is not None else load_classification(cfg.task, cfg.data, cfg.seed)
+    validate_config(cfg)  # again: a config built by hand (Python API) skips build_config
+    device = resolve_device(cfg.device)
     run_dir = run_dir_for(cfg)
     if cfg.cache.enabled:
         HiddenStateCache(cfg.cache.dir, cfg.cache.dtype)  # a cache folder that is a file fails before writes
     check_devices(cfg)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    rank0 = is_rank_zero()  # other ranks of a distributed run write nothing into the run folder
+    swap = False
+    if rank0:
+        # A run killed while an overwrite swapped folders left the old run aside: put it back before judging.
+        atomic.clean_leftovers(run_dir.parent, run_dir.name)
+        swap = check_run_dir(cfg, run_dir)
+    data = data if data is not None else load_classification(cfg.task, cfg.data, cfg.seed)
+    with ExitStack() as stack:
+        if rank0:
+            # Everything is validated: from here on the run folder is ours. Temporary files a killed run
+            # left in it (a half-written head, metrics or checkpoint) go first.
+            for sub in (run_dir, run_dir / "checkpoints"):
+                atomic.clean_leftovers(sub)
+        # overwrite=true: train into a temporary sibling, swapped in whole when the run succeeded.
+        work = stack.enter_context(atomic.atomic_dir(run_dir)) if swap else run_dir
+        work.mkdir(parents=True, exist_ok=True)
+        metrics = _run(cfg, data, work, device, t0)
+    if rank0:
+        log.info("run folder: %s  test: %s", run_dir, metrics["test"])
+    return RunResult(run_dir, metrics)
+
+
+def _run(cfg: TrainConfig, data: TaskData, run_dir: Path, device: torch.device, t0: float) -> dict:
+    """The run itself, writing into ``run_dir`` (the run folder, or its temporary sibling)."""
     if is_rank_zero():
         atomic.write_text(run_dir / "config.yaml", to_yaml(cfg))
     L.seed_everything(cfg.seed, workers=True, verbose=False)
-    device = resolve_device(cfg.device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
 
@@ -210,7 +251,7 @@ def train(cfg: TrainConfig, data: TaskData | None = None) -> RunResult:
         metrics = _fit_lightning(cfg, run_dir, device, states, labels, data, backbone.hidden_size)
     if distributed:
         if not is_rank_zero():
-            return RunResult(run_dir, metrics)  # rank 0 alone writes metrics.json
+            return metrics  # rank 0 alone writes metrics.json
         states_s, cache = lazy.seconds, lazy.cache  # measured inside fit (in the main process under ddp)
 
     metrics["timing"] = {"states_s": round(states_s, 3), "total_s": round(time.perf_counter() - t0, 3)}
@@ -226,8 +267,7 @@ def train(cfg: TrainConfig, data: TaskData | None = None) -> RunResult:
         "cache_builds": cache.builds if cache is not None else 0,
     }
     atomic.write_json(run_dir / "metrics.json", metrics)
-    log.info("run folder: %s  test: %s", run_dir, metrics["test"])
-    return RunResult(run_dir, metrics)
+    return metrics
 
 
 def _fit_lightning(
@@ -243,13 +283,16 @@ def _fit_lightning(
     module = UcseModule(head, data.num_classes, cfg.loss, cfg.optim)
     dm = StatesDataModule(states, labels, cfg.optim.batch_size, cfg.seed, cfg.num_workers)
     trainer, ckpt = _trainer(cfg, run_dir, device)
+    resume = checkpoint_path(cfg, run_dir)
+    if resume is not None:
+        check_checkpoint_fits(read_checkpoint(resume), module, resume)
     t_fit = time.perf_counter()
-    trainer.fit(module, datamodule=dm, ckpt_path=cfg.ckpt_path)
+    trainer.fit(module, datamodule=dm, ckpt_path=resume, weights_only=True)
     fit_s = time.perf_counter() - t_fit
     best = ckpt.best_model_path or None
     # validate/test reload the best checkpoint's weights into `module`, so the exported head is the best one.
-    val = trainer.validate(module, datamodule=dm, ckpt_path=best, verbose=False)[0]
-    test = trainer.test(module, datamodule=dm, ckpt_path=best, verbose=False)[0]
+    val = trainer.validate(module, datamodule=dm, ckpt_path=best, verbose=False, weights_only=True)[0]
+    test = trainer.test(module, datamodule=dm, ckpt_path=best, verbose=False, weights_only=True)[0]
     if trainer.is_global_zero:
         save_head(module.head.cpu().float(), run_dir / "head", head_meta(cfg, data))
     return {

@@ -1,0 +1,158 @@
+"""The run folder: what may be trained into it, resuming from its checkpoints, and safe checkpoint I/O."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import fields, is_dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from lightning.fabric.plugins import TorchCheckpointIO
+
+from ucse import atomic
+from ucse.config import ConfigError, TrainConfig, from_yaml
+from ucse.heads.io import HEAD_FILES
+
+RESULT_MARKERS = ("metrics.json", "head", "checkpoints")
+"""What makes a folder hold a run worth keeping: results, a head, or checkpoints to resume from."""
+RUN_FILES = frozenset({"config.yaml", "logs", *RESULT_MARKERS})
+# Sections a resumed run must share with the run it resumes (epochs may grow; logging may change).
+_RESUME_KEYS = ("task", "backbone", "head", "loss", "data", "seed")
+
+
+def _has_results(run_dir: Path) -> bool:
+    ckpts = run_dir / "checkpoints"
+    return (
+        (run_dir / "metrics.json").exists()
+        or (run_dir / "head").exists()
+        or (ckpts.is_dir() and any(ckpts.glob("*.ckpt")))
+    )
+
+
+def check_run_dir(cfg: TrainConfig, run_dir: Path) -> bool:
+    """Decide, before anything is loaded or written, whether training may go into ``run_dir``.
+
+    A folder holding a run (results, a head or checkpoints) is refused unless ``overwrite=true`` (the old
+    run is replaced whole when the new one finishes) or ``ckpt_path`` (resume it; its config must match).
+    A folder holding anything else than ucse run files is always refused. Nothing is changed here.
+
+    Returns:
+        Whether the run must be trained in a temporary sibling and swapped in at the end (``overwrite``).
+
+    Raises:
+        ConfigError: naming the folder, what is in it and the flag or folder that allows the run.
+    """
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ConfigError(f"Run folder {run_dir} is a file; choose another output_dir.")
+    if not run_dir.is_dir():
+        return False
+    names = {p.name for p in run_dir.iterdir() if not (p.name.startswith(".") and p.name.endswith(".tmp"))}
+    foreign = sorted(n for n in names - RUN_FILES if not n.startswith((".", "profile")))
+    if foreign:
+        raise ConfigError(
+            f"Refusing to train into {run_dir}: it holds files that are not a ucse run "
+            f"({', '.join(foreign[:5])}); nothing was changed. Choose another output_dir (or name)."
+        )
+    if not _has_results(run_dir):
+        return False  # empty, or a run that failed before training: nothing worth keeping
+    if cfg.ckpt_path:
+        _check_resume(cfg, run_dir)
+        return False
+    if cfg.overwrite:
+        return True
+    present = sorted(n for n in names if n in RUN_FILES)
+    raise ConfigError(
+        f"{run_dir} already holds a run ({', '.join(present)}); nothing was changed. Pass overwrite=true to "
+        "replace it whole, ckpt_path=last to resume it, or choose another output_dir (or name)."
+    )
+
+
+def _check_resume(cfg: TrainConfig, run_dir: Path) -> None:
+    """A resumed run needs the same task, backbone, head, loss, data and seed, and a readable checkpoint."""
+    if (run_dir / "config.yaml").is_file():
+        old = from_yaml(run_dir / "config.yaml")
+        for key in _RESUME_KEYS:
+            if getattr(old, key) != getattr(cfg, key):
+                raise ConfigError(
+                    f"ckpt_path={cfg.ckpt_path} resumes the run in {run_dir}, but its config.yaml has "
+                    f"another '{key}' ({_diff(getattr(old, key), getattr(cfg, key), key)}); resume with the "
+                    "same settings, or pass overwrite=true (without ckpt_path) to start the run afresh."
+                )
+    head = run_dir / "head"
+    if head.exists() and (not head.is_dir() or {p.name for p in head.iterdir()} - HEAD_FILES):
+        raise ConfigError(f"{head} is not a saved head folder; move it away before resuming the run.")
+    path = checkpoint_path(cfg, run_dir)
+    if path is not None:
+        read_checkpoint(path)
+
+
+def _diff(old: Any, new: Any, key: str) -> str:
+    """The first field that differs between two config sections, as ``key.field: old -> new``."""
+    if is_dataclass(old) and is_dataclass(new):
+        for f in fields(old):
+            a, b = getattr(old, f.name), getattr(new, f.name)
+            if a != b:
+                return (
+                    f"{key}.{f.name}: {getattr(a, 'value', a)!r} in the run, {getattr(b, 'value', b)!r} now"
+                )
+    return f"{old!r} in the run, {new!r} now"
+
+
+def checkpoint_path(cfg: TrainConfig, run_dir: Path) -> Path | None:
+    """The checkpoint ``cfg.ckpt_path`` names (``last`` -> ``checkpoints/last.ckpt``), or None when absent."""
+    if not cfg.ckpt_path:
+        return None
+    if cfg.ckpt_path == "last":
+        path = run_dir / "checkpoints" / "last.ckpt"
+        return path if path.is_file() else None  # killed before the first checkpoint: start afresh
+    path = Path(cfg.ckpt_path)
+    if not path.is_file():
+        raise ConfigError(
+            f"ckpt_path={cfg.ckpt_path}: no such checkpoint file; use ckpt_path=last or a .ckpt file."
+        )
+    return path
+
+
+def read_checkpoint(path: Path) -> dict:
+    """Load a Lightning checkpoint with ``weights_only=True`` (no code runs); damage is a ConfigError."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - torch raises RuntimeError, UnpicklingError, EOFError...
+        raise ConfigError(
+            f"Checkpoint {path} is unreadable ({type(err).__name__}: {str(err).splitlines()[0][:120]}); it "
+            "was probably cut short by a kill. Delete it to resume from the start, or pass overwrite=true."
+        ) from None
+
+
+class SafeCheckpointIO(TorchCheckpointIO):
+    """Lightning checkpoint I/O that writes through a temporary sibling and reads with ``weights_only=True``.
+
+    The atomic write means a kill never leaves a truncated ``last.ckpt``; the safe read means a checkpoint
+    can never run code (Lightning passes ``weights_only=None`` by default).
+    """
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any = None) -> None:
+        """Serialise in memory, then write a sibling and rename it onto ``path``."""
+        buf = io.BytesIO()
+        torch.save(checkpoint, buf)
+        with atomic.atomic_file(path, "wb") as fh:
+            fh.write(buf.getbuffer())
+
+    def load_checkpoint(self, path: Any, map_location: Any = None, weights_only: bool | None = None) -> dict:
+        """Read a checkpoint without unpickling arbitrary objects."""
+        return super().load_checkpoint(path, map_location=map_location, weights_only=True)
+
+
+def check_checkpoint_fits(checkpoint: dict, module: torch.nn.Module, path: Path) -> None:
+    """Refuse a checkpoint whose weights do not fit this head (e.g. resuming with another head)."""
+    state = checkpoint.get("state_dict", {})
+    expected = module.state_dict()
+    bad = sorted(set(state) ^ set(expected)) or [
+        k for k, v in expected.items() if tuple(state[k].shape) != tuple(v.shape)
+    ]
+    if bad:
+        raise ConfigError(
+            f"Checkpoint {path} does not fit this head (first differing tensor: {bad[0]}); it was trained "
+            "with other head settings. Resume with the run's own config, or overwrite=true (no ckpt_path)."
+        )
