@@ -109,3 +109,61 @@ def test_yaml_roundtrip(tmp_path: Path):
 
 def test_config_dir_exists():
     assert (CONFIG_DIR / "train.yaml").is_file()
+
+
+@pytest.mark.parametrize(
+    ("override", "needle"),
+    [
+        ("optim.epochs=0", "optim.epochs=0: allowed an integer >= 1"),
+        ("optim.epochs=-1", "optim.epochs=-1: allowed an integer >= 1"),
+        ("optim.lr=-0.001", "optim.lr=-0.001: allowed a finite number > 0"),
+        ("optim.lr=0", "optim.lr=0.0: allowed"),
+        ("optim.warmup_ratio=5", "optim.warmup_ratio=5.0: allowed 0 <= warmup_ratio <= 1"),
+        ("optim.warmup_ratio=-0.1", "optim.warmup_ratio=-0.1"),
+        ("optim.batch_size=0", "optim.batch_size=0: allowed an integer >= 1"),
+        ("backbone.max_length=0", "backbone.max_length=0: allowed an integer >= 1"),
+        ("backbone.batch_size=0", "backbone.batch_size=0"),
+        ("loss.temperature=0", "loss.temperature=0.0: allowed > 0"),
+        ("loss.lcl_weight=1.5", "loss.lcl_weight=1.5: allowed 0 <= lcl_weight <= 1"),
+        ("loss.lcl_weight=-0.1", "loss.lcl_weight=-0.1"),
+        ("head.dropout=1", "head.dropout=1.0: allowed 0 <= dropout < 1"),
+        ("head.kernel_sizes=[]", "head.kernel_sizes=[]"),
+        ("seed=-3", "seed=-3: allowed an integer >= 0"),
+        ("seed=???", "'seed=???' leaves 'seed' unset"),
+        ("seed=1.5", "could not be converted to Integer"),
+        ("backbone.prompt=no placeholder", "a template containing {text}"),
+    ],
+)
+def test_out_of_range_values_are_refused_at_build_time(override, needle):
+    with pytest.raises(ConfigError) as err:
+        build_config([override])
+    assert needle in str(err.value) and "\n" not in str(err.value)
+
+
+def test_cuda_without_a_gpu_is_refused_at_build_time(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ConfigError, match="device='cuda': no CUDA GPU is visible; use device=auto"):
+        build_config(["device=cuda"])
+
+
+def test_a_prompt_with_colons_is_taken_verbatim():
+    # OmegaConf would read `query: {text}` as a YAML mapping; a string field keeps the text as typed.
+    cfg = build_config(["backbone.prompt=task: classification | query: {text}"])
+    assert cfg.backbone.prompt == "task: classification | query: {text}"
+    assert build_config(["backbone.revision=null"]).backbone.revision is None
+
+
+def test_overwrite_and_resume_together_are_refused():
+    with pytest.raises(ConfigError, match="overwrite=true and ckpt_path='last' contradict"):
+        build_config(["overwrite=true", "ckpt_path=last"])
+
+
+def test_validation_runs_before_any_data_is_read(tmp_path):
+    # The data path does not exist: the range error must come first (nothing loaded, nothing written).
+    with pytest.raises(ConfigError, match="optim.epochs=0"):
+        build_config(
+            [f"data.path={tmp_path / 'missing.csv'}", "optim.epochs=0", f"output_dir={tmp_path / 'r'}"]
+        )
+    assert list(tmp_path.iterdir()) == []

@@ -512,7 +512,7 @@ def _parse_dotlist(dotlist: list[str]) -> DictConfig:
         try:
             parsed = OmegaConf.from_dotlist([tok])
             leaf = OmegaConf.select(parsed, key, throw_on_missing=False)
-        except (OmegaConfBaseException, ValueError):
+        except Exception:  # noqa: BLE001 - yaml's ScannerError, OmegaConf's errors: the value is not YAML
             parsed, leaf = None, None
         if _is_text_field(key) and (
             parsed is None or isinstance(leaf, (DictConfig, list)) or OmegaConf.is_list(leaf)

@@ -92,7 +92,9 @@ def test_kill_and_resume_equals_an_uninterrupted_run(tiny_task_root, tiny_bert_d
     )
     resume_s = time.perf_counter() - t1
     assert done.returncode == 0, done.stderr[-2000:]
-    print(f"\nuninterrupted wall {wall:.1f}s; kills (delay s, epoch on disk): {landed}; last resume {resume_s:.1f}s")
+    print(
+        f"\nuninterrupted {wall:.1f}s; kills (delay s, epoch on disk): {landed}; last resume {resume_s:.1f}s"
+    )
 
     for name in ("model.safetensors", "config.json"):
         assert (run / "head" / name).read_bytes() == (ref / "head" / name).read_bytes(), name

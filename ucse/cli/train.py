@@ -43,7 +43,9 @@ def fit_uncertainty(run_dir: Path, cfg: TrainConfig, data: TaskData) -> Uncertai
     from ucse.training.run import resolve_device
     from ucse.uncertainty.fit import classifier_weight, encode_splits, fit_profile
 
-    encoder = UcseEncoder.from_dir(run_dir / "head", device=resolve_device(cfg.device))
+    encoder = UcseEncoder.from_dir(
+        run_dir / "head", device=resolve_device(cfg.device), trust_remote_code=cfg.backbone.trust_remote_code
+    )
     outs = encode_splits(cfg, encoder, data, ("train", "validation"))
     profile = fit_profile(
         outs["validation"],
@@ -69,6 +71,11 @@ def run_training(cfg: TrainConfig, source: Any = None) -> tuple[RunResult, Uncer
         The run and its profile (``None`` with ``uncertainty.enabled=false`` or for ``head=logreg``).
     """
     check_uncertainty_config(cfg.uncertainty)  # before training, not after it
+    if is_rank_zero():
+        from ucse.training.run import run_dir_for
+        from ucse.training.run_folder import check_run_dir
+
+        check_run_dir(cfg, run_dir_for(cfg))  # a finished run is refused before the data are loaded
     if source is None:
         data = load_classification(cfg.task, cfg.data, cfg.seed)
     else:

@@ -34,6 +34,11 @@ class EvalConfig:
     """Export mode: a ``.jsonl`` file of ``{"text": ...}`` rows or a split name of the run's task."""
     out: str | None = None
     """Output folder of an export or an ensemble evaluation."""
+    overwrite: bool = False
+    """Let an export replace a non-empty ``out`` folder whole; without it such a folder is refused."""
+    trust_remote_code: bool = False
+    """Run the backbone's own model code (``auto_map``). Only this flag turns it on: a value stored in a run
+    or head is ignored."""
     ensemble: str | None = None
     """Ensemble mode: a config under ``configs/ensemble/``."""
     task: str | None = None

@@ -70,6 +70,28 @@ def load_run(run: str | Path, data_root: str | None = None) -> tuple[Path, Train
     return path, cfg
 
 
+def check_label_names(head: list[str], data: list[str], head_dir: Path) -> None:
+    """The head's classes (in logit order) must be the data's label names in the same order.
+
+    Raises:
+        ValueError: on other names, or the same names in another order (label ids would not line up).
+    """
+    if not head or head == data:
+        return
+    if sorted(head) == sorted(data):
+        at = next(i for i, (a, b) in enumerate(zip(head, data, strict=True)) if a != b)
+        raise ValueError(
+            f"The head in {head_dir} and the data name the same labels in another order (id {at}: "
+            f"{head[at]!r} in the head, {data[at]!r} in the data), so label ids would not line up; evaluate "
+            "on data whose label ids follow the head's label_names."
+        )
+    raise ValueError(
+        f"The head in {head_dir} was trained on {len(head)} labels, the data has {len(data)} (only in the "
+        f"head: {sorted(set(head) - set(data))[:5]}, only in the data: {sorted(set(data) - set(head))[:5]}); "
+        "evaluate on the task the run was trained on."
+    )
+
+
 def uncertainty_report(out: EncodedBatch, labels: np.ndarray, thresholds: list[float]) -> tuple[dict, dict]:
     """Accuracy-rejection curves (by max probability and, with a variance branch, by sigma) and sigma bins."""
     probs = torch.softmax(torch.from_numpy(out.logits).double(), dim=1).numpy()  # (N, C)
@@ -169,10 +191,11 @@ def evaluate_run(cfg: EvalConfig) -> dict:
     """
     run, train_cfg = load_run(cfg.run or "", cfg.data_root)
     device = resolve_device(cfg.device)
-    encoder = UcseEncoder.from_dir(run / "head", device=device)
+    encoder = UcseEncoder.from_dir(run / "head", device=device, trust_remote_code=cfg.trust_remote_code)
     data = load_classification(train_cfg.task, train_cfg.data, train_cfg.seed)
     if cfg.split not in data.splits:
         raise ValueError(f"split={cfg.split!r} is not one of {list(data.splits)}.")
+    check_label_names(encoder.label_names, list(data.label_names), run / "head")
     states, _ = build_states(train_cfg, encoder.backbone, data)
     # Every split is a view of one pool of the task's texts; MTEB's texts are served from it too.
     encoder.attach_states(task_pool(data), states["train"].base)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +16,8 @@ from ucse.backbone.encoder import FrozenBackbone, validate_texts
 from ucse.config import BackboneConfig, Precision
 from ucse.heads import load_head
 from ucse.heads.base import Head
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -76,20 +79,46 @@ class UcseEncoder:
 
     @classmethod
     def from_dir(
-        cls, head_dir: str | Path, device: torch.device | str = "cpu", backbone_overrides: dict | None = None
+        cls,
+        head_dir: str | Path,
+        device: torch.device | str = "cpu",
+        backbone_overrides: dict | None = None,
+        trust_remote_code: bool = False,
     ) -> UcseEncoder:
-        """Load ``head_dir`` (``config.json`` + ``model.safetensors``) and the backbone recorded in it."""
+        """Load ``head_dir`` (``config.json`` + ``model.safetensors``) and the backbone recorded in it.
+
+        Args:
+            head_dir: a head folder written by :func:`ucse.heads.save_head`.
+            device: where to run.
+            backbone_overrides: the caller's changes to the stored backbone config.
+            trust_remote_code: let the backbone's own model code run. Only the caller turns it on (here or in
+                ``backbone_overrides``): a ``trust_remote_code`` stored in the head is ignored, so a run
+                folder from elsewhere can never make ucse execute code.
+
+        Raises:
+            ValueError: when the backbone's hidden size is not the one the head was trained on (checked
+                before any text goes through the backbone).
+        """
         head, meta = load_head(head_dir)
-        merged = OmegaConf.merge(
-            OmegaConf.structured(BackboneConfig), meta["backbone"], backbone_overrides or {}
-        )
+        overrides = dict(backbone_overrides or {})
+        trust = bool(trust_remote_code or overrides.pop("trust_remote_code", False))
+        stored = dict(meta["backbone"])
+        if stored.pop("trust_remote_code", False) and not trust:
+            log.warning(
+                "%s asks for trust_remote_code; ignored (a stored head never enables it). Pass "
+                "trust_remote_code=true yourself if you trust that model's code.",
+                head_dir,
+            )
+        merged = OmegaConf.merge(OmegaConf.structured(BackboneConfig), stored, overrides)
         bcfg = OmegaConf.to_object(merged)
+        bcfg.trust_remote_code = trust
         backbone = FrozenBackbone(bcfg, device, instruction=meta.get("instruction", ""))
-        if backbone.hidden_size != meta.get("hidden_size", backbone.hidden_size):
+        expected = int(head.spec.hidden_size)
+        if backbone.hidden_size != expected:
             raise ValueError(
-                f"Head in {head_dir} expects hidden size {meta['hidden_size']} but backbone "
-                f"'{bcfg.model}' has "
-                f"{backbone.hidden_size}; load the backbone the head was trained on."
+                f"The head in {head_dir} was trained on {expected}-d token states but backbone "
+                f"'{bcfg.model}' gives {backbone.hidden_size}-d ones; use the backbone the head was trained "
+                "on (the one in its config.json)."
             )
         return cls(head.to(backbone.device), meta, backbone)
 

@@ -37,29 +37,61 @@ def read_texts(path: Path) -> list[str]:
     return texts
 
 
+def check_out(out: Path, run: Path, overwrite: bool) -> None:
+    """Refuse an export folder that would destroy something: the run itself, or a non-empty folder.
+
+    ``out`` may not be the run folder, one of its parents, or inside its ``head/`` or ``checkpoints/``
+    (whatever the flags say); a non-empty ``out`` is replaced only with ``overwrite=true``.
+
+    Raises:
+        ValueError: naming ``out``, what is in it and the flag or folder that allows the export.
+    """
+    o, r = out.resolve(), run.resolve()
+    if o == r or r.is_relative_to(o) or o.is_relative_to(r / "head") or o.is_relative_to(r / "checkpoints"):
+        raise ValueError(
+            f"out={out} would replace the run {run} or part of it (head, checkpoints, metrics); nothing was "
+            "changed. Export into a new folder, e.g. out=<run>/export or out=embeddings/<name>."
+        )
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out={out} is a file; nothing was changed. Export into a new folder.")
+    if out.is_dir() and not overwrite:
+        present = sorted(p.name for p in out.iterdir())
+        if present:
+            raise ValueError(
+                f"out={out} is not empty ({', '.join(present[:5])}); nothing was changed. Pass "
+                "overwrite=true to replace that folder whole, or export into a new folder."
+            )
+
+
 def export_run(cfg: EvalConfig) -> dict:
     """Encode ``cfg.export`` (a ``.jsonl`` file or a split of the run's task) into ``cfg.out``.
 
     Writes ``embeddings.safetensors`` (mean = mu, var = sigma^2) + ``meta.json`` atomically. A head
     without a variance branch has no variance to export: the error says to train with UCL or to use the
-    post-hoc Laplace member of ``ucse.uec``.
+    post-hoc Laplace member of ``ucse.uec``. ``out`` is checked first (see :func:`check_out`), then the
+    input texts, before any model is loaded.
     """
     if not cfg.out:
         raise ValueError("export needs out=<folder> for embeddings.safetensors + meta.json.")
     run = Path(cfg.run or "")
+    for need in ("config.yaml", "head/config.json", "head/model.safetensors"):
+        if not (run / need).is_file():
+            raise FileNotFoundError(f"{run} is not a finished ucse run: {need} is missing.")
+    check_out(Path(cfg.out), run, cfg.overwrite)
     train_cfg = from_yaml(run / "config.yaml")
-    encoder = UcseEncoder.from_dir(run / "head", device=resolve_device(cfg.device))
     source = Path(cfg.export)
     if source.suffix == ".jsonl":
         texts, origin = read_texts(source), {"input_file": str(source)}
-    elif cfg.export in SPLITS:
+    elif cfg.export not in SPLITS:
+        raise ValueError(f"export={cfg.export!r} is neither a .jsonl file nor a split ({', '.join(SPLITS)}).")
+    device = resolve_device(cfg.device)
+    encoder = UcseEncoder.from_dir(run / "head", device=device, trust_remote_code=cfg.trust_remote_code)
+    if cfg.export in SPLITS and source.suffix != ".jsonl":
         data = load_classification(train_cfg.task, train_cfg.data, train_cfg.seed)
         texts, origin = (
             data.texts(cfg.export),
             {"task": train_cfg.task.name, "split": cfg.export},
         )
-    else:
-        raise ValueError(f"export={cfg.export!r} is neither a .jsonl file nor a split ({', '.join(SPLITS)}).")
     out = encoder.encode_gaussian(texts)
     if out.var is None:
         raise ValueError(

@@ -83,7 +83,7 @@ def save_head(head: Head, directory: str | Path, meta: dict[str, Any]) -> Path:
         "pooling": spec.pooling,
         "meta": meta,
     }
-    text = json.dumps(config, indent=2, default=_jsonable)
+    text = atomic.dumps(config, indent=2, default=_jsonable)
     tensors = {k: v.detach().cpu().contiguous() for k, v in head.state_dict().items()}
 
     with atomic.atomic_dir(dest) as tmp:
@@ -211,7 +211,7 @@ def save_calibration(directory: str | Path, config: dict[str, Any], arrays: dict
         "arrays_sha256": _sha256(root / CALIBRATION_ARRAYS),
         **config,
     }
-    atomic.write_text(root / CALIBRATION_FILE, json.dumps(record, indent=2, default=_jsonable))
+    atomic.write_text(root / CALIBRATION_FILE, atomic.dumps(record, indent=2, default=_jsonable))
 
 
 def load_calibration(directory: str | Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]] | None:

@@ -37,6 +37,7 @@ class LengthBucketSampler(Sampler[list[int]]):
         bucket_batches: int = 50,
         rank: int = 0,
         world_size: int = 1,
+        epoch_source: Callable[[], int | None] | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
@@ -53,6 +54,7 @@ class LengthBucketSampler(Sampler[list[int]]):
         # Lightning calls set_epoch(epoch) on ``dataloader.batch_sampler.sampler`` at every epoch start;
         # pointing it at this object makes a resumed run shuffle as the uninterrupted run would.
         self.sampler = self
+        self.epoch_source = epoch_source
 
     def __len__(self) -> int:
         global_bs = self.batch_size * self.world_size
@@ -76,6 +78,11 @@ class LengthBucketSampler(Sampler[list[int]]):
             order = np.argsort(-self.lengths, kind="stable")
             yield from (order[i : i + bs].tolist() for i in range(0, n, bs))
             return
+        current = self.epoch_source() if self.epoch_source is not None else None
+        if current is not None:
+            # The trainer's epoch at iteration time: a resumed run prefetches its first batch before
+            # Lightning's set_epoch call, and must still draw epoch k's order.
+            self.epoch = current
         rng = np.random.default_rng(self.seed + self.epoch)
         self.epoch += 1  # a fresh order every epoch even when Lightning does not call set_epoch
         perm = rng.permutation(n)
@@ -135,6 +142,11 @@ class StatesDataModule(L.LightningDataModule):
         self.seed = seed
         self.num_workers = num_workers
 
+    def _epoch(self) -> int | None:
+        """The attached trainer's current epoch (``None`` outside a Lightning run)."""
+        trainer = getattr(self, "trainer", None)
+        return int(trainer.current_epoch) if trainer is not None else None
+
     def _set_states(self, states: dict[str, TokenStates]) -> None:
         for split, st in states.items():
             if len(st) != len(self.labels[split]):
@@ -160,7 +172,13 @@ class StatesDataModule(L.LightningDataModule):
         assert self.states is not None
         rank, world = self._rank_world()
         sampler = LengthBucketSampler(
-            self.states[split].lengths, self.batch_size, shuffle, self.seed, rank=rank, world_size=world
+            self.states[split].lengths,
+            self.batch_size,
+            shuffle,
+            self.seed,
+            rank=rank,
+            world_size=world,
+            epoch_source=self._epoch,
         )
         return DataLoader(
             range(len(self.states[split])),  # the "dataset" is the row index; collate reads the states

@@ -16,7 +16,6 @@ from ucse.heads.io import HEAD_FILES
 
 RESULT_MARKERS = ("metrics.json", "head", "checkpoints")
 """What makes a folder hold a run worth keeping: results, a head, or checkpoints to resume from."""
-RUN_FILES = frozenset({"config.yaml", "logs", *RESULT_MARKERS})
 # Sections a resumed run must share with the run it resumes (epochs may grow; logging may change).
 _RESUME_KEYS = ("task", "backbone", "head", "loss", "data", "seed")
 
@@ -35,7 +34,7 @@ def check_run_dir(cfg: TrainConfig, run_dir: Path) -> bool:
 
     A folder holding a run (results, a head or checkpoints) is refused unless ``overwrite=true`` (the old
     run is replaced whole when the new one finishes) or ``ckpt_path`` (resume it; its config must match).
-    A folder holding anything else than ucse run files is always refused. Nothing is changed here.
+    A non-empty folder without a run's ``config.yaml`` is always refused. Nothing is changed here.
 
     Returns:
         Whether the run must be trained in a temporary sibling and swapped in at the end (``overwrite``).
@@ -48,11 +47,10 @@ def check_run_dir(cfg: TrainConfig, run_dir: Path) -> bool:
     if not run_dir.is_dir():
         return False
     names = {p.name for p in run_dir.iterdir() if not (p.name.startswith(".") and p.name.endswith(".tmp"))}
-    foreign = sorted(n for n in names - RUN_FILES if not n.startswith((".", "profile")))
-    if foreign:
+    if names and "config.yaml" not in names:
         raise ConfigError(
-            f"Refusing to train into {run_dir}: it holds files that are not a ucse run "
-            f"({', '.join(foreign[:5])}); nothing was changed. Choose another output_dir (or name)."
+            f"Refusing to train into {run_dir}: it holds files but no ucse run (no config.yaml: "
+            f"{', '.join(sorted(names)[:5])}); nothing was changed. Choose another output_dir (or name)."
         )
     if not _has_results(run_dir):
         return False  # empty, or a run that failed before training: nothing worth keeping
@@ -61,7 +59,7 @@ def check_run_dir(cfg: TrainConfig, run_dir: Path) -> bool:
         return False
     if cfg.overwrite:
         return True
-    present = sorted(n for n in names if n in RUN_FILES)
+    present = sorted(n for n in names if n in RESULT_MARKERS)
     raise ConfigError(
         f"{run_dir} already holds a run ({', '.join(present)}); nothing was changed. Pass overwrite=true to "
         "replace it whole, ckpt_path=last to resume it, or choose another output_dir (or name)."

@@ -122,7 +122,10 @@ def encode_splits(
 
 
 def fit_run_uncertainty(
-    run_dir: str | Path, cfg: UncertaintyConfig | None = None, data_root: str | None = None
+    run_dir: str | Path,
+    cfg: UncertaintyConfig | None = None,
+    data_root: str | None = None,
+    trust_remote_code: bool = False,
 ) -> UncertaintyProfile:
     """Fit the profile of a finished run on its validation split and write it into ``run_dir/head``.
 
@@ -130,6 +133,8 @@ def fit_run_uncertainty(
         run_dir: a run folder written by ``train.py`` (``config.yaml`` + ``head/``).
         cfg: what to fit; defaults to the run's own ``uncertainty`` config.
         data_root: local data folder, when it moved since training.
+        trust_remote_code: let the backbone's model code run (the caller's choice; a value stored in the
+            run is ignored).
 
     Returns:
         The saved profile.
@@ -142,7 +147,10 @@ def fit_run_uncertainty(
     if data_root:
         train_cfg.data.root = data_root
     ucfg = cfg or train_cfg.uncertainty
-    encoder = UcseEncoder.from_dir(run / "head", device=resolve_device(train_cfg.device))
+    # The run's own command asked for the model code; a stored config.yaml alone never enables it.
+    encoder = UcseEncoder.from_dir(
+        run / "head", device=resolve_device(train_cfg.device), trust_remote_code=trust_remote_code
+    )
     data = load_classification(train_cfg.task, train_cfg.data, train_cfg.seed)
     outs = encode_splits(train_cfg, encoder, data, ("train", "validation"))
     profile = fit_profile(

@@ -1,0 +1,186 @@
+"""Run folders: a finished run is never changed by accident, overwrite replaces it whole, resume is exact."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from ucse.config import ConfigError
+from ucse.training import train
+from ucse.training.module import RNG_KEY, UcseModule
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_entry_point(name: str):
+    """``train.py`` / ``eval.py`` at the repository root as a module (their ``main(argv)`` is the command)."""
+    spec = importlib.util.spec_from_file_location(f"_ucse_{name}_entry", ROOT / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+train_cli = load_entry_point("train")
+
+
+def _one_error_line(stderr: str) -> bool:
+    """One ``error:`` line and no traceback (progress bars of the loading may precede it)."""
+    return sum(line.startswith("error: ") for line in stderr.splitlines()) == 1 and "Traceback" not in stderr
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def finished(tiny_run_cfg):
+    """A finished one-epoch run in ``output_dir`` and the factory that made it."""
+    result = train(tiny_run_cfg("optim.epochs=1"))
+    return result.run_dir, tiny_run_cfg
+
+
+@pytest.fixture
+def argv(tiny_task_root, tiny_bert_dir, tmp_path):
+    """The real command line of the fixture's run, plus extra overrides."""
+
+    def make(*extra: str) -> list[str]:
+        return [
+            f"data.root={tiny_task_root}",
+            f"backbone.model={tiny_bert_dir}",
+            "backbone.name=tiny-bert",
+            "backbone.precision=fp32",
+            "optim.batch_size=16",
+            "optim.epochs=1",
+            "progress_bar=false",
+            "uncertainty.enabled=false",
+            f"output_dir={tmp_path / 'run'}",
+            *extra,
+        ]
+
+    return make
+
+
+def test_a_finished_run_is_refused_and_left_unchanged(finished, argv, capsys):
+    run, _ = finished
+    before = _snapshot(run)
+    # Another task into the same folder: refused before anything is loaded or written (config.yaml too).
+    code = train_cli.main(argv("task.name=Other", "optim.lr=1e-3"))
+    err = capsys.readouterr().err
+    assert code == 2 and _one_error_line(err)
+    assert "overwrite=true" in err and "ckpt_path=last" in err and str(run) in err
+    assert _snapshot(run) == before
+
+
+def test_a_folder_of_other_files_is_refused(tiny_run_cfg, tmp_path):
+    mine = tmp_path / "run"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    for extra in ((), ("overwrite=true",)):
+        with pytest.raises(ConfigError, match="no ucse run .*notes.txt"):
+            train(tiny_run_cfg(*extra))
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+
+
+def test_overwrite_replaces_the_old_run_whole(finished):
+    run, make = finished
+    (run / "eval.json").write_text("{}")  # a stale artefact of the old run
+    old_ckpts = sorted(p.name for p in (run / "checkpoints").iterdir())
+    result = train(make("optim.epochs=2", "overwrite=true"))
+    assert result.run_dir == run
+    assert not (run / "eval.json").exists()
+    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["epoch"] == 1
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) != old_ckpts
+    assert json.loads((run / "metrics.json").read_text())["test"]
+    assert not [p for p in run.parent.iterdir() if p.name.startswith(".")]  # no temporary sibling left
+
+
+def test_a_failed_overwrite_keeps_the_old_run(finished, monkeypatch):
+    run, make = finished
+    before = _snapshot(run)
+
+    def boom(*a, **k):
+        raise RuntimeError("killed")
+
+    monkeypatch.setattr("ucse.training.run.save_head", boom)
+    with pytest.raises(RuntimeError, match="killed"):
+        train(make("overwrite=true"))
+    assert _snapshot(run) == before
+    assert not [p for p in run.parent.iterdir() if p.name.startswith(".")]
+
+
+def test_resume_with_another_head_is_refused(finished):
+    run, make = finished
+    before = _snapshot(run)
+    with pytest.raises(ConfigError, match=r"another 'head' \(head.type: 'textcnn' in the run, 'linear' now"):
+        train(make("head=linear", "ckpt_path=last"))
+    assert _snapshot(run) == before
+
+
+def test_a_truncated_checkpoint_is_refused_in_one_line(finished):
+    run, make = finished
+    last = run / "checkpoints" / "last.ckpt"
+    last.write_bytes(last.read_bytes()[:1000])
+    with pytest.raises(ConfigError, match="last.ckpt is unreadable .* cut short by a kill"):
+        train(make("optim.epochs=2", "ckpt_path=last"))
+
+
+def test_leftovers_of_a_kill_are_cleaned_by_the_next_run(finished):
+    run, make = finished
+    (run / ".head.abc123.tmp").mkdir()
+    (run / ".head.abc123.tmp" / "model.safetensors").write_bytes(b"half")
+    (run / ".metrics.json.x1.tmp").write_text("{")
+    (run / "checkpoints" / ".last.ckpt.y2.tmp").write_bytes(b"\0")
+    train(make("optim.epochs=2", "ckpt_path=last"))
+    assert not [p for p in run.rglob(".*")]
+
+
+def test_checkpoints_hold_every_rng_state(finished):
+    run, _ = finished
+    state = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)[RNG_KEY]
+    assert set(state) == {"torch", "cuda", "numpy", "python"}
+    assert state["numpy"]["keys"].shape == (624,) and len(state["python"][1]) == 625
+
+
+def test_resume_equals_an_uninterrupted_run(tiny_run_cfg, tmp_path, monkeypatch):
+    # Dropout and the sampled z draw from the global RNG, and the shuffle follows the epoch: without the RNG
+    # state in the checkpoint and the epoch-keyed order the resumed epochs diverge.
+    whole = train(tiny_run_cfg("optim.epochs=3", f"output_dir={tmp_path / 'whole'}"))
+
+    class SimulatedKillError(Exception):
+        pass
+
+    def crash_at_epoch_2(self):
+        if self.current_epoch == 2:
+            raise SimulatedKillError
+
+    monkeypatch.setattr(UcseModule, "on_train_epoch_start", crash_at_epoch_2)
+    with pytest.raises(SimulatedKillError):
+        train(tiny_run_cfg("optim.epochs=3", f"output_dir={tmp_path / 'parts'}"))
+    assert not (tmp_path / "parts" / "head").exists()
+    monkeypatch.undo()
+    parts = train(tiny_run_cfg("optim.epochs=3", "ckpt_path=last", f"output_dir={tmp_path / 'parts'}"))
+    a = (whole.run_dir / "head" / "model.safetensors").read_bytes()
+    b = (parts.run_dir / "head" / "model.safetensors").read_bytes()
+    assert a == b
+    assert whole.metrics["test"] == parts.metrics["test"] and whole.metrics["val"] == parts.metrics["val"]
+
+
+def test_a_non_finite_loss_stops_training_and_writes_no_head(finished, argv, capsys):
+    run, _ = finished
+    code = train_cli.main(argv("optim.lr=1e30", "overwrite=true"))
+    err = capsys.readouterr().err
+    assert code == 2 and _one_error_line(err)
+    assert "non-finite loss at step" in err and "lower optim.lr" in err and "No head was written" in err
+    # The failed overwrite left the old (finite) run in place, and no temporary folder.
+    assert (run / "head" / "model.safetensors").is_file()
+    assert not [p for p in run.parent.iterdir() if p.name.startswith(".")]
+
+
+def test_a_non_finite_loss_in_a_fresh_folder_leaves_no_head(tiny_run_cfg, tmp_path):
+    with pytest.raises(ValueError, match=r"non-finite loss at step \d+ \(epoch 0"):
+        train(tiny_run_cfg("optim.lr=1e30", f"output_dir={tmp_path / 'nan'}"))
+    assert not (tmp_path / "nan" / "head").exists() and not (tmp_path / "nan" / "metrics.json").exists()
