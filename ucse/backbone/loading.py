@@ -16,6 +16,7 @@ import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
 
+from ucse.backbone.gguf import load_dequantised, save_dequantised
 from ucse.backbone.precision import effective_precision
 from ucse.config import BackboneConfig, PaddingSide, Precision
 
@@ -171,8 +172,11 @@ def load_backbone(
     previous = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # we report load problems ourselves, minus the expected pooler keys
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path, **common)
-        if cfg.gguf_file is not None and not _accelerate_available():
+        hit = load_dequantised(cfg, model_fingerprint(cfg)) if cfg.gguf_file is not None else None
+        tokenizer = hit[1] if hit else AutoTokenizer.from_pretrained(path, **common)
+        if hit:
+            model = hit[0]
+        elif cfg.gguf_file is not None and not _accelerate_available():
             model = _load_gguf_without_accelerate(path, cfg)
         else:
             extra: dict = {}
@@ -186,6 +190,8 @@ def load_backbone(
                 path, dtype=torch.float32, output_loading_info=True, **common, **extra
             )
             _warn_load_info(info, str(folder or path))
+        if cfg.gguf_file is not None and not hit:
+            save_dequantised(model_fingerprint(cfg), model, tokenizer)
     except OSError as err:
         where = f"local folder '{folder}'" if folder is not None else f"hub id '{path}'"
         raise BackboneLoadError(
