@@ -266,7 +266,7 @@ def test_ensemble_on_own_retrieval_data_end_to_end(tiny_bert_dir, tmp_path):
         "name: own\nmembers:\n"
         f"  - {{id: mean, backbone: minilm-l6, overrides: {common}}}, fit: {fit}}}\n"
         f"  - {{id: cls, backbone: minilm-l6, overrides: {common}, pooling: cls}}, fit: {fit}}}\n"
-        "variants: [uec, concat, member, rrf]\nmerges: [uniform]\n"
+        "variants: [uec, concat, member, rrf]\nmerges: [uniform]\nmerge_retrieval: true\n"
     )
     cfg = EvalConfig(
         ensemble=str(tmp_path / "cfgs" / "own.yaml"),

@@ -139,6 +139,8 @@ class EnsembleConfig:
     merges: list[str] = field(default_factory=list)
     """Parameter-merging rows for same-architecture backbone members: ``uniform``, ``weighted`` (simplex
     grid of step ``merge_step`` on validation), ``task_arithmetic`` (alpha on the paper's grid)."""
+    merge_retrieval: bool = False
+    """Also build merge rows on retrieval tasks (each merged model re-encodes the whole corpus)."""
     merge_step: float = 0.2
     """Simplex grid step of the weighted merge (each grid point re-encodes the validation texts)."""
 

@@ -20,8 +20,11 @@ logger = logging.getLogger(__name__)
 MERGES = ("uniform", "weighted", "task_arithmetic")
 
 
+MERGE_VALIDATION_PAIRS = 500  # each merge candidate re-encodes these: the first 500 STS validation pairs
+
+
 def _validation_score(member: MergedMember, task: Any) -> float:
-    means, score_fn = task.validation_means([member])
+    means, score_fn = task.validation_means([member], MERGE_VALIDATION_PAIRS)
     return float(score_fn(means[0]))
 
 

@@ -144,8 +144,18 @@ class EnsembleTask:
     def _val_texts(self) -> list[str]:
         return self.val_a + self.val_b if self.type is TaskType.sts else self.docs + self.val_q
 
-    def validation_means(self, members: list[Any]) -> tuple[list[torch.Tensor], Any]:
-        """Member means of the validation texts and ``score_fn(fused (N, D')) -> float`` over them."""
+    def validation_means(
+        self, members: list[Any], max_pairs: int | None = None
+    ) -> tuple[list[torch.Tensor], Any]:
+        """Member means of the validation texts and ``score_fn(fused (N, D')) -> float`` over them.
+
+        ``max_pairs`` keeps the first STS validation pairs only (for expensive candidates, e.g. merges).
+        """
+        if max_pairs is not None and self.type is TaskType.sts and max_pairs < len(self.val_a):
+            sub = EnsembleTask.__new__(EnsembleTask)
+            sub.type, sub.val_a, sub.val_b = self.type, self.val_a[:max_pairs], self.val_b[:max_pairs]
+            sub.val_y = self.val_y[:max_pairs]
+            return sub.validation_means(members)
         means = [m.encode(self._val_texts()).mean for m in members]
         return means, lambda fused: self._score(torch.nn.functional.normalize(fused, dim=-1), None)
 

@@ -219,7 +219,8 @@ def run_ensemble(cfg: EvalConfig) -> dict:
         logger.info(
             "%s: %s", name, {m: round(results[name]["scores"].get(m, float("nan")), 4) for m in task.metrics}
         )
-    for name, (merged, note) in merge_members(ens_cfg.merges, built, task, ens_cfg.merge_step).items():
+    merges = ens_cfg.merges if task.type is not TaskType.retrieval or ens_cfg.merge_retrieval else []
+    for name, (merged, note) in merge_members(merges, built, task, ens_cfg.merge_step).items():
         t0 = time.perf_counter()
         encoder = mteb_eval.UecMtebEncoder([merged], merge_scorer(merged), name=f"ucse/{ens_cfg.name}-{name}")
         scores = mteb_eval.evaluate_task(encoder, task.mteb_task, cfg.batch_size)
