@@ -154,6 +154,14 @@ def test_devices_below_one_fails_before_writing(tiny_run_cfg, tmp_path):
     assert not (tmp_path / "never").exists()
 
 
+def test_fsdp_without_a_gpu_fails_in_one_line(tiny_run_cfg, tmp_path):
+    from ucse.config import ConfigError
+
+    with pytest.raises(ConfigError, match="strategy=fsdp needs CUDA GPUs.*use strategy=ddp"):
+        train(tiny_run_cfg("strategy=fsdp", "devices=2", "device=cpu", f"output_dir={tmp_path / 'never'}"))
+    assert not (tmp_path / "never").exists()
+
+
 def test_strategy_is_a_string_enum(tiny_run_cfg):
     from ucse.config import ConfigError
 

@@ -15,18 +15,20 @@ from lightning.fabric.utilities.rank_zero import rank_zero_only
 
 from ucse.backbone.cache import Dist, HiddenStateCache, TokenStates
 from ucse.backbone.encoder import FrozenBackbone
-from ucse.config import ConfigError, Device, HeadType, TrainConfig
+from ucse.config import ConfigError, Device, HeadType, Strategy, TrainConfig
 
 
 def check_devices(cfg: TrainConfig) -> None:
     """Fail early, naming the fix, on a ``devices`` value Lightning would reject later (or hang on).
 
     Raises:
-        ConfigError: ``devices`` < 1, or more GPUs asked for than are visible.
+        ConfigError: ``devices`` < 1, more GPUs asked for than are visible, or FSDP without a GPU.
     """
     if cfg.devices < 1:
         raise ConfigError(f"devices={cfg.devices} must be >= 1 (the number of processes or GPUs).")
     gpus = torch.cuda.device_count()
+    if cfg.strategy == Strategy.fsdp and (cfg.device == Device.cpu or gpus == 0):
+        raise ConfigError("strategy=fsdp needs CUDA GPUs (Lightning's FSDP); on CPU use strategy=ddp.")
     if cfg.device == Device.cuda and cfg.devices > gpus:
         raise ConfigError(
             f"devices={cfg.devices} but only {gpus} CUDA GPU(s) are visible; use devices<={gpus}."
