@@ -42,6 +42,8 @@ def run_sweep(
     With ``evaluate``, every finished run without an ``eval.json`` is also evaluated (metrics, calibration,
     accuracy-rejection; no plots or timing) and ``calibration.md`` is written beside ``ablation.md``.
     """
+    if seeds < 1:
+        raise ConfigError(f"seeds={seeds}: a sweep needs seeds >= 1 (seeds=3 trains seeds 0, 1, 2).")
     for v in variants:
         variant_overrides(v)  # fail on a bad name before any training starts
     for task in tasks:  # likewise for bad tasks / overrides
@@ -63,12 +65,16 @@ def run_sweep(
                         f"seed={seed}",
                         f"output_dir={run_dir}",
                         "progress_bar=false",
+                        # A run the sweep started but did not finish (killed) resumes from its checkpoint.
+                        *(["ckpt_path=last"] if run_dir.exists() else []),
                     ]
                 )
                 t0 = time.perf_counter()
                 acc = train(cfg).metrics["test"]["accuracy"]
                 if cfg.uncertainty.enabled and (run_dir / "head" / "model.safetensors").is_file():
-                    fit_run_uncertainty(run_dir)  # calibration, threshold, conformal quantile into head/
+                    fit_run_uncertainty(
+                        run_dir, trust_remote_code=cfg.backbone.trust_remote_code
+                    )  # calibration, threshold, conformal quantile into head/
                 log.info("%s %s seed%d: test acc %.4f (%.1f s)", task, v, seed, acc, time.perf_counter() - t0)
                 write_ablation(out, variants)
     if evaluate:
@@ -116,25 +122,30 @@ def parse(argv: list[str]) -> tuple[dict, list[str]]:
 
 
 def main(argv: list[str]) -> int:
-    """Command-line entry point."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    try:
+    """Command-line entry point: input errors (options, seeds, any run's config) end in one line, exit 2."""
+    from ucse.cli import run_cli
+
+    def body() -> int:
         opts, overrides = parse(argv)
         variants = (
             [v.value for v in TABLE7 + EXTRAS] if opts["variants"] == "all" else opts["variants"].split(",")
         )
         for v in variants:
             variant_overrides(v)
-        seeds = int(opts["seeds"])
-    except (ConfigError, ValueError) as err:
-        print(f"sweep error: {err}", file=sys.stderr)
-        return 2
-    out = Path(opts.get("out") or Path("runs") / "sweeps" / opts["backbone"])
-    evaluate = opts["eval"].lower() in ("1", "true", "yes")
-    summary = run_sweep(opts["task"].split(","), opts["backbone"], seeds, variants, out, overrides, evaluate)
-    print((out / "ablation.md").read_text())
-    log.info("variants: %s; summary in %s", ", ".join(Variant(v).value for v in variants), out)
-    return 0 if summary["tasks"] else 1
+        try:
+            seeds = int(opts["seeds"])
+        except ValueError:
+            raise ConfigError(f"seeds={opts['seeds']!r} is not an integer; use e.g. seeds=3.") from None
+        out = Path(opts.get("out") or Path("runs") / "sweeps" / opts["backbone"])
+        evaluate = opts["eval"].lower() in ("1", "true", "yes")
+        summary = run_sweep(
+            opts["task"].split(","), opts["backbone"], seeds, variants, out, overrides, evaluate
+        )
+        print((out / "ablation.md").read_text())
+        log.info("variants: %s; summary in %s", ", ".join(Variant(v).value for v in variants), out)
+        return 0 if summary["tasks"] else 1
+
+    return run_cli(body)
 
 
 if __name__ == "__main__":

@@ -192,6 +192,15 @@ def load_backbone(
             _warn_load_info(info, str(folder or path))
         if cfg.gguf_file is not None and not hit:
             save_dequantised(model_fingerprint(cfg), model, tokenizer)
+    except ValueError as err:
+        if "custom code" not in str(err) and "trust_remote_code" not in str(err):
+            raise
+        raise BackboneLoadError(
+            f"backbone.model='{cfg.model}' ships its own model code (auto_map), which is not run: "
+            "trust_remote_code is off. If you trust that code, turn it on yourself "
+            "(train.py backbone.trust_remote_code=true, eval.py trust_remote_code=true); a value stored "
+            "in a run or head folder is never used."
+        ) from None
     except OSError as err:
         where = f"local folder '{folder}'" if folder is not None else f"hub id '{path}'"
         raise BackboneLoadError(
