@@ -106,7 +106,7 @@ def _csv_cell(value: Any) -> Any:
 def _render(rows: list[dict], fmt: str) -> Iterable[str]:
     if fmt == ".jsonl":
         for row in rows:
-            yield json.dumps(row, ensure_ascii=False) + "\n"
+            yield atomic.dumps(row, ensure_ascii=False) + "\n"  # strict JSON: NaN -> null
         return
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")

@@ -118,7 +118,7 @@ def read_checkpoint(path: Path) -> dict:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - torch raises RuntimeError, UnpicklingError, EOFError...
         raise ConfigError(
-            f"Checkpoint {path} is unreadable ({type(err).__name__}: {str(err).splitlines()[0][:120]}); it "
+            f"Checkpoint {path} is unreadable ({type(err).__name__}: {str(err).split('.')[0][:100]}); it "
             "was probably cut short by a kill. Delete it to resume from the start, or pass overwrite=true."
         ) from None
 

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from omegaconf import OmegaConf
 
+from ucse import atomic
 from ucse.atomic import atomic_dir
 from ucse.backbone import FrozenBackbone
 from ucse.config import BackboneConfig
@@ -131,7 +132,7 @@ class LaplaceMember:
                 "variance_scale": self.variance_scale,
                 "backbone": OmegaConf.to_container(OmegaConf.structured(self.cfg), enum_to_str=True),
             }
-            (tmp / MEMBER_FILE).write_text(json.dumps(info, indent=2))
+            (tmp / MEMBER_FILE).write_text(atomic.dumps(info, indent=2))
         return Path(directory)
 
     @classmethod
