@@ -16,8 +16,17 @@ def quiet_lightning() -> None:
 
     Errors and real warnings still show; ``UCSE_DEBUG=1`` (checked by the caller) keeps everything.
     """
-    for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
+    # The run folder's INFO line repeats what the summary prints.
+    for name in (
+        "lightning.pytorch.utilities.rank_zero",
+        "lightning.fabric.utilities.rank_zero",
+        "ucse.training.run",
+    ):
         logging.getLogger(name).setLevel(logging.WARNING)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # "Loading weights" bars, once per model load
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
     warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
     warnings.filterwarnings("ignore", message=r".*The number of training batches.*")
     warnings.filterwarnings("ignore", message=r".*litlogger.*", category=UserWarning)

@@ -185,9 +185,10 @@ def check_known_task(task_name: str) -> None:
     try:
         mteb.get_task(task_name)
     except KeyError as err:
-        hint = str(err).strip("\"'").split("not found.", 1)[-1].strip()
+        close = str(err).split("Did you mean:", 1)[1].strip(" \"'?") if "Did you mean:" in str(err) else ""
+        hint = f"(Closest mteb task: '{close}'.) " if close else ""
         raise ValueError(
-            f"mteb=true: mteb has no task '{task_name}' (the run was trained on your own data?). {hint} "
+            f"mteb=true: mteb has no task '{task_name}' (the run was trained on your own data?). {hint}"
             "Evaluate without mteb=true; eval.json still reports accuracy, calibration and uncertainty."
         ) from None
 
