@@ -125,4 +125,13 @@ def test_eval_mteb_on_own_data_fails_with_one_line(tiny_clf_run, tmp_path, capsy
     assert main(["eval", f"run={run}", "mteb=true"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: mteb=true: mteb has no task 'data'") and err.count("\n") == 1
+    assert "Evaluate without mteb=true" in err
     assert sorted(p.name for p in run.rglob("*")) == before
+
+
+def test_ensemble_on_a_task_mteb_does_not_know_fails_with_one_line(tmp_path, capsys):
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("task:\n  name: MyTickets\n")
+    assert main(["ensemble", "ensemble=minilm-pair", f"task={mine}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ensemble=: mteb has no task 'MyTickets'") and err.count("\n") == 1

@@ -16,7 +16,7 @@ from pathlib import Path
 from ucse.cli import run_cli
 from ucse.cli.help import format_fields, wants_help
 from ucse.cli.summary import eval_summary
-from ucse.config import ConfigError
+from ucse.config import ConfigError, load_group
 from ucse.evaluation.config import EvalConfig, build_eval_config
 
 MODES = {"eval": "run", "export": "export", "ensemble": "ensemble"}
@@ -61,7 +61,12 @@ def main(argv: list[str], command: str = "eval") -> int:
         if command != "eval" and mode != command:
             raise ConfigError(f"ucse {command} needs {MODES[command]}=...; see ucse {command} --help.")
         if mode == "ensemble":
+            from ucse.evaluation.mteb_eval import check_known_task
             from ucse.uec.evaluate import run_ensemble
+
+            if cfg.task:  # mteb scores ensembles with the official task object: fail before loading members
+                name = load_group("task", cfg.task).get("task", {}).get("name", cfg.task)
+                check_known_task(name, "ensemble=")
 
             print(ensemble_summary(run_ensemble(cfg)))
         elif mode == "export":

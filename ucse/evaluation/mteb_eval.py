@@ -176,8 +176,12 @@ def load_local_task(task_name: str, data_root: str | Path, eval_splits: Sequence
     return task
 
 
-def check_known_task(task_name: str) -> None:
+def check_known_task(task_name: str, option: str = "mteb=true") -> None:
     """Fail with one clear line when mteb has no task of this name (e.g. a task trained on your own data).
+
+    Args:
+        task_name: the task's name.
+        option: what asked for mteb (``mteb=true`` or ``ensemble=``), for the message.
 
     Raises:
         ValueError: naming the task, mteb's closest name and what to do instead.
@@ -187,10 +191,12 @@ def check_known_task(task_name: str) -> None:
     except KeyError as err:
         close = str(err).split("Did you mean:", 1)[1].strip(" \"'?") if "Did you mean:" in str(err) else ""
         hint = f"(Closest mteb task: '{close}'.) " if close else ""
-        raise ValueError(
-            f"mteb=true: mteb has no task '{task_name}' (the run was trained on your own data?). {hint}"
+        fix = (
             "Evaluate without mteb=true; eval.json still reports accuracy, calibration and uncertainty."
-        ) from None
+            if option == "mteb=true"
+            else "Ensembles are scored by mteb's own task objects: pick an MTEB task, e.g. task=STSBenchmark."
+        )
+        raise ValueError(f"{option}: mteb has no task '{task_name}' (your own data?). {hint}{fix}") from None
 
 
 def load_hub_task(task_name: str, eval_splits: Sequence[str] = ("test",)) -> AbsTask:
