@@ -13,6 +13,7 @@ Usage:
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +104,8 @@ def main(argv: list[str]) -> int:
             return 0
         if not os.environ.get("UCSE_DEBUG"):
             quiet_lightning()
+        if not sys.stdout.isatty() and not any(a.startswith("progress_bar=") for a in argv):
+            cfg.progress_bar = False  # a redirected run: the bar's last frame would only clutter the log
         result, profile = run_training(cfg)
         if not is_rank_zero():
             return 0  # devices=N: rank 0 alone reports

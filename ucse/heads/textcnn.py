@@ -108,10 +108,13 @@ class GaussianTextCNN(Head):
         x = F.pad(x, (0, max(0, int(host[2 * b :].max()) - t)))  # (B, H, max(T, reach))
         pooled = []
         for k, conv in zip(self.kernel_sizes, self.convs):
-            feats = F.relu(conv(x))[:, :, :t]  # (B, filters, S): window starting at each position, S <= T
+            feats = conv(x)[:, :, :t]  # (B, filters, S): window starting at each position, S <= T
             starts = pos[: feats.shape[2]]  # (S,) every valid start is < S because x reaches `reach`
             stop = torch.maximum(first, last - k + 1)  # (B, 1) last valid window start
-            valid = (starts >= first) & (starts <= stop)  # (B, S)
-            feats = feats.masked_fill(~valid.unsqueeze(1), float("-inf"))
-            pooled.append(feats.amax(dim=2))  # (B, filters)
+            valid = (starts >= first) & (starts <= stop)  # (B, S); never empty: `first` is always valid
+            # max_t relu(f_t) == relu(max_t f_t) (relu is monotone), so the ReLU runs on (B, filters) instead
+            # of (B, filters, S), and the fill is in place on the fresh conv output (convolution saves its
+            # input, not its output, for backward): the same values, two fewer passes over the feature map.
+            feats = feats.masked_fill_(~valid.unsqueeze(1), float("-inf"))
+            pooled.append(F.relu(feats.amax(dim=2)))  # (B, filters)
         return self.bottleneck(torch.cat(pooled, dim=1))  # (B, len(k) * filters) -> HeadOutput
