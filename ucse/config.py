@@ -166,6 +166,10 @@ class BackboneConfig:
     For example ``Instruct: {instruction}\\nQuery:{text}`` (Qwen3-Embedding)."""
     append_eos: bool = False
     """Append the tokenizer's EOS token, for last-token pooling on decoders whose tokenizer does not."""
+    skip_prompt_prefix: bool = False
+    """Leave the prompt's tokens before ``{text}`` out of the token states the head sees and the cache stores.
+    In a causal decoder those states are the same for every text, so they carry nothing about it, yet at
+    initialisation over half of a TextCNN's filters took their max over them (SmolLM2, docs/RESULTS.md)."""
     padding_side: PaddingSide = PaddingSide.auto
     """Tokenizer padding side override."""
     max_length: int = 512

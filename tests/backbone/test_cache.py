@@ -348,3 +348,28 @@ def test_progress_is_silent_for_a_short_pass_and_logs_rate_and_eta_for_a_long_on
     with caplog.at_level("INFO", logger="ucse.backbone.progress"):
         HiddenStateCache(tmp_path / "c", progress=False).get_or_build(tiny_bert_backbone, TEXTS, "Toy", "t")
     assert caplog.text == ""
+
+
+def test_skip_prompt_prefix_drops_the_rows_every_text_shares_in_a_causal_decoder(tiny_qwen3_dir, tmp_path):
+    from tiny_models import make_tiny_qwen3_cfg
+
+    prompt = "a the man {text}"  # three in-vocabulary words before the text
+    full = FrozenBackbone(make_tiny_qwen3_cfg(tiny_qwen3_dir, prompt=prompt))
+    skip = FrozenBackbone(make_tiny_qwen3_cfg(tiny_qwen3_dir, prompt=prompt, skip_prompt_prefix=True))
+    rows_full, rows_skip = full.token_states(TEXTS), skip.token_states(TEXTS)
+    # Causal attention: the three prefix states are the same for every text (so they carry nothing)...
+    for r in rows_full[1:]:
+        torch.testing.assert_close(r[:3], rows_full[0][:3], atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(rows_full[0][3], rows_full[1][3])
+    # ...and skipping them leaves exactly the text's own rows, computed with the prompt in context.
+    assert skip.token_lengths(TEXTS).tolist() == (full.token_lengths(TEXTS) - 3).tolist()
+    for a, b in zip(rows_full, rows_skip):
+        torch.testing.assert_close(b, a[3:], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        skip.pooled(TEXTS), full.pooled(TEXTS), atol=1e-5, rtol=1e-5
+    )  # last token kept
+    cache = HiddenStateCache(tmp_path)
+    entry = cache.get_or_build(skip, TEXTS, "Toy", "pool")
+    assert entry.lengths.tolist() == skip.token_lengths(TEXTS).tolist()
+    assert cache.key(skip, TEXTS, "Toy", "pool") != cache.key(full, TEXTS, "Toy", "pool")
+    assert "skip_prompt_prefix" not in cache.key_parts(full, TEXTS, "Toy", "pool")  # old keys unchanged

@@ -139,7 +139,9 @@ class HiddenStateCache:
     def key_parts(self, backbone: FrozenBackbone, texts: Sequence[str], task: str, split: str) -> dict:
         """Everything that determines the cached states (JSON-serialisable)."""
         cfg = backbone.cfg
+        extra = {"skip_prompt_prefix": True} if cfg.skip_prompt_prefix else {}  # absent: old keys stay
         return {
+            **extra,
             "format": CACHE_FORMAT,
             "model": backbone.fingerprint,
             "task": task,

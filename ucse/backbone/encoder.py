@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from ucse.backbone.loading import load_backbone, model_fingerprint
-from ucse.backbone.pooling import pool
+from ucse.backbone.pooling import first_token_index, pool
 from ucse.backbone.precision import effective_precision
 from ucse.config import BackboneConfig, Precision
 
@@ -124,9 +124,28 @@ class FrozenBackbone:
             )
         return out
 
+    def _prefix_skip(self, input_ids: list[list[int]]) -> np.ndarray:
+        """(N,) leading tokens of each text that are the prompt before ``{text}`` (0 unless asked to skip).
+
+        Counted per text as the common prefix with the tokenised prompt prefix (a BPE merge across the
+        boundary keeps the merged token), and never all of a text's tokens.
+        """
+        skip = np.zeros(len(input_ids), dtype=np.int64)
+        if not self.cfg.skip_prompt_prefix:
+            return skip
+        prefix = self.cfg.prompt.replace("{instruction}", self.instruction).split("{text}", 1)[0]
+        p_ids = list(self.tokenizer(prefix)["input_ids"]) if prefix else []
+        for i, ids in enumerate(input_ids):
+            k = 0
+            while k < min(len(p_ids), len(ids) - 1) and ids[k] == p_ids[k]:
+                k += 1
+            skip[i] = k
+        return skip
+
     def token_lengths(self, texts: Sequence[str]) -> np.ndarray:
         """(N,) token count of each text after prompt, EOS and truncation (no model run)."""
-        return np.array([len(ids) for ids in self._encode(texts)["input_ids"]], dtype=np.int64)
+        ids = self._encode(texts)["input_ids"]
+        return np.array([len(x) for x in ids], dtype=np.int64) - self._prefix_skip(ids)
 
     def _forward(self, features: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """Run one padded batch; return fp32 hidden (B, T, H) with zeroed pads and mask (B, T)."""
@@ -162,6 +181,7 @@ class FrozenBackbone:
         if bs < 1:
             raise ValueError(f"batch_size must be >= 1, got {bs}.")
         enc = self._encode(texts)
+        skip = torch.as_tensor(self._prefix_skip(enc["input_ids"]))  # (N,)
         lengths = np.array([len(ids) for ids in enc["input_ids"]])
         order = np.argsort(-lengths, kind="stable")  # longest first, ties in input order
         start = 0
@@ -173,6 +193,13 @@ class FrozenBackbone:
             rows = [{k: enc[k][i] for k in enc} for i in idx]
             features = self.tokenizer.pad(rows, padding=True, return_tensors="pt")
             hidden, mask = self._forward(dict(features))
+            if bool(skip.any()):  # hide the prompt prefix: its first skip_i real tokens leave the mask
+                pos = torch.arange(mask.shape[1], device=mask.device)  # (T,)
+                first = first_token_index(mask).unsqueeze(1)  # (B, 1)
+                k = skip[torch.as_tensor(idx)].to(mask.device).unsqueeze(1)  # (B, 1)
+                hide = (pos >= first) & (pos < first + k)  # (B, T)
+                mask = mask.masked_fill(hide, 0)
+                hidden = hidden.masked_fill(hide.unsqueeze(-1), 0.0)
             yield torch.as_tensor(idx, dtype=torch.long), hidden, mask
 
     def token_states(self, texts: Sequence[str], batch_size: int | None = None) -> list[torch.Tensor]:
