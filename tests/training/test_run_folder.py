@@ -96,6 +96,10 @@ def test_overwrite_replaces_the_old_run_whole(finished):
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) != old_ckpts
     assert json.loads((run / "metrics.json").read_text())["test"]
     assert not [p for p in run.parent.iterdir() if p.name.startswith(".")]  # no temporary sibling left
+    # The replaced run resumes like any other, although its checkpoints were written under the temporary name.
+    longer = train(make("optim.epochs=3", "ckpt_path=last"))
+    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["epoch"] == 2
+    assert longer.metrics["best_checkpoint"] in {p.name for p in (run / "checkpoints").iterdir()}
 
 
 def test_a_failed_overwrite_keeps_the_old_run(finished, monkeypatch):

@@ -37,6 +37,7 @@ from ucse.training.distributed import LazyStates, check_devices, is_distributed,
 from ucse.training.logreg import fit_logreg
 from ucse.training.module import UcseModule
 from ucse.training.run_folder import (
+    RelocatableCheckpoint,
     SafeCheckpointIO,
     check_checkpoint_fits,
     check_run_dir,
@@ -148,7 +149,7 @@ def _profiler(cfg: TrainConfig, run_dir: Path) -> Profiler | None:
 
 def _trainer(cfg: TrainConfig, run_dir: Path, device: torch.device) -> tuple[L.Trainer, ModelCheckpoint]:
     head_bf16 = effective_precision(cfg.head_precision, device) is Precision.bf16
-    ckpt = ModelCheckpoint(
+    ckpt = RelocatableCheckpoint(
         dirpath=run_dir / "checkpoints",
         filename="best-{epoch}-{step}",
         monitor="val/acc",
@@ -290,6 +291,11 @@ def _fit_lightning(
     trainer.fit(module, datamodule=dm, ckpt_path=resume, weights_only=True)
     fit_s = time.perf_counter() - t_fit
     best = ckpt.best_model_path or None
+    if best and not Path(best).is_file():
+        # Resumed from a run trained under another folder name (overwrite=true trains in a temporary
+        # sibling, renamed at the end): the checkpoint kept its old path; it is in this run's checkpoints/.
+        moved = run_dir / "checkpoints" / Path(best).name
+        best = str(moved) if moved.is_file() else None
     # validate/test reload the best checkpoint's weights into `module`, so the exported head is the best one.
     val = trainer.validate(module, datamodule=dm, ckpt_path=best, verbose=False, weights_only=True)[0]
     test = trainer.test(module, datamodule=dm, ckpt_path=best, verbose=False, weights_only=True)[0]

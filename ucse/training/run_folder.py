@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 from lightning.fabric.plugins import TorchCheckpointIO
+from lightning.pytorch.callbacks import ModelCheckpoint
 
 from ucse import atomic
 from ucse.config import ConfigError, TrainConfig, from_yaml
@@ -154,3 +155,29 @@ def check_checkpoint_fits(checkpoint: dict, module: torch.nn.Module, path: Path)
             f"Checkpoint {path} does not fit this head (first differing tensor: {bad[0]}); it was trained "
             "with other head settings. Resume with the run's own config, or overwrite=true (no ckpt_path)."
         )
+
+
+class RelocatableCheckpoint(ModelCheckpoint):
+    """``ModelCheckpoint`` whose saved state follows the run folder when it is renamed or moved.
+
+    ``overwrite=true`` trains in a temporary sibling renamed at the end, so the checkpoints record the
+    temporary path. Lightning drops the best-k and last-checkpoint bookkeeping of a checkpoint whose folder
+    changed (a resumed run would then write ``last-v1.ckpt`` beside a stale ``last.ckpt``); this maps the
+    recorded paths onto the current folder first.
+    """
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Rewrite paths under the recorded ``dirpath`` to the current one, then load as usual."""
+        old, new = state_dict.get("dirpath"), self.dirpath
+        if isinstance(old, str) and new is not None and old != new:
+
+            def moved(value: Any) -> Any:
+                if isinstance(value, str) and value.startswith(old + "/"):
+                    return new + value[len(old) :]
+                return value
+
+            state_dict = {k: moved(v) for k, v in state_dict.items()}
+            best_k = state_dict.get("best_k_models", {})
+            state_dict["best_k_models"] = {moved(k): v for k, v in best_k.items()}
+            state_dict["dirpath"] = new
+        super().load_state_dict(state_dict)
