@@ -457,7 +457,9 @@ def build_config(
             groups[key] = value
         else:
             dotlist.append(tok)
-    cli = _merge(OmegaConf.structured(TrainConfig), _parse_dotlist(dotlist), "command line")
+    from ucse.config_checks import parse_dotlist
+
+    cli = _merge(OmegaConf.structured(TrainConfig), parse_dotlist(dotlist), "command line")
     keys = {t.split("=", 1)[0] for t in overrides}
     own_data = (own_data or cli.data.path is not None) and "task" not in keys
     if own_data:
@@ -466,129 +468,20 @@ def build_config(
     for g in GROUPS:  # backbone, then head, then task: later files win on shared keys
         if groups[g]:
             cfg = _merge(cfg, load_group(g, groups[g]), str(group_path(g, groups[g])))
-    cfg = _merge(cfg, _parse_dotlist(dotlist), "command line")
+    cfg = _merge(cfg, parse_dotlist(dotlist), "command line")
     if cfg.data.path is not None:
         # Absolute, so eval.py finds the data again from the run's config.yaml wherever it is run.
         cfg.data.path = str(Path(cfg.data.path).expanduser().resolve())
     if own_data and "task.name" not in keys:
         cfg.task.name = default_task_name(cfg.data.path)
-    missing = [k for k in _leaf_keys(cfg) if OmegaConf.is_missing(cfg, k)]
+    from ucse.config_checks import leaf_keys, validate_config
+
+    missing = [k for k in leaf_keys(cfg) if OmegaConf.is_missing(cfg, k)]
     if missing:
         raise ConfigError(f"Config key '{missing[0]}' is unset ('???'); give it a value ({missing[0]}=...).")
     typed = to_object(cfg)
     validate_config(typed)
     return typed
-
-
-def _leaf_keys(node: DictConfig, prefix: str = "") -> list[str]:
-    """Dotted keys of every leaf of a DictConfig (for the ``???`` check)."""
-    out = []
-    for key in node:
-        full = f"{prefix}{key}"
-        child = node._get_node(key)  # noqa: SLF001 - reading a node without resolving it
-        out += _leaf_keys(child, f"{full}.") if isinstance(child, DictConfig) else [full]  # type: ignore[arg-type]
-    return out
-
-
-def _is_text_field(key: str) -> bool:
-    """Whether the schema field at dotted ``key`` is a plain string (``str`` or ``str | None``)."""
-    obj: Any = TrainConfig
-    parts = key.split(".")
-    for i, part in enumerate(parts):
-        hit = {f.name: f for f in fields(obj)}.get(part) if is_dataclass(obj) else None
-        if hit is None:
-            return False
-        if i == len(parts) - 1:
-            return str(hit.type).replace(" ", "") in ("str", "str|None")
-        obj = hit.default_factory() if callable(hit.default_factory) else hit.default  # type: ignore[misc]
-    return False
-
-
-def _parse_dotlist(dotlist: list[str]) -> DictConfig:
-    """OmegaConf's dotlist parsing, except that a string field keeps its text verbatim.
-
-    OmegaConf reads each value as YAML, so ``backbone.prompt=query: {text}`` would become a mapping; for
-    a ``str`` field anything that does not parse to a scalar is taken as the literal text instead.
-    """
-    out = OmegaConf.create()
-    for tok in dotlist:
-        key, value = tok.split("=", 1)
-        try:
-            parsed = OmegaConf.from_dotlist([tok])
-            leaf = OmegaConf.select(parsed, key, throw_on_missing=False)
-        except Exception:  # noqa: BLE001 - yaml's ScannerError, OmegaConf's errors: the value is not YAML
-            parsed, leaf = None, None
-        if _is_text_field(key) and (
-            parsed is None or isinstance(leaf, (DictConfig, list)) or OmegaConf.is_list(leaf)
-        ):
-            OmegaConf.update(out, key, value, merge=False)
-        elif parsed is None:
-            raise ConfigError(f"Override '{tok}' could not be parsed; quote the value (key='...').")
-        else:
-            out = OmegaConf.merge(out, parsed)  # type: ignore[assignment]
-    return out  # type: ignore[return-value]
-
-
-def _check(ok: bool, key: str, value: Any, allowed: str) -> None:
-    if not ok:
-        raise ConfigError(f"Invalid value {key}={value!r}: allowed {allowed}.")
-
-
-def validate_config(cfg: TrainConfig) -> None:
-    """Check value ranges and the device before any file is written or any data or model is loaded.
-
-    Raises:
-        ConfigError: naming the first bad key, its value and the allowed range.
-    """
-    import math
-
-    import torch
-
-    o, b, h, lo, d = cfg.optim, cfg.backbone, cfg.head, cfg.loss, cfg.data
-    _check(o.epochs >= 1, "optim.epochs", o.epochs, "an integer >= 1")
-    _check(math.isfinite(o.lr) and o.lr > 0, "optim.lr", o.lr, "a finite number > 0 (e.g. 8e-4)")
-    _check(0 <= o.warmup_ratio <= 1, "optim.warmup_ratio", o.warmup_ratio, "0 <= warmup_ratio <= 1")
-    _check(o.batch_size >= 1, "optim.batch_size", o.batch_size, "an integer >= 1")
-    _check(
-        math.isfinite(o.weight_decay) and o.weight_decay >= 0, "optim.weight_decay", o.weight_decay, ">= 0"
-    )
-    _check(b.max_length >= 1, "backbone.max_length", b.max_length, "an integer >= 1 (tokens)")
-    _check(b.batch_size is None or b.batch_size >= 1, "backbone.batch_size", b.batch_size, ">= 1 or null")
-    _check(b.max_batch_tokens >= 1, "backbone.max_batch_tokens", b.max_batch_tokens, "an integer >= 1")
-    _check("{text}" in b.prompt, "backbone.prompt", b.prompt, "a template containing {text}")
-    _check(math.isfinite(lo.temperature) and lo.temperature > 0, "loss.temperature", lo.temperature, "> 0")
-    _check(0 <= lo.lcl_weight <= 1, "loss.lcl_weight", lo.lcl_weight, "0 <= lcl_weight <= 1")
-    _check(math.isfinite(lo.kl_weight) and lo.kl_weight >= 0, "loss.kl_weight", lo.kl_weight, ">= 0")
-    _check(0 <= h.dropout < 1, "head.dropout", h.dropout, "0 <= dropout < 1")
-    _check(
-        bool(h.kernel_sizes) and min(h.kernel_sizes) >= 1,
-        "head.kernel_sizes",
-        h.kernel_sizes,
-        "integers >= 1",
-    )
-    for key in ("num_filters", "embed_dim", "mlp_hidden"):
-        value = getattr(h, key)
-        _check(value is None or value >= 1, f"head.{key}", value, ">= 1 or null")
-    _check(h.logreg_max_iter >= 1, "head.logreg_max_iter", h.logreg_max_iter, "an integer >= 1")
-    _check(0 < d.val_fraction < 1, "data.val_fraction", d.val_fraction, "0 < val_fraction < 1")
-    _check(0 < d.test_fraction < 1, "data.test_fraction", d.test_fraction, "0 < test_fraction < 1")
-    for key in ("max_train_samples", "max_eval_samples"):
-        value = getattr(d, key)
-        _check(value is None or value >= 1, f"data.{key}", value, ">= 1 or null")
-    tf = cfg.task.test_fraction
-    _check(tf is None or 0 < tf < 1, "task.test_fraction", tf, "0 < test_fraction < 1 or null")
-    _check(cfg.num_workers >= 0, "num_workers", cfg.num_workers, "an integer >= 0")
-    _check(cfg.log_every_n_steps >= 1, "log_every_n_steps", cfg.log_every_n_steps, "an integer >= 1")
-    _check(cfg.seed >= 0, "seed", cfg.seed, "an integer >= 0")
-    if Device(cfg.device) is Device.cuda and not torch.cuda.is_available():
-        raise ConfigError(
-            "Invalid value device='cuda': no CUDA GPU is visible; use device=auto or device=cpu."
-        )
-    if cfg.overwrite and cfg.ckpt_path:
-        raise ConfigError(
-            f"overwrite=true and ckpt_path={cfg.ckpt_path!r} contradict each other: overwrite starts the run "
-            "afresh, ckpt_path resumes it; give one of them."
-        )
 
 
 IN_MEMORY_TASK = "data"

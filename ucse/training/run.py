@@ -28,8 +28,8 @@ from ucse.config import (
     ProfilerType,
     TrainConfig,
     to_yaml,
-    validate_config,
 )
+from ucse.config_checks import validate_config
 from ucse.data import TaskData, load_classification
 from ucse.heads import build_head, save_head
 from ucse.training.datamodule import StatesDataModule
