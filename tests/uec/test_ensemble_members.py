@@ -1,0 +1,74 @@
+"""Member building: held-out groups, cached fits rebuilt when truncated, alignment wiring."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+from tiny_models import sample_texts
+
+from ucse.export.gaussian import GaussianEmbeddings
+from ucse.uec.alignment import AlignmentError
+from ucse.uec.config import AlignMode, FitConfig, MemberConfig, MemberKind
+from ucse.uec.ensemble_members import AlignedMember, FitPairs, align_members, build_member
+
+
+def test_heldout_split_keeps_groups_whole():
+    pairs = [(f"a{i}", f"b{i}") for i in range(10)]
+    groups = [0, 0, 1, 2, 2, 3, 4, 5, 5, 6]
+    split = FitPairs(pairs, groups, 0.3)
+    held = {g for p, g in zip(pairs, groups) if p in split.heldout}
+    assert held == {4, 5, 6}  # the last 30 % of the 7 groups, ceil -> 3
+    assert len(split.fit) + len(split.heldout) == 10 and split.fit_groups == [0, 0, 1, 2, 2, 3]
+
+
+def test_truncated_cached_posterior_is_rebuilt(tiny_bert_dir, caplog):
+    texts = sample_texts(40, seed=2)
+    pairs = FitPairs(list(zip(texts[:20], texts[20:])), list(range(20)), 0.25)
+    member = MemberConfig(
+        id="tiny",
+        kind=MemberKind.laplace,
+        backbone="minilm-l6",
+        overrides={"model": str(tiny_bert_dir), "max_length": 32, "precision": "fp32"},
+        fit=FitConfig(batch_size=5, refine_steps=5),
+    )
+    first, info = build_member(member, pairs, torch.device("cpu"))
+    assert info["variance_scale"] > 0 and first.variance_scale == info["variance_scale"]
+    again, _ = build_member(member, pairs, torch.device("cpu"))  # from the cache
+    torch.testing.assert_close(again.encode(texts[:3]).var, first.encode(texts[:3]).var)
+    from ucse.uec.digest import cache_root
+
+    (folder,) = (cache_root() / "uec" / "laplace").glob("tiny-*")
+    data = (folder / "laplace.safetensors").read_bytes()
+    (folder / "laplace.safetensors").write_bytes(data[: len(data) // 3])
+    with caplog.at_level(logging.WARNING):
+        rebuilt, _ = build_member(member, pairs, torch.device("cpu"))
+    assert "unusable" in caplog.text and "refitting" in caplog.text
+    torch.testing.assert_close(rebuilt.encode(texts[:3]).var, first.encode(texts[:3]).var)
+
+
+class _Fixed:
+    def __init__(self, name, mean):
+        self.member_id, self.mean = name, mean
+
+    @property
+    def dim(self):
+        return self.mean.shape[1]
+
+    def encode(self, texts):
+        rows = self.mean[[int(t) for t in texts]]
+        return GaussianEmbeddings(rows, torch.full_like(rows, 1e-3))
+
+
+def test_align_members_maps_other_widths_and_refuses_none():
+    g = torch.Generator().manual_seed(0)
+    ref = torch.nn.functional.normalize(torch.randn(30, 4, generator=g), dim=1)
+    q, _ = torch.linalg.qr(torch.randn(6, 6, generator=g))
+    wide = _Fixed("wide", ref @ q[:4])  # the same space, isometrically in 6-d
+    texts = [str(i) for i in range(30)]
+    out, info = align_members([_Fixed("ref", ref), wide], AlignMode.auto, texts)
+    assert isinstance(out[1], AlignedMember) and out[1].dim == 4 and info["wide"]["fit_residual"] < 1e-5
+    torch.testing.assert_close(out[1].encode(texts[:5]).mean, ref[:5], rtol=0, atol=1e-5)
+    with pytest.raises(AlignmentError, match="set align: auto or procrustes"):
+        align_members([_Fixed("ref", ref), wide], AlignMode.none, texts)
