@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ucse.cli import run_cli
-from ucse.cli.help import format_fields, wants_help
+from ucse.cli.help import format_fields, show, wants_help
 from ucse.cli.summary import eval_summary
 from ucse.config import ConfigError, load_group
 from ucse.evaluation.config import EvalConfig, build_eval_config
@@ -52,8 +52,7 @@ def ensemble_summary(report: dict) -> str:
 def main(argv: list[str], command: str = "eval") -> int:
     """Parse arguments, check the mode matches ``command``, dispatch to the package, print a summary."""
     if wants_help(argv):
-        print(help_text(command))
-        return 0
+        return show(help_text(command))
 
     def body() -> int:
         cfg = build_eval_config(argv)

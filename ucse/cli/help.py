@@ -9,7 +9,9 @@ from __future__ import annotations
 import ast
 import enum
 import inspect
+import os
 import shutil
+import sys
 import textwrap
 import typing
 from dataclasses import MISSING, dataclass, fields, is_dataclass
@@ -122,3 +124,13 @@ def format_fields(cls: type, title: str = "Fields (key=value)") -> str:
 def wants_help(argv: list[str]) -> bool:
     """Whether the command line asks for help (``-h``, ``--help`` or ``help``)."""
     return any(a in ("-h", "--help") for a in argv) or argv[:1] == ["help"]
+
+
+def show(text: str) -> int:
+    """Print help text; a reader that stops early (``ucse train --help | head``) is not an error."""
+    try:
+        print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+    return 0

@@ -6,6 +6,7 @@ import importlib
 import sys
 
 from ucse import __version__
+from ucse.cli.help import show
 from ucse.config import did_you_mean
 
 COMMANDS = {
@@ -52,8 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     command, rest = argv[0], argv[1:]
     if command in ("-h", "--help", "help"):
-        print(overview())
-        return 0
+        return show(overview())
     if command == "--version":
         print(__version__)
         return 0
@@ -72,6 +72,5 @@ def main(argv: list[str] | None = None) -> int:
         from ucse.config import TrainConfig
 
         fields = format_fields(TrainConfig, "Train overrides (key=value)")
-        print(f"ucse sweep: {module.__doc__.strip()}\n\n{fields}")
-        return 0
+        return show(f"ucse sweep: {module.__doc__.strip()}\n\n{fields}")
     return module.main(rest)

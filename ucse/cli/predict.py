@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from ucse.cli import run_cli
-from ucse.cli.help import format_fields, wants_help
+from ucse.cli.help import format_fields, show, wants_help
 from ucse.inference.config import PredictConfig, build_predict_config
 from ucse.inference.files import check_output, read_texts, write_predictions
 
@@ -46,8 +46,7 @@ def _trained_text_column(head_dir: Path) -> str:
 def main(argv: list[str]) -> int:
     """Validate every argument and file, load the run once, predict, write the rows."""
     if wants_help(argv):
-        print(help_text())
-        return 0
+        return show(help_text())
 
     def body() -> int:
         cfg = build_predict_config(argv)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ucse.cli import run_cli
-from ucse.cli.help import format_fields, wants_help
+from ucse.cli.help import format_fields, show, wants_help
 from ucse.cli.summary import quiet_lightning, train_summary
 from ucse.config import GROUPS, TrainConfig, build_config, group_choices, to_yaml
 from ucse.data import TaskData, load_classification, load_task_data
@@ -93,8 +93,7 @@ def run_training(cfg: TrainConfig, source: Any = None) -> tuple[RunResult, Uncer
 def main(argv: list[str]) -> int:
     """Parse overrides, train, print a short summary (``--cfg``: print the resolved config; ``--help``)."""
     if wants_help(argv):
-        print(help_text())
-        return 0
+        return show(help_text())
 
     def body() -> int:
         show_cfg = "--cfg" in argv
