@@ -49,6 +49,8 @@ TASKS = [
     "MassiveIntentClassification",
     "MassiveScenarioClassification",
 ]
+# Binary tasks: the held-out-class setting does not apply to them.
+TWO_LABEL_TASKS = {"AmazonCounterfactualClassification"}
 # Cross-domain OOD: a head of the key task scores the test texts of the value task.
 CROSS = {
     "Banking77Classification": "MassiveIntentClassification",
@@ -228,6 +230,10 @@ def main(argv: list[str]) -> int:
                     name = variant if held is None else f"{variant}-heldout{held}"
                     run_dir = out / task / name / f"seed{seed}"
                     if (run_dir / "bench.json").is_file():
+                        continue
+                    if held is not None and task in TWO_LABEL_TASKS:
+                        # Holding out a fraction of 2 labels leaves one: no classifier to train.
+                        log.info("%s: %s skipped (2 labels, nothing can be held out)", task, name)
                         continue
                     t0 = time.perf_counter()
                     if not (run_dir / "metrics.json").is_file():
