@@ -207,6 +207,10 @@ class HeadConfig:
     """MLP adapter width; ``None`` matches the TextCNN's parameter count."""
     logreg_max_iter: int = 2000
     """Iterations for ``head=logreg`` (fitted to convergence, unlike MTEB's 100)."""
+    normalize_states: bool = False
+    """Standardise each hidden dimension of the token states with the training split's mean and std before
+    the head (fixed buffers saved with the head). Needed for decoder LLM states, whose large common offset
+    and outlier dimensions keep a short gradient-trained run at the majority class (docs/RESULTS.md)."""
 
 
 @dataclass

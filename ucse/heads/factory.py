@@ -9,6 +9,7 @@ from ucse.heads.attention import AttentionPoolHead
 from ucse.heads.base import Head
 from ucse.heads.mlp import MLPHead
 from ucse.heads.pooled import PooledHead
+from ucse.heads.state_norm import attach_state_norm
 from ucse.heads.textcnn import GaussianTextCNN
 
 NN_HEADS = (HeadType.textcnn, HeadType.linear, HeadType.mean, HeadType.mlp, HeadType.attention)
@@ -103,5 +104,7 @@ def build_head(cfg: HeadConfig, hidden_size: int, num_classes: int, pooling: Poo
         )
     else:
         head = AttentionPoolHead(hidden_size, num_classes, **common)
+    if cfg.normalize_states:
+        attach_state_norm(head, hidden_size)
     head.spec = HeadSpec(cfg, hidden_size, num_classes, pooling)
     return head

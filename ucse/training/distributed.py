@@ -74,6 +74,7 @@ class LazyStates:
         self.backbone = backbone
         self.cache: HiddenStateCache | None = None
         self.seconds = 0.0
+        self.on_built: Callable[[dict[str, TokenStates]], None] | None = None
 
     def __call__(self, strategy: object | None) -> dict[str, TokenStates]:
         """Build this rank's states (``strategy``: the trainer's, ``None`` on one device)."""
@@ -83,5 +84,7 @@ class LazyStates:
         if root is not None and torch.device(root) != backbone.device:
             backbone = FrozenBackbone(backbone.cfg, root, instruction=backbone.instruction)
         states, self.cache = self.build(backbone, strategy)  # type: ignore[arg-type]
+        if self.on_built is not None:
+            self.on_built(states)
         self.seconds = time.perf_counter() - t0
         return states

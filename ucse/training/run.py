@@ -115,6 +115,11 @@ def _states_for_rank(
     return build_states(cfg, backbone, data, dist)
 
 
+def _fit_state_norm(head: torch.nn.Module, seed: int, states: dict[str, TokenStates]) -> None:
+    """Fit ``head.state_norm`` on the training split (a picklable callback for ``LazyStates``)."""
+    head.state_norm.fit(states["train"], seed)
+
+
 def _fits_on_device(cfg: TrainConfig, device: torch.device, nbytes: int) -> bool:
     """Whether to hold the cached states in GPU memory (``cache.on_device``, under half the free memory)."""
     if device.type != "cuda" or not cfg.cache.on_device or cfg.num_workers > 0:
@@ -281,6 +286,11 @@ def _fit_lightning(
     hidden_size: int,
 ) -> dict:
     head = build_head(cfg.head, hidden_size, data.num_classes, cfg.backbone.pooling)
+    if cfg.head.normalize_states:  # statistics of the training split's states (on every rank under DDP)
+        if isinstance(states, LazyStates):
+            states.on_built = functools.partial(_fit_state_norm, head, cfg.seed)
+        else:
+            head.state_norm.fit(states["train"], cfg.seed)
     module = UcseModule(head, data.num_classes, cfg.loss, cfg.optim)
     dm = StatesDataModule(states, labels, cfg.optim.batch_size, cfg.seed, cfg.num_workers)
     trainer, ckpt = _trainer(cfg, run_dir, device)
