@@ -135,3 +135,26 @@ def test_ensemble_on_a_task_mteb_does_not_know_fails_with_one_line(tmp_path, cap
     assert main(["ensemble", "ensemble=minilm-pair", f"task={mine}"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ensemble=: mteb has no task 'MyTickets'") and err.count("\n") == 1
+
+
+def test_train_prints_a_short_summary_then_predict_uses_it(tiny_bert_dir, tmp_path, capsys):
+    from toy_tasks import write_rows
+
+    data = write_rows(tmp_path / "tickets.csv", own_rows(120, seed=6))
+    run = tmp_path / "run"
+    fast = [
+        f"backbone.model={tiny_bert_dir}",
+        "backbone.name=tiny-bert",
+        "backbone.precision=fp32",
+        "optim.lr=1e-2",
+        "optim.epochs=2",
+        "optim.batch_size=16",
+    ]
+    assert main(["train", f"data.path={data}", f"output_dir={run}", *fast]) == 0
+    out = capsys.readouterr().out
+    summary = out.split(f"run: {run}", 1)[1].splitlines()
+    assert len(summary) <= 8 and "{" not in out
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert f"test accuracy {metrics['test']['accuracy']:.4f}" in out
+    saved = json.loads((run / "head" / "calibration.json").read_text())
+    assert f"default score {saved['score']}" in out and f"ucse predict run={run}" in out
