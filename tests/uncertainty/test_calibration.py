@@ -78,3 +78,22 @@ def test_identity_calibrator_is_plain_softmax():
     c = cal.Calibrator.identity(3)
     assert c.temperature == 1.0
     np.testing.assert_allclose(c.probs(logits), torch.softmax(logits.double(), 1))
+
+
+@pytest.mark.parametrize("method", [CalibrationMethod.temperature, CalibrationMethod.vector])
+def test_error_free_validation_keeps_the_softmax(method, caplog):
+    # No error: the NLL keeps falling as T -> 0, so a fit would return a degenerate T. The softmax is kept.
+    logits = RNG.normal(size=(17, 3)) * 2
+    labels = logits.argmax(1)
+    grid = [
+        float(torch.nn.functional.cross_entropy(torch.tensor(logits / t), torch.tensor(labels)))
+        for t in (1.0, 0.5, 0.1, 0.01)
+    ]
+    assert grid == sorted(grid, reverse=True)  # the premise: monotone, no finite optimum
+    c = cal.fit_calibrator(logits, labels, method)
+    assert c.method == CalibrationMethod.none and c.temperature == 1.0
+    assert "all classified correctly" in caplog.text
+    # One error gives the fit an optimum again: a finite T, different from 1.
+    labels[0] = (labels[0] + 1) % 3
+    t = cal.fit_calibrator(logits, labels, CalibrationMethod.temperature).temperature
+    assert 0.05 < t < 20 and t != pytest.approx(1.0)

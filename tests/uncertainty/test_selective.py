@@ -86,3 +86,24 @@ def test_coverage_threshold_guarantee_on_average():
     ]
     # E[P(u_test <= t)] >= c and < c + 1/(n+1) (split-conformal); sampling error of the mean ~ 0.0014.
     assert c - 0.005 <= np.mean(true_cov) <= c + 1 / (n + 1) + 0.005
+
+
+@pytest.mark.parametrize("fallback, abstains", [("answer", False), ("abstain", True)])
+def test_uncertifiable_target_follows_the_configured_fallback(fallback, abstains, caplog):
+    from ucse.export.encoder import EncodedBatch
+    from ucse.uncertainty.config import AbstainConfig, UncertaintyConfig, Uncertifiable
+    from ucse.uncertainty.fit import fit_profile
+
+    # 17 validation texts, 2 wrong: no threshold can bound the error below 5 % at delta 0.05.
+    rng = np.random.default_rng(3)
+    logits = rng.normal(size=(17, 3)) * 3
+    labels = logits.argmax(1)
+    labels[:2] = (labels[:2] + 1) % 3
+    val = EncodedBatch(rng.normal(size=(17, 4)), None, logits)
+    cfg = UncertaintyConfig(abstain=AbstainConfig(if_uncertifiable=Uncertifiable(fallback)))
+    profile = fit_profile(val, labels, cfg)
+    assert not profile.abstain.achievable
+    out = profile.apply(val.mean, None, logits)
+    assert out.abstain.all() if abstains else not out.abstain.any()
+    assert profile.abstain.val_coverage == (0.0 if abstains else 1.0)
+    assert ("every text will abstain" if abstains else "no text will abstain") in caplog.text

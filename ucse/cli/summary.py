@@ -6,6 +6,7 @@ The full figures stay in the run folder (``metrics.json``, ``eval.json``); the t
 from __future__ import annotations
 
 import logging
+import math
 import warnings
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,12 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
         a = profile.abstain
         if a is not None:
             rule = "target error" if a.rule == "target_error" else "coverage"
-            met = "" if a.achievable else " - not achievable on validation: abstains on every text"
+            never = math.isinf(a.threshold) and a.threshold > 0
+            met = (
+                ""
+                if a.achievable
+                else f" - not certifiable on validation: {'no text' if never else 'every text'} abstains"
+            )
             lines.append(
                 f"  abstain ({rule} {a.target}): validation coverage {_pct(a.val_coverage)}, "
                 f"error {_pct(a.val_error)}{met}"

@@ -9,6 +9,7 @@ in float64 (Guo et al. 2017); torch-uncertainty's scalers would do the same but 
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import torch
@@ -18,6 +19,7 @@ from ucse.uncertainty.config import CalibrationMethod
 from ucse.uncertainty.scores import Array, affine, as_f64
 
 ECE_BINS = 15
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -118,9 +120,20 @@ def fit_calibrator(logits: Array, labels: Array, method: CalibrationMethod) -> C
     Returns:
         The fitted :class:`Calibrator`.
     """
-    c = as_f64(logits).shape[1]
+    x = as_f64(logits)
+    c = x.shape[1]
     method = CalibrationMethod(method)
     if method == CalibrationMethod.none:
+        return Calibrator.identity(c)
+    if bool((x.argmax(1) == torch.as_tensor(labels).long()).all()):
+        # Every validation text is right: the NLL falls as T -> 0 with no finite minimiser, and the fit
+        # would return a degenerate T (0.08 on a 17-row split) that makes every prediction ~certain.
+        log.warning(
+            "calibration skipped: the %d validation texts are all classified correctly, so the %s fit has no "
+            "finite optimum (the softmax is kept); a larger validation split (data.val_fraction) fixes this",
+            len(x),
+            method.value,
+        )
         return Calibrator.identity(c)
     if method == CalibrationMethod.temperature:
         t = fit_temperature(logits, labels)

@@ -32,6 +32,13 @@ class ScoreName(str, Enum):
     density = "density"  # -log p(mu) under class-conditional Gaussians fitted on training means (DDU)
 
 
+class Uncertifiable(str, Enum):
+    """What abstention does when no threshold certifies ``target_error`` on the validation split."""
+
+    answer = "answer"
+    abstain = "abstain"
+
+
 class ConformalMethod(str, Enum):
     """Split-conformal score for prediction sets."""
 
@@ -60,6 +67,10 @@ class AbstainConfig:
     precedence over ``target_error``."""
     delta: float = 0.05
     """The error guarantee holds with probability at least 1 - delta over the validation draw."""
+    if_uncertifiable: Uncertifiable = Uncertifiable.answer
+    """When no threshold can be certified (a small or error-free validation split): ``answer`` saves no
+    threshold, so ``abstain`` is false for every text (a warning says so at train and predict time);
+    ``abstain`` keeps the guarantee the only way left, abstaining on every text."""
 
 
 @dataclass

@@ -12,7 +12,9 @@ it (one or 2C parameters; the bias this introduces is not corrected for).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import math
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +26,13 @@ from ucse.export.encoder import EncodedBatch, UcseEncoder
 from ucse.training.run import build_states, resolve_device
 from ucse.uncertainty import conformal
 from ucse.uncertainty.calibration import fit_calibrator
-from ucse.uncertainty.config import ConformalMethod, ScoreName, UncertaintyConfig, check_uncertainty_config
+from ucse.uncertainty.config import (
+    ConformalMethod,
+    ScoreName,
+    UncertaintyConfig,
+    Uncertifiable,
+    check_uncertainty_config,
+)
 from ucse.uncertainty.density import fit_class_gaussians
 from ucse.uncertainty.profile import UncertaintyProfile, row_uniforms
 from ucse.uncertainty.selective import aurc, threshold_for_coverage, threshold_for_error
@@ -92,12 +100,19 @@ def fit_profile(
     elif a.target_error is not None:
         profile.abstain = threshold_for_error(u, correct, a.target_error, a.delta)
         if not profile.abstain.achievable:
+            answer = a.if_uncertifiable == Uncertifiable.answer
+            if answer:  # no threshold: never abstain (the threshold -inf of the rule would abstain on all)
+                profile.abstain = dataclasses.replace(
+                    profile.abstain, threshold=math.inf, val_coverage=1.0, val_error=float(1 - correct.mean())
+                )
             log.warning(
-                "no threshold certifies error <= %.3f at delta %.2f on %d validation texts: every text will "
-                "abstain; raise uncertainty.abstain.target_error or use uncertainty.abstain.coverage",
+                "no threshold certifies error <= %.3f at delta %.2f on %d validation texts: %s; more "
+                "validation data, a larger uncertainty.abstain.target_error or "
+                "uncertainty.abstain.coverage=0.9 set one",
                 a.target_error,
                 a.delta,
                 len(u),
+                "no text will abstain" if answer else "every text will abstain",
             )
     k = cfg.conformal
     rand = row_uniforms(probs, cfg.seed) if k.randomized else None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ from ucse.uncertainty.config import CalibrationMethod, ConformalConfig, Conforma
 from ucse.uncertainty.selective import AbstainThreshold
 
 # Scores that need the variance branch, the classifier weight or the training Gaussians.
+log = logging.getLogger(__name__)
 NEEDS_VAR = (ScoreName.sigma, ScoreName.predictive_entropy, ScoreName.mutual_information)
 NEEDS_DENSITY = (ScoreName.mahalanobis, ScoreName.density)
 
@@ -279,6 +281,14 @@ def load_uncertainty_profile(head_dir: str | Path, num_classes: int | None = Non
     calibrator = Calibrator(method, arr["calibration_scale"], arr["calibration_bias"])
     a = cfg.get("abstain")
     abstain = None if a is None else AbstainThreshold(**{**a, "threshold": _float(a["threshold"])})
+    if abstain is not None and not abstain.achievable:
+        log.warning(
+            "%s: no abstention threshold was certifiable on the validation split (target error %s), so %s; "
+            "retrain with more validation data or uncertainty.abstain.coverage=",
+            head_dir,
+            abstain.target,
+            "no text abstains" if abstain.threshold == math.inf else "every text abstains",
+        )
     c = cfg.get("conformal")
     conf = qhat = None
     if c is not None:
