@@ -71,6 +71,13 @@ VARIANTS: dict[str, tuple[list[str], float | None]] = {
 }
 
 
+def killed_run_flags(run_dir: Path) -> list[str]:
+    """A run killed before ``metrics.json``: resume it from ``last.ckpt``, or start it afresh without one."""
+    if not run_dir.exists():
+        return []
+    return ["ckpt_path=last"] if (run_dir / "checkpoints" / "last.ckpt").is_file() else ["overwrite=true"]
+
+
 @contextlib.contextmanager
 def log_var_bias(value: float | None) -> Iterator[None]:
     """Initialise every log-variance branch's bias to ``value`` (sigma_0 = exp(value / 2)) while training."""
@@ -247,6 +254,7 @@ def main(argv: list[str]) -> int:
                                 f"seed={seed}",
                                 f"output_dir={run_dir}",
                                 "progress_bar=false",
+                                *killed_run_flags(run_dir),
                             ]
                         )
                         with log_var_bias(bias):
