@@ -73,9 +73,9 @@ class FitConfig:
     """Similarity inside the likelihood's logits."""
     batch_size: int = 32
     """Pairs per in-batch-negatives group."""
-    refine_steps: int = 100
+    refine_steps: int = 300
     """L-BFGS iterations per MAP refinement (0 = keep the pretrained map as the MAP)."""
-    evidence_rounds: int = 6
+    evidence_rounds: int = 10
     """At most this many (refine MAP, choose prior by evidence) rounds."""
     heldout_fraction: float = 0.2
     """Share of the pair groups held out of the fit to fit the member's variance scale."""

@@ -80,8 +80,8 @@ class DiagonalLaplace:
         similarity: PairSimilarity | str = PairSimilarity.COSINE,
         prior_grid: torch.Tensor | None = None,
         batch_size: int = 32,
-        refine_steps: int = 100,
-        evidence_rounds: int = 6,
+        refine_steps: int = 300,
+        evidence_rounds: int = 10,
         dtype: torch.dtype = torch.float64,
     ) -> None:
         self.hessian = _enum(HessianType, hessian, "hessian")
@@ -165,7 +165,7 @@ class DiagonalLaplace:
             [w, b],
             lr=1.0,
             max_iter=self.refine_steps,
-            tolerance_grad=1e-10,
+            tolerance_grad=1e-8,
             tolerance_change=1e-14,
             history_size=20,
             line_search_fn="strong_wolfe",
