@@ -167,11 +167,12 @@ class UcseModule(L.LightningModule):
         hidden, mask, y = batch
         logits = self.head(hidden, mask).logits
         self.val_metrics.update(logits, y)
-        self.log("val/ce", cross_entropy(logits, y), on_epoch=True, batch_size=y.shape[0])
+        self.log("val/ce", cross_entropy(logits, y), on_epoch=True, batch_size=y.shape[0], sync_dist=True)
 
     def on_validation_epoch_end(self) -> None:
         """Log and reset validation metrics (``val/acc`` selects the best checkpoint)."""
-        self.log_dict(self.val_metrics.compute(), prog_bar=True)
+        # compute() already reduced over ranks; sync_dist marks the values as global (no-op on one process).
+        self.log_dict(self.val_metrics.compute(), prog_bar=True, sync_dist=True)
         self.val_metrics.reset()
 
     def test_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> None:
@@ -181,7 +182,7 @@ class UcseModule(L.LightningModule):
 
     def on_test_epoch_end(self) -> None:
         """Log and reset test metrics."""
-        self.log_dict(self.test_metrics.compute())
+        self.log_dict(self.test_metrics.compute(), sync_dist=True)
         self.test_metrics.reset()
 
     def configure_optimizers(self) -> dict:
