@@ -8,6 +8,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from toy_tasks import OWN_CUES, own_rows
@@ -158,3 +159,24 @@ def test_train_prints_a_short_summary_then_predict_uses_it(tiny_bert_dir, tmp_pa
     assert f"test accuracy {metrics['test']['accuracy']:.4f}" in out
     saved = json.loads((run / "head" / "calibration.json").read_text())
     assert f"default score {saved['score']}" in out and f"ucse predict run={run}" in out
+
+
+def test_an_existing_out_file_is_kept_unless_overwrite(tiny_clf_run, tmp_path, capsys):
+    (tmp_path / "new.txt").write_text("\n".join(_texts(3)) + "\n")
+    out = tmp_path / "p.jsonl"
+    out.write_text("the user's own file\n")
+    args = ["predict", f"run={tiny_clf_run}", f"input={tmp_path / 'new.txt'}", f"out={out}"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "overwrite=true" in err and err.count("\n") == 1
+    assert out.read_text() == "the user's own file\n"
+    assert main([*args, "overwrite=true"]) == 0
+    assert len(out.read_text().splitlines()) == 3
+
+
+def test_encoder_from_dir_accepts_the_run_folder(tiny_clf_run):
+    from ucse.export.encoder import UcseEncoder
+
+    via_run = UcseEncoder.from_dir(tiny_clf_run).run_texts(_texts(4))
+    via_head = UcseEncoder.from_dir(tiny_clf_run / "head").run_texts(_texts(4))
+    assert np.array_equal(via_run.logits, via_head.logits)

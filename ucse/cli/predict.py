@@ -53,9 +53,11 @@ def main(argv: list[str]) -> int:
         from ucse.inference.classifier import UcseClassifier, resolve_head_dir
 
         head_dir = resolve_head_dir(cfg.run)
-        check_output(cfg.out)
+        check_output(cfg.out, cfg.overwrite)
         texts = read_texts(cfg.input, cfg.text_column or _trained_text_column(head_dir))
-        clf = UcseClassifier.from_pretrained(head_dir, device=cfg.device, batch_size=cfg.batch_size)
+        clf = UcseClassifier.from_pretrained(
+            head_dir, device=cfg.device, batch_size=cfg.batch_size, trust_remote_code=cfg.trust_remote_code
+        )
         rows = clf.predict_with_uncertainty(
             texts, top_k=cfg.top_k, sets=cfg.sets, progress=cfg.progress and sys.stderr.isatty()
         )

@@ -54,7 +54,7 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
         )
     if profile is not None:
         cal = profile.calibrator
-        t = cal.temperature
+        t = cal.temperature if cal.method.value == "temperature" else None
         lines.append(
             f"uncertainty: calibration {cal.method.value}{f' (T={t:.3f})' if t else ''}, "
             f"default score {profile.score.value}"

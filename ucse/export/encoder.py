@@ -16,6 +16,7 @@ from ucse.backbone.encoder import FrozenBackbone, validate_texts
 from ucse.config import BackboneConfig, Precision
 from ucse.heads import load_head
 from ucse.heads.base import Head
+from ucse.heads.io import resolve_head_dir
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +89,7 @@ class UcseEncoder:
         """Load ``head_dir`` (``config.json`` + ``model.safetensors``) and the backbone recorded in it.
 
         Args:
-            head_dir: a head folder written by :func:`ucse.heads.save_head`.
+            head_dir: a head folder written by :func:`ucse.heads.save_head`, or the run folder holding it.
             device: where to run.
             backbone_overrides: the caller's changes to the stored backbone config.
             trust_remote_code: let the backbone's own model code run. Only the caller turns it on (here or in
@@ -99,6 +100,7 @@ class UcseEncoder:
             ValueError: when the backbone's hidden size is not the one the head was trained on (checked
                 before any text goes through the backbone).
         """
+        head_dir = resolve_head_dir(head_dir)
         head, meta = load_head(head_dir)
         overrides = dict(backbone_overrides or {})
         trust = bool(trust_remote_code or overrides.pop("trust_remote_code", False))

@@ -249,3 +249,22 @@ def load_calibration(directory: str | Path) -> tuple[dict[str, Any], dict[str, t
     except (SafetensorError, OSError) as err:
         raise ValueError(f"{arr_path} is not a readable safetensors file ({err}); refit it.") from err
     return config, arrays
+
+
+def resolve_head_dir(path: str | Path) -> Path:
+    """The head folder of a run folder (``<run>/head``) or a head folder itself.
+
+    Raises:
+        FileNotFoundError: naming the path and what a run or head folder holds.
+    """
+    p = Path(path).expanduser()
+    for cand in (p / "head", p):
+        if (cand / "config.json").is_file() and (cand / "model.safetensors").is_file():
+            return cand
+    if not p.exists():
+        raise FileNotFoundError(f"run={path}: no such folder. Pass a run folder written by `ucse train`.")
+    raise FileNotFoundError(
+        f"run={path} is neither a finished ucse run nor a head folder: no head/config.json + "
+        "head/model.safetensors (or config.json + model.safetensors) in it. Pass a run folder written by "
+        "`ucse train`, or its head/ folder."
+    )

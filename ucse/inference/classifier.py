@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 
 from ucse.config import Device
 from ucse.export.encoder import EncodedBatch, UcseEncoder
+from ucse.heads.io import resolve_head_dir
 from ucse.training.run import resolve_device
 from ucse.uncertainty.profile import UncertaintyOutput, UncertaintyProfile, load_uncertainty_profile
 
@@ -33,25 +34,6 @@ PROGRESS_MIN = 1000
 """Inputs at least this long show a progress bar (when ``progress`` is on)."""
 CHUNK = 1024
 """Texts per progress step; chunks are cut from the length-sorted order, so batching is unchanged."""
-
-
-def resolve_head_dir(path: str | Path) -> Path:
-    """The head folder of a run folder (``<run>/head``) or a head folder itself.
-
-    Raises:
-        FileNotFoundError: naming the path and what a run or head folder holds.
-    """
-    p = Path(path).expanduser()
-    for cand in (p / "head", p):
-        if (cand / "config.json").is_file() and (cand / "model.safetensors").is_file():
-            return cand
-    if not p.exists():
-        raise FileNotFoundError(f"run={path}: no such folder. Pass a run folder written by `ucse train`.")
-    raise FileNotFoundError(
-        f"run={path} is neither a finished ucse run nor a head folder: no head/config.json + "
-        "head/model.safetensors (or config.json + model.safetensors) in it. Pass a run folder written by "
-        "`ucse train`, or its head/ folder."
-    )
 
 
 def as_texts(texts: str | list[str] | Any) -> list[str]:
@@ -87,6 +69,7 @@ class UcseClassifier:
         path: str | Path,
         device: Device | str = Device.auto,
         batch_size: int | None = None,
+        trust_remote_code: bool = False,
     ) -> UcseClassifier:
         """Load a run folder (or its ``head/``), the backbone it names and its uncertainty profile.
 
@@ -94,13 +77,16 @@ class UcseClassifier:
             path: a run folder written by ``ucse train`` / ``train.py``, or its ``head/`` folder.
             device: ``auto`` (CUDA when present), ``cpu`` or ``cuda``.
             batch_size: texts per backbone forward; ``None`` keeps the run's backbone setting.
+            trust_remote_code: let the backbone's own model code run (only from you: a run or head asking for
+                it is ignored).
 
         Raises:
             FileNotFoundError: when ``path`` is not a run or head folder.
         """
         head_dir = resolve_head_dir(path)
         overrides = {} if batch_size is None else {"batch_size": batch_size}
-        encoder = UcseEncoder.from_dir(head_dir, resolve_device(Device(device)), backbone_overrides=overrides)
+        device = resolve_device(Device(device))
+        encoder = UcseEncoder.from_dir(head_dir, device, overrides, trust_remote_code=trust_remote_code)
         profile = load_uncertainty_profile(head_dir, num_classes=len(encoder.label_names) or None)
         return cls(encoder, profile, head_dir)
 

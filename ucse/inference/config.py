@@ -21,7 +21,11 @@ class PredictConfig:
     (a text column), or ``-`` for stdin (one text per line)."""
     out: str = "-"
     """Where the predictions go: ``.jsonl`` or ``.csv`` (by extension), or ``-`` for stdout (JSON lines).
-    One row per input text, in input order."""
+    One row per input text, in input order. An existing file is refused unless ``overwrite``."""
+    overwrite: bool = False
+    """Replace an existing ``out`` file (written to a temporary sibling, renamed when complete)."""
+    trust_remote_code: bool = False
+    """Let the backbone's own model code run (a run or head asking for it is ignored)."""
     text_column: str | None = None
     """Text column of a table input; ``None`` means the column the run was trained on (``text``)."""
     top_k: int | None = None

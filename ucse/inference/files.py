@@ -25,8 +25,11 @@ OUTPUT_SUFFIXES = (".jsonl", ".csv")
 STDIO = "-"
 
 
-def check_output(out: str) -> None:
-    """Fail before any work unless ``out`` is ``-`` or a ``.jsonl``/``.csv`` path in an existing folder."""
+def check_output(out: str, overwrite: bool = False) -> None:
+    """Fail before any work unless ``out`` is ``-`` or a new ``.jsonl``/``.csv`` path in an existing folder.
+
+    An existing file is refused unless ``overwrite``: nothing the user did not ask to replace is replaced.
+    """
     if out == STDIO:
         return
     path = Path(out).expanduser()
@@ -38,6 +41,8 @@ def check_output(out: str) -> None:
         raise DataError(f"out={out} is a folder; give a file path ending in .jsonl or .csv.")
     if not path.parent.is_dir():
         raise FileNotFoundError(f"out={out}: folder {path.parent} does not exist; create it first.")
+    if path.exists() and not overwrite:
+        raise DataError(f"out={out} already exists; nothing was written. Pass overwrite=true to replace it.")
 
 
 def _lines(text: str, where: str) -> list[str]:
