@@ -1,0 +1,191 @@
+"""Building a run's config: group files, command-line overrides, merging and (de)serialising.
+
+The schema (the dataclass tree) is ``ucse/config.py``; this module turns ``configs/`` files and ``key=value``
+tokens into a validated :class:`~ucse.config.TrainConfig`. ``ucse.config`` re-exports every name here, so
+``from ucse.config import build_config`` is the public import.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import fields, is_dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
+
+from ucse.config import CONFIG_DIR, GROUPS, ConfigError, TrainConfig
+
+
+def did_you_mean(value: str, choices: list[str] | tuple[str, ...]) -> str:
+    """Return a ``did you mean 'x'?`` suffix for the closest choice, or an empty string."""
+    close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1, cutoff=0.5)
+    return f" Did you mean '{close[0]}'?" if close else ""
+
+
+def group_choices(group: str) -> list[str]:
+    """Names of the YAML files available for a config group."""
+    return sorted(p.stem for p in (CONFIG_DIR / group).glob("*.yaml"))
+
+
+def _schema_keys(node: Any, path: str) -> list[str]:
+    """Valid keys at a dotted path of the schema (for error messages)."""
+    obj: Any = TrainConfig
+    for part in [p for p in path.split(".") if p]:
+        hit = {f.name: f for f in fields(obj)}.get(part) if is_dataclass(obj) else None
+        if hit is None:
+            return []
+        obj = hit.default_factory() if callable(hit.default_factory) else hit.default  # type: ignore[misc]
+    return [f.name for f in fields(obj)] if is_dataclass(obj) else []
+
+
+def _explain(err: OmegaConfBaseException, source: str) -> ConfigError:
+    """Turn an OmegaConf error into a ConfigError naming the key, the valid choices and a suggestion."""
+    key = str(getattr(err, "full_key", "") or getattr(err, "key", "") or "")
+    parent, _, leaf = key.rpartition(".")
+    if isinstance(err, ConfigKeyError):
+        valid = _schema_keys(None, parent)
+        return ConfigError(
+            f"Unknown config key '{key}' (from {source}). Valid keys under '{parent or '<root>'}': "
+            f"{', '.join(valid)}.{did_you_mean(leaf, valid)}"
+        )
+    msg = str(err).splitlines()[0]
+    if isinstance(err, ValidationError) and "expected one of" in msg:
+        options = msg.split("expected one of", 1)[1].strip(" []").replace("'", "").split(", ")
+        bad = msg.split("'")[1] if "'" in msg else ""
+        return ConfigError(f"Invalid value for '{key}' (from {source}): {msg}.{did_you_mean(bad, options)}")
+    return ConfigError(f"Invalid config at '{key}' (from {source}): {msg}")
+
+
+def _merge(base: DictConfig, other: Any, source: str) -> DictConfig:
+    try:
+        return OmegaConf.merge(base, other)  # type: ignore[return-value]
+    except OmegaConfBaseException as err:
+        raise _explain(err, source) from None
+
+
+def group_path(group: str, name: str) -> Path:
+    """Where a group choice lives: ``configs/<group>/<name>.yaml``, or a ``.yaml``/``.yml`` path.
+
+    A path lets a config file live outside ``configs/``, e.g. ``task=/abs/path/my_task.yaml``.
+    """
+    if name.endswith((".yaml", ".yml")):
+        return Path(name).expanduser()
+    return CONFIG_DIR / group / f"{name}.yaml"
+
+
+def load_group(group: str, name: str) -> DictConfig:
+    """Load ``configs/<group>/<name>.yaml`` or a ``.yaml`` path (a partial root-level config)."""
+    path = group_path(group, name)
+    if name.endswith((".yaml", ".yml")) and not path.is_file():
+        raise ConfigError(
+            f"{group}={name}: no such file. Give an existing .yaml path or one of "
+            f"{', '.join(group_choices(group))}."
+        )
+    if not path.is_file():
+        choices = group_choices(group)
+        raise ConfigError(
+            f"Unknown {group} '{name}'. Valid {group} choices: {', '.join(choices)}."
+            f"{did_you_mean(name, choices)}"
+            f" Add configs/{group}/{name}.yaml to define a new one, or give a path: {group}=/path/to/it.yaml."
+        )
+    try:
+        return OmegaConf.load(path)  # type: ignore[return-value]
+    except Exception as err:  # yaml syntax errors are not ValueErrors; say which file and where
+        raise ConfigError(f"{path} is not valid YAML: {' '.join(str(err).split())}") from None
+
+
+def build_config(
+    overrides: list[str] | None = None, base_file: str = "train.yaml", own_data: bool = False
+) -> TrainConfig:
+    """Build a validated ``TrainConfig`` from ``configs/`` plus ``key=value`` overrides.
+
+    With ``data.path`` (or ``own_data``) and no ``task=``, the user's own data is the task: the default task
+    YAML is not merged (no hub path, no instruction) and ``task.name`` defaults to the path's stem or folder
+    name (``data`` for in-memory data), unless ``task.name=`` is given.
+
+    Args:
+        overrides: command-line tokens. ``task=``, ``backbone=`` and ``head=`` select group files;
+            everything else is an OmegaConf dotlist override such as ``loss.lcl_weight=0.6``.
+        base_file: root YAML file under ``configs/``.
+        own_data: the data will be passed in memory (``ucse.training.train(cfg, data=...)``).
+
+    Returns:
+        The merged, type-checked config.
+
+    Raises:
+        ConfigError: on an unknown key, group choice or enum value.
+    """
+    overrides = list(overrides or [])
+    for tok in overrides:
+        if "=" not in tok:
+            raise ConfigError(f"Override '{tok}' is not of the form key=value (e.g. loss.lcl_weight=0.6).")
+    cfg: DictConfig = OmegaConf.structured(TrainConfig)
+    base = OmegaConf.load(CONFIG_DIR / base_file)
+    defaults = base.pop("defaults", None) or {}
+    groups: dict[str, str | None] = {g: defaults.get(g) for g in GROUPS}
+    cfg = _merge(cfg, base, base_file)
+    dotlist = []
+    for tok in overrides:
+        key, value = tok.split("=", 1)
+        if value.strip() == "???":
+            raise ConfigError(f"'{key}=???' leaves '{key}' unset; give it a value ({key}=<value>).")
+        if key in GROUPS:
+            groups[key] = value
+        else:
+            dotlist.append(tok)
+    from ucse.config_checks import parse_dotlist
+
+    cli = _merge(OmegaConf.structured(TrainConfig), parse_dotlist(dotlist), "command line")
+    keys = {t.split("=", 1)[0] for t in overrides}
+    own_data = (own_data or cli.data.path is not None) and "task" not in keys
+    if own_data:
+        # The user's own data: the default task's hub path and instruction must not leak into it.
+        groups["task"] = None
+    for g in GROUPS:  # backbone, then head, then task: later files win on shared keys
+        if groups[g]:
+            cfg = _merge(cfg, load_group(g, groups[g]), str(group_path(g, groups[g])))
+    cfg = _merge(cfg, parse_dotlist(dotlist), "command line")
+    if cfg.data.path is not None:
+        # Absolute, so eval.py finds the data again from the run's config.yaml wherever it is run.
+        cfg.data.path = str(Path(cfg.data.path).expanduser().resolve())
+    if own_data and "task.name" not in keys:
+        cfg.task.name = default_task_name(cfg.data.path)
+    from ucse.config_checks import leaf_keys, validate_config
+
+    missing = [k for k in leaf_keys(cfg) if OmegaConf.is_missing(cfg, k)]
+    if missing:
+        raise ConfigError(f"Config key '{missing[0]}' is unset ('???'); give it a value ({missing[0]}=...).")
+    typed = to_object(cfg)
+    validate_config(typed)
+    return typed
+
+
+IN_MEMORY_TASK = "data"
+"""Task name of in-memory data when none is given."""
+
+
+def default_task_name(path: str | Path | None) -> str:
+    """Own data's task name: a file's stem (``reviews.csv`` -> ``reviews``), a folder's name, or ``data``."""
+    if path is None:
+        return IN_MEMORY_TASK
+    p = Path(path)
+    return p.stem if p.is_file() else p.name
+
+
+def to_object(cfg: DictConfig) -> TrainConfig:
+    """Convert a merged DictConfig into the typed dataclass tree."""
+    obj = OmegaConf.to_object(cfg)
+    assert isinstance(obj, TrainConfig)
+    return obj
+
+
+def to_yaml(cfg: TrainConfig) -> str:
+    """Serialise a config (the resolved ``config.yaml`` of a run)."""
+    return OmegaConf.to_yaml(OmegaConf.structured(cfg))
+
+
+def from_yaml(path: str | Path) -> TrainConfig:
+    """Load a resolved run ``config.yaml`` back into a typed config (unknown keys fail)."""
+    return to_object(_merge(OmegaConf.structured(TrainConfig), OmegaConf.load(path), str(path)))
