@@ -13,6 +13,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # makes `import tiny_models` work everywhere
 
+import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from tiny_models import (  # noqa: E402
     build_tiny_bert,
@@ -20,7 +21,7 @@ from tiny_models import (  # noqa: E402
     make_tiny_bert_cfg,
     make_tiny_qwen3_cfg,
 )
-from toy_tasks import write_cue_task  # noqa: E402
+from toy_tasks import own_rows, write_cue_task  # noqa: E402
 
 from ucse.config import BackboneConfig, TrainConfig, build_config  # noqa: E402
 
@@ -106,3 +107,31 @@ def tiny_run_cfg(tiny_task_root: Path, tiny_bert_dir: Path, tmp_path: Path):
         )
 
     return make
+
+
+# A tiny trained run on string-labelled data (via ``ucse.train`` on a DataFrame), shared by tests/cli and
+# tests/inference (one training per session).
+def tiny_overrides(tiny_bert_dir: Path, out: Path) -> dict:
+    """``ucse.train`` keyword overrides for a fast run on the tiny BERT."""
+    return {
+        "output_dir": str(out),
+        "backbone": {"model": str(tiny_bert_dir), "name": "tiny-bert", "precision": "fp32", "batch_size": 32},
+        "optim": {"lr": 1e-2, "epochs": 4, "batch_size": 16},
+        "progress_bar": False,
+    }
+
+
+@pytest.fixture
+def train_overrides(tiny_bert_dir: Path):
+    """Factory: ``ucse.train`` overrides for a fast tiny-BERT run into ``out``."""
+    return lambda out: tiny_overrides(tiny_bert_dir, out)
+
+
+@pytest.fixture(scope="session")
+def tiny_clf_run(tiny_bert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Run folder of a head trained on 150 rows with labels money / music / pets (uncertainty fitted)."""
+    import ucse
+
+    out = tmp_path_factory.mktemp("clf") / "run"
+    result = ucse.train(pd.DataFrame(own_rows(150)), **tiny_overrides(tiny_bert_dir, out))
+    return result.run_dir
