@@ -351,6 +351,7 @@ from ucse.config_build import (  # noqa: E402, F401
     group_choices,
     group_path,
     load_group,
+    parse_flat_config,
     to_object,
     to_yaml,
 )

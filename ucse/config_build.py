@@ -189,3 +189,35 @@ def to_yaml(cfg: TrainConfig) -> str:
 def from_yaml(path: str | Path) -> TrainConfig:
     """Load a resolved run ``config.yaml`` back into a typed config (unknown keys fail)."""
     return to_object(_merge(OmegaConf.structured(TrainConfig), OmegaConf.load(path), str(path)))
+
+
+def parse_flat_config(schema: type, tokens: list[str] | None, what: str, dash_is_text: bool = False) -> Any:
+    """``key=value`` tokens of a one-level command config (``eval.py``, ``ucse predict``) -> ``schema``.
+
+    Args:
+        schema: the command's config dataclass.
+        tokens: the command-line tokens.
+        what: the command as named in errors (``eval.py``, ``predict``).
+        dash_is_text: read a bare ``-`` (stdin/stdout) as the string, not as YAML's list item.
+
+    Raises:
+        ConfigError: a token without ``=``, or an unknown key / bad value, naming the valid keys.
+    """
+    tokens = list(tokens or [])
+    for tok in tokens:
+        if "=" not in tok:
+            raise ConfigError(f"Argument '{tok}' is not of the form key=value (e.g. run=runs/...).")
+    if dash_is_text:
+        tokens = [f"{t.split('=', 1)[0]}='-'" if t.split("=", 1)[1] == "-" else t for t in tokens]
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.from_dotlist(tokens))
+    except OmegaConfBaseException as err:
+        key = str(getattr(err, "full_key", "") or "")
+        valid = [f.name for f in fields(schema)]
+        raise ConfigError(
+            f"Invalid {what} argument '{key}': {str(err).splitlines()[0].split('. Did you mean')[0]}. "
+            f"Valid keys: {', '.join(valid)}.{did_you_mean(key, valid)}"
+        ) from None
+    cfg = OmegaConf.to_object(merged)
+    assert isinstance(cfg, schema)
+    return cfg

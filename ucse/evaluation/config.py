@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
-from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
-
-from ucse.config import ConfigError, Device, did_you_mean
+from ucse.config import ConfigError, Device, parse_flat_config
 
 
 @dataclass
@@ -53,22 +50,7 @@ class EvalConfig:
 
 def build_eval_config(overrides: list[str] | None = None) -> EvalConfig:
     """Parse ``key=value`` tokens of ``eval.py`` into a validated ``EvalConfig``."""
-    for tok in overrides or []:
-        if "=" not in tok:
-            raise ConfigError(f"Argument '{tok}' is not of the form key=value (e.g. run=runs/...).")
-    base: DictConfig = OmegaConf.structured(EvalConfig)
-    try:
-        merged = OmegaConf.merge(base, OmegaConf.from_dotlist(list(overrides or [])))
-    except OmegaConfBaseException as err:
-        key = str(getattr(err, "full_key", "") or "")
-        valid = [f.name for f in fields(EvalConfig)]
-        raise ConfigError(
-            f"Invalid eval.py argument '{key}': {str(err).splitlines()[0].split('. Did you mean')[0]}. "
-            f"Valid keys: {', '.join(valid)}."
-            f"{did_you_mean(key, valid)}"
-        ) from None
-    cfg = OmegaConf.to_object(merged)
-    assert isinstance(cfg, EvalConfig)
+    cfg: EvalConfig = parse_flat_config(EvalConfig, overrides, "eval.py")
     modes = [
         m
         for m, on in (("run", cfg.run and not cfg.export), ("export", cfg.export), ("ensemble", cfg.ensemble))

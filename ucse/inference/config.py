@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
-from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
-
-from ucse.config import ConfigError, Device, did_you_mean
+from ucse.config import ConfigError, Device, parse_flat_config
 
 
 @dataclass
@@ -42,22 +39,7 @@ class PredictConfig:
 
 def build_predict_config(overrides: list[str] | None = None) -> PredictConfig:
     """Parse ``key=value`` tokens of ``ucse predict`` into a validated ``PredictConfig``."""
-    for tok in overrides or []:
-        if "=" not in tok:
-            raise ConfigError(f"Argument '{tok}' is not of the form key=value (e.g. run=runs/...).")
-    # A bare "-" (stdin/stdout) would be parsed as a YAML list; keep it a string.
-    tokens = [f"{t.split('=', 1)[0]}='-'" if t.split("=", 1)[1] == "-" else t for t in overrides or []]
-    try:
-        merged = OmegaConf.merge(OmegaConf.structured(PredictConfig), OmegaConf.from_dotlist(tokens))
-    except OmegaConfBaseException as err:
-        key = str(getattr(err, "full_key", "") or "")
-        valid = [f.name for f in fields(PredictConfig)]
-        raise ConfigError(
-            f"Invalid predict argument '{key}': {str(err).splitlines()[0].split('. Did you mean')[0]}. "
-            f"Valid keys: {', '.join(valid)}.{did_you_mean(key, valid)}"
-        ) from None
-    cfg = OmegaConf.to_object(merged)
-    assert isinstance(cfg, PredictConfig)
+    cfg: PredictConfig = parse_flat_config(PredictConfig, overrides, "predict", dash_is_text=True)
     if not cfg.run:
         raise ConfigError("predict needs run=<run folder or its head/ folder> (written by ucse train).")
     if not cfg.input:
