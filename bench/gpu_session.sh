@@ -2,6 +2,7 @@
 # What runs on a lent GPU machine (docs/RESULTS.md, section 4), from the repository root:
 #   bash bench/gpu_session.sh minilm   # python train.py on CUDA, MiniLM-L6 on Banking77, seeds 0-2, + eval efficiency
 #   bash bench/gpu_session.sh qwen3    # bench/scale_gpu.py: Qwen3-Embedding-0.6B-shaped random backbone
+#   bash bench/gpu_session.sh finite   # the per-step finite-loss check's cost, cudnn.benchmark on the head
 # The machine has torch, lightning, transformers, torchmetrics but no omegaconf or datasets and no network, so
 # these travel with the working tree (ignored folders, see .git/info/exclude):
 #   .whl/              omegaconf, datasets, dill, multiprocess wheels (pip download --python-version 3.12 ...)
@@ -31,6 +32,10 @@ for stage in "$@"; do
       ;;
     overhead)
       python3 bench/scale_gpu.py only=overhead tokenizer=.gpu/tok-smollm2 out="$out/qwen3-overhead.json" 2>&1 \
+        | grep -v -E "^(INFO|WARNING)|UserWarning|LOCAL_RANK"
+      ;;
+    finite)
+      python3 bench/scale_gpu.py only=finite tokenizer=.gpu/tok-smollm2 out="$out/qwen3-finite.json" 2>&1 \
         | grep -v -E "^(INFO|WARNING)|UserWarning|LOCAL_RANK"
       ;;
     qwen3)

@@ -180,10 +180,66 @@ def overhead_only(args: dict) -> None:
         Path(args["out"]).write_text(json.dumps(out, indent=1))
 
 
+def finite_check_cost(args: dict) -> None:
+    """What the per-step non-finite-loss check costs on a GPU, and cuDNN autotuning's effect on the head.
+
+    The check (``UcseModule._check_finite``) reads one scalar back to the host per optimisation step. The same
+    warm-cache run is fitted with the check and with it replaced by a no-op, alternating, ``repeats`` times
+    each; the training-cost ratio of the current code is measured first (``bench/train_cost.py``).
+    """
+    from ucse.backbone.encoder import FrozenBackbone
+    from ucse.training.module import UcseModule
+
+    work = Path(args.get("work") or tempfile.mkdtemp(prefix="ucse-scale-"))
+    model_dir = work / "qwen3-0.6b-random"
+    build_random_qwen3(model_dir, Path(args["tokenizer"]))
+    overrides = ["backbone=qwen3-embedding-0.6b", f"backbone.model={model_dir}"]
+    cache_root = str(work / "cache")
+    out: dict = {"device": torch.cuda.get_device_name()}
+    r = measure(overrides, cache_root=cache_root)
+    report(r, target=1.3)
+    out["train_cost"] = r
+    checked = UcseModule._check_finite  # noqa: SLF001
+    fits: dict[str, list[float]] = {"check": [], "no_check": []}
+    for i in range(2 * int(args.get("repeats", 3))):
+        mode = "check" if i % 2 == 0 else "no_check"
+        UcseModule._check_finite = checked if mode == "check" else (lambda self, *a: None)  # noqa: SLF001
+        cfg = build_config([*overrides, "progress_bar=false"])
+        cfg.cache.dir, cfg.output_dir = cache_root, str(work / f"fit-{i}")
+        fits[mode].append(train(cfg).metrics["fit_s"])
+        print(f"fit {i} ({mode}): {fits[mode][-1]:.2f} s", flush=True)
+    UcseModule._check_finite = checked  # noqa: SLF001
+    out["fit_s"] = fits
+    med = {k: sorted(v)[len(v) // 2] for k, v in fits.items()}
+    print(
+        f"median fit: check {med['check']:.2f} s, no check {med['no_check']:.2f} s, "
+        f"check costs {100 * (med['check'] / med['no_check'] - 1):+.2f} %",
+        flush=True,
+    )
+    cfg = build_config(overrides)
+    backbone = FrozenBackbone(cfg.backbone, "cuda", instruction=cfg.task.instruction)
+    head = build_head(cfg.head, 1024, 77, cfg.backbone.pooling).cuda().eval()
+    short = load_classification(cfg.task, cfg.data, cfg.seed).texts("test")[:2048]
+    for bench_flag in (False, True):
+        torch.backends.cudnn.benchmark = bench_flag
+        for bs in (64, 512):
+            o = out[f"overhead_b{bs}_cudnn_benchmark_{bench_flag}"] = head_overhead(backbone, head, short, bs)
+            print(
+                f"head share, batch {bs}, cudnn.benchmark={bench_flag}: backbone {o['backbone_ms']:.1f} ms, "
+                f"head {o['head_ms']:.1f} ms: +{o['overhead_percent']:.2f} %",
+                flush=True,
+            )
+    if args.get("out"):
+        Path(args["out"]).write_text(json.dumps(out, indent=1, default=str))
+
+
 def main(argv: list[str]) -> None:
     args = dict(a.split("=", 1) for a in argv)
     if args.get("only") == "overhead":
         overhead_only(args)
+        return
+    if args.get("only") == "finite":
+        finite_check_cost(args)
         return
     work = Path(args.get("work") or tempfile.mkdtemp(prefix="ucse-scale-"))
     model_dir = work / "qwen3-0.6b-random"

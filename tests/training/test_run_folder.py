@@ -188,3 +188,17 @@ def test_a_non_finite_loss_in_a_fresh_folder_leaves_no_head(tiny_run_cfg, tmp_pa
     with pytest.raises(ValueError, match=r"non-finite loss at step \d+ \(epoch 0"):
         train(tiny_run_cfg("optim.lr=1e30", f"output_dir={tmp_path / 'nan'}"))
     assert not (tmp_path / "nan" / "head").exists() and not (tmp_path / "nan" / "metrics.json").exists()
+
+
+def test_the_deferred_non_finite_check_names_the_same_step_and_terms(tiny_run_cfg, tmp_path, monkeypatch):
+    # On an accelerator the first bad step is recorded on the device and read every few steps (no per-step
+    # sync); forced here on CPU, it must report exactly what the per-step check reports.
+    with pytest.raises(ValueError, match="non-finite loss") as per_step:
+        train(tiny_run_cfg("optim.lr=1e30", f"output_dir={tmp_path / 'a'}"))
+    monkeypatch.setattr(UcseModule, "finite_check_every", 3)
+    with pytest.raises(ValueError, match="non-finite loss") as deferred:
+        train(tiny_run_cfg("optim.lr=1e30", f"output_dir={tmp_path / 'b'}"))
+    head = str(per_step.value).split("; likely cause")[0]
+    assert head == str(deferred.value).split("; likely cause")[0]
+    assert "likely cause: the head's weights diverged" in str(deferred.value)
+    assert not (tmp_path / "b" / "head").exists()

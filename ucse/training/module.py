@@ -67,6 +67,9 @@ class UcseModule(L.LightningModule):
         optim: AdamW + warmup/decay settings.
     """
 
+    finite_check_every: int = 0
+    """Steps between reads of the non-finite-loss record; 0 = every step on CPU, 50 on an accelerator."""
+
     def __init__(self, head: Head, num_classes: int, loss: LossConfig, optim: OptimConfig) -> None:
         super().__init__()
         self.head = head
@@ -80,6 +83,7 @@ class UcseModule(L.LightningModule):
         )
         self.val_metrics = metrics.clone(prefix="val/")
         self.test_metrics = metrics.clone(prefix="test/")
+        self._finite_record: torch.Tensor | None = None  # (7,) first non-finite step, on the device
 
     def forward(self, hidden: torch.Tensor, mask: torch.Tensor) -> HeadOutput:
         """Run the head on (B, T, H) states and a (B, T) mask."""
@@ -109,7 +113,7 @@ class UcseModule(L.LightningModule):
         lcl_w = self.loss_cfg.lcl_weight if self.loss_cfg.contrastive != ContrastiveType.none else 0.0
         kl_w = self.loss_cfg.kl_weight if out.var is not None else 0.0
         loss = total_loss(ce, con, kl, lcl_weight=lcl_w, kl_weight=kl_w)
-        self._check_finite(loss, ce, con, kl, hidden)
+        self._watch_finite(loss, ce, con, kl, hidden)
         acc = (out.logits.argmax(-1) == y).float().mean()
         bs = y.shape[0]
         self.log_dict(
@@ -124,19 +128,66 @@ class UcseModule(L.LightningModule):
         self.log("loss", loss, prog_bar=True, on_step=True, on_epoch=False, logger=False, batch_size=bs)
         return loss
 
-    def _check_finite(
+    def _finite_every(self) -> int:
+        """Steps between host reads of the non-finite record: every step on CPU, where a read is free."""
+        if self.finite_check_every:
+            return self.finite_check_every
+        return 1 if self.device.type == "cpu" else 50
+
+    def _watch_finite(
         self, loss: torch.Tensor, ce: torch.Tensor, con: torch.Tensor, kl: torch.Tensor, hidden: torch.Tensor
     ) -> None:
         """Stop training on a NaN/inf loss instead of exporting a head of NaN weights.
 
         Lightning 2.x has no built-in stop on a non-finite loss (``terminate_on_nan`` was removed), hence this
-        check; it costs one scalar device-to-host copy per step.
+        check. Reading the flag is a device-to-host sync, which cost +5.5 % of the fit on an H100
+        (docs/RESULTS.md section 4), so on an accelerator the first bad step is recorded on the device,
+        without a sync, and read every ``_finite_every()`` steps and at the end of each epoch: the error still
+        names the exact step and its loss terms; training runs on at most that many steps before it stops.
         """
+        if self._finite_every() == 1:
+            self._check_finite(loss, ce, con, kl, hidden)
+            return
+        step = self.trainer.global_step if self._trainer else 0
+        new = torch.stack(
+            [
+                loss.new_ones((), dtype=torch.float32),
+                loss.new_full((), float(step), dtype=torch.float32),  # exact up to 2^24 steps
+                loss.new_full((), float(self.current_epoch), dtype=torch.float32),
+                *(t.detach().float() for t in (ce, con, kl)),
+                torch.isfinite(hidden).all().float(),
+            ]
+        )
+        if self._finite_record is None or self._finite_record.device != new.device:
+            self._finite_record = torch.zeros_like(new)
+        first_bad = (self._finite_record[0] == 0) & ~torch.isfinite(loss)
+        self._finite_record = torch.where(first_bad, new, self._finite_record)
+
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        """Read the device-side non-finite record every few steps and at the epoch's last batch."""
+        every = self._finite_every()
+        last = self._trainer is not None and batch_idx + 1 >= self.trainer.num_training_batches
+        if self._finite_record is None or every == 1 or not ((batch_idx + 1) % every == 0 or last):
+            return
+        flag, step, epoch, ce, con, kl, hidden_ok = self._finite_record.tolist()  # the one host sync
+        if flag:
+            self._raise_non_finite(
+                int(step), int(epoch), {"ce": ce, "contrastive": con, "kl": kl}, bool(hidden_ok)
+            )
+
+    def _check_finite(
+        self, loss: torch.Tensor, ce: torch.Tensor, con: torch.Tensor, kl: torch.Tensor, hidden: torch.Tensor
+    ) -> None:
+        """The per-step check: one scalar read per step."""
         if bool(torch.isfinite(loss)):
             return
-        step, epoch = self.trainer.global_step if self._trainer else 0, self.current_epoch
-        terms = ", ".join(f"{k}={float(v):.4g}" for k, v in (("ce", ce), ("contrastive", con), ("kl", kl)))
-        if not bool(torch.isfinite(hidden).all()):
+        step = self.trainer.global_step if self._trainer else 0
+        terms = {"ce": float(ce.detach()), "contrastive": float(con.detach()), "kl": float(kl.detach())}
+        self._raise_non_finite(step, self.current_epoch, terms, bool(torch.isfinite(hidden).all()))
+
+    def _raise_non_finite(self, step: int, epoch: int, values: dict[str, float], hidden_ok: bool) -> None:
+        terms = ", ".join(f"{k}={v:.4g}" for k, v in values.items())
+        if not hidden_ok:
             cause = (
                 "the input token states hold NaN/inf: delete the hidden-state cache entry (cache.dir) "
                 "or check the backbone's precision"
