@@ -82,6 +82,14 @@ def test_encoder_serves_known_texts_from_attached_states(tiny_run, tiny_task_roo
     np.testing.assert_allclose(cached.mean, fresh.mean, atol=2e-2)  # fp16 cache vs fp32 on the fly
     enc.encode_gaussian(["a text the pool has never seen"])
     assert enc.backbone.forward_calls == calls + 1
+    # A mix: known texts from the pool, the new one from the backbone, all back in input order.
+    mixed = [texts[0], "a text the pool has never seen", texts[3], texts[1]]
+    out = enc.encode_gaussian(mixed)
+    assert enc.backbone.forward_calls == calls + 2
+    np.testing.assert_allclose(out.mean[[0, 2, 3]], cached.mean[[0, 3, 1]], rtol=1e-5, atol=1e-6)
+    alone = enc.encode_gaussian([mixed[1]])
+    np.testing.assert_allclose(out.mean[1], alone.mean[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out.logits[[0, 2, 3]], cached.logits[[0, 3, 1]], rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.slow

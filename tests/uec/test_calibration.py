@@ -9,7 +9,12 @@ from scipy.stats import norm
 
 from ucse.export.gaussian import GaussianEmbeddings
 from ucse.uec.alignment import AlignmentError, fit_procrustes
-from ucse.uec.calibration import fit_variance_scale, pair_log_likelihood
+from ucse.uec.calibration import (
+    contrastive_log_likelihood,
+    fit_contrastive_scale,
+    fit_variance_scale,
+    pair_log_likelihood,
+)
 from ucse.uec.convolution import convolve
 
 
@@ -83,3 +88,68 @@ def test_procrustes_across_widths_and_unalignable_members():
         fit_procrustes(wide[:3], x[:3], "few")
     with pytest.raises(AlignmentError, match="rank-deficient"):
         fit_procrustes(torch.zeros(40, 6, dtype=torch.float64), x, "dead")
+
+
+def _retrieval_case(seed=0, n=5, m=8, d=3):
+    g = torch.Generator().manual_seed(seed)
+    a = GaussianEmbeddings(torch.randn(n, d, generator=g), 0.05 + torch.rand(n, d, generator=g))
+    c = GaussianEmbeddings(torch.randn(m, d, generator=g), 0.05 + torch.rand(m, d, generator=g))
+    c.mean[:n] = a.mean + 0.5 * torch.randn(n, d, generator=g)  # candidate i is anchor i's positive
+    exclude = torch.zeros(n, m, dtype=torch.bool)
+    exclude[0, 1] = exclude[1, 0] = True  # anchors 0 and 1 share a group: not each other's negatives
+    return a, c, torch.arange(n), exclude
+
+
+def test_contrastive_likelihood_is_a_log_softmax_of_mahalanobis_distances():
+    from scipy.spatial.distance import mahalanobis
+    from scipy.special import logsumexp
+
+    a, c, pos, exclude = _retrieval_case()
+    s = 0.7
+    ref = []
+    for i in range(a.n):
+        logits = []
+        for j in range(c.n):
+            inv_cov = torch.diag(1 / (s * (a.var[i].double() + c.var[j].double()))).numpy()
+            d = mahalanobis(a.mean[i].double().numpy(), c.mean[j].double().numpy(), inv_cov)
+            logits.append(-float("inf") if exclude[i, j] else -0.5 * d**2)
+        ref.append(logits[i] - logsumexp(logits))
+    got = contrastive_log_likelihood(a, c, pos, exclude, s)
+    assert got == pytest.approx(sum(ref) / len(ref), rel=1e-9)
+
+
+def test_contrastive_scale_is_the_brute_force_maximiser():
+    a, c, pos, exclude = _retrieval_case(seed=3, n=12, m=30, d=4)
+    s = fit_contrastive_scale(a, c, pos, exclude)
+    grid = torch.logspace(-4, 4, 4001, dtype=torch.float64)
+    vals = torch.tensor([contrastive_log_likelihood(a, c, pos, exclude, float(t)) for t in grid])
+    best = float(grid[vals.argmax()])
+    assert s == pytest.approx(best, rel=0.01)
+    assert contrastive_log_likelihood(a, c, pos, exclude, s) >= float(vals.max()) - 1e-9
+
+
+def test_a_member_whose_negatives_crowd_its_positives_gets_the_larger_scale():
+    # Two members put every positive pair equally far apart (same pair-likelihood scale) but one keeps its
+    # negatives far away, the other packs them around the anchors. fit_variance_scale sees (a, pos) only, so
+    # it gives both one scale; the contrastive fit must give the crowding member the larger one.
+    g = torch.Generator().manual_seed(0)
+    n, d = 40, 8
+    anchors = 3.0 * torch.randn(n, d, generator=g)
+    offset = 0.3 * torch.randn(n, d, generator=g)
+    v = torch.full((n, d), 0.05)
+    a = GaussianEmbeddings(anchors, v)
+    pos = GaussianEmbeddings(anchors + offset, v)
+    spread = anchors[torch.randperm(n, generator=g)] + 2.0 * torch.randn(n, d, generator=g)
+    crowded = anchors + 0.35 * torch.randn(n, d, generator=g)  # a negative next to every anchor
+    scales = {}
+    for name, neg in (("separates", spread), ("crowds", crowded)):
+        cand = GaussianEmbeddings(torch.cat([pos.mean, neg]), torch.cat([v, v]))
+        scales[name] = fit_contrastive_scale(a, cand, torch.arange(n))
+    assert scales["crowds"] > 3 * scales["separates"]
+
+
+def test_contrastive_scale_refuses_masking_a_positive():
+    a, c, pos, exclude = _retrieval_case()
+    exclude[2, 2] = True
+    with pytest.raises(ValueError, match="own positive"):
+        fit_contrastive_scale(a, c, pos, exclude)

@@ -193,6 +193,13 @@ def test_run_ensemble_end_to_end_on_tiny_sts(tiny_bert_dir, tmp_path):
     assert abs(sum(report["members"][k]["mean_weight"] for k in range(2)) - 1) < 1e-5
 
 
+def test_an_ensemble_file_that_is_not_yaml_fails_naming_file_and_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nmembers:\n  - {id: a, kind: head, head_dir: runs/{task}/head}\n")
+    with pytest.raises(ConfigError, match=r"bad.yaml is not valid YAML: .*line 3"):
+        load_ensemble_config(str(bad))
+
+
 def test_config_errors_name_the_key(tmp_path):
     with pytest.raises(ConfigError, match="Unknown ensemble 'nope'. Valid choices: .*minilm-pair"):
         load_ensemble_config("nope")
@@ -300,3 +307,43 @@ def test_unknown_task_fails_in_one_line(tmp_path):
     (tmp_path / "data" / "Odd" / "test.jsonl").write_text('{"question": "x"}\n')
     with pytest.raises(DataError, match=r"line 1 has keys \['question'\]"):
         run_ensemble(EvalConfig(ensemble="minilm-pair", task="Odd", data_root=str(tmp_path / "data")))
+
+
+def test_trained_heads_ensemble_reads_run_caches_and_resolves_task_paths(tiny_run_cfg, tmp_path, monkeypatch):
+    """Heads of two runs on one task: {task} in head_dir, Procrustes alignment, no backbone pass at all."""
+    from ucse.backbone.encoder import FrozenBackbone
+    from ucse.training import train
+
+    task = "Banking77Classification"  # the tiny cue task is written under this name
+    for seed in (0, 1):
+        train(tiny_run_cfg(f"seed={seed}", f"output_dir={tmp_path}/runs/{task}/tiny/textcnn-seed{seed}"))
+    (tmp_path / "cfgs").mkdir()
+    (tmp_path / "cfgs" / "heads.yaml").write_text(
+        "name: heads\nmembers:\n"
+        "  - id: s0\n    kind: head\n    head_dir: ../runs/{task}/tiny/textcnn-seed0/head\n"
+        "  - id: s1\n    kind: head\n    head_dir: ../runs/{task}/tiny/textcnn-seed1/head\n"
+        "align: procrustes\nvariants: [uec, uniform, concat, member]\n"
+    )
+    calls = []
+    forward = FrozenBackbone._forward
+    monkeypatch.setattr(
+        FrozenBackbone, "_forward", lambda self, *a, **k: calls.append(1) or forward(self, *a, **k)
+    )
+    cfg = EvalConfig(
+        ensemble=str(tmp_path / "cfgs" / "heads.yaml"),
+        task=task,
+        data_root=str(tiny_run_cfg().data.root),
+        out=str(tmp_path / "out"),
+        device=Device.cpu,
+        batch_size=16,
+    )
+    run_ensemble(cfg)
+    assert not calls  # every text of the task came from the runs' hidden-state caches
+    report = json.loads((tmp_path / "out" / "ensemble.json").read_text())
+    assert set(report["results"]) == {"uec", "uniform", "concat", "member:s0", "member:s1"}
+    members = {m["id"]: m for m in report["members"]}
+    assert all(m["states"] == "run cache" and m["scale_fit"] == "contrastive" for m in members.values())
+    assert "alignment" in members["s1"] and "alignment" not in members["s0"]
+    assert sum(m["mean_weight"] for m in members.values()) == pytest.approx(1.0, abs=1e-5)
+    for row in report["results"].values():
+        assert 0.0 <= row["scores"]["accuracy"] <= 1.0

@@ -133,3 +133,23 @@ def test_real_minilm_member_map_is_near_identity_and_refined():
     assert emb.var.shape == (4, 384) and bool((emb.var > 0).all())
     cos = (emb.mean * member.features(texts)).sum(1)
     assert bool((cos > 0.95).all())
+
+
+def test_head_member_reads_its_own_task_from_the_run_cache(tiny_run_cfg, tiny_task_root):
+    from ucse.config import from_yaml
+    from ucse.data import load_classification
+    from ucse.training import train
+
+    tiny_run = train(tiny_run_cfg())
+    cfg = from_yaml(tiny_run.run_dir / "config.yaml")
+    texts = load_classification(cfg.task, cfg.data, cfg.seed).texts("test")[:5]
+    member = HeadMember(tiny_run.run_dir / "head")
+    fresh = member.encode(texts)
+    key = member.cache_key()
+    assert not member.use_run_states("SomeOtherTask", tiny_task_root)  # another task: nothing changes
+    assert member.use_run_states(cfg.task.name, tiny_task_root)
+    calls = member.encoder.backbone.forward_calls
+    cached = member.encode(texts)
+    assert member.encoder.backbone.forward_calls == calls  # no backbone pass: the run's states
+    torch.testing.assert_close(cached.mean, fresh.mean, atol=2e-2, rtol=0)  # fp16 cache vs fp32
+    assert member.cache_key() != key  # embedding caches keep the two sources apart

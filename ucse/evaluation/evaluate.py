@@ -11,7 +11,7 @@ import torch
 from ucse import atomic
 from ucse.backbone.pooling import pool
 from ucse.config import TrainConfig, from_yaml
-from ucse.data import load_classification
+from ucse.data import TaskData, load_classification
 from ucse.evaluation.config import EvalConfig
 from ucse.evaluation.efficiency import count_parameters, measure_throughput
 from ucse.evaluation.metrics import classification_metrics
@@ -68,6 +68,21 @@ def load_run(run: str | Path, data_root: str | None = None) -> tuple[Path, Train
     if data_root:
         cfg.data.root = data_root
     return path, cfg
+
+
+def attach_run_states(encoder: UcseEncoder, cfg: TrainConfig, data: TaskData | None = None) -> dict:
+    """Serve every text of the run's task to ``encoder`` from the run's hidden-state cache entry.
+
+    Every split is a view of one pool of the task's texts, so MTEB's (and an ensemble's) texts of that task
+    are served from it too; the entry is built (one backbone pass) only if the cache lost it.
+
+    Returns:
+        The run's split name -> token states.
+    """
+    data = data or load_classification(cfg.task, cfg.data, cfg.seed)
+    states, _ = build_states(cfg, encoder.backbone, data)
+    encoder.attach_states(task_pool(data), states["train"].base)
+    return states
 
 
 def check_label_names(head: list[str], data: list[str], head_dir: Path) -> None:
@@ -196,9 +211,7 @@ def evaluate_run(cfg: EvalConfig) -> dict:
     if cfg.split not in data.splits:
         raise ValueError(f"split={cfg.split!r} is not one of {list(data.splits)}.")
     check_label_names(encoder.label_names, list(data.label_names), run / "head")
-    states, _ = build_states(train_cfg, encoder.backbone, data)
-    # Every split is a view of one pool of the task's texts; MTEB's texts are served from it too.
-    encoder.attach_states(task_pool(data), states["train"].base)
+    states = attach_run_states(encoder, train_cfg, data)
     out = encoder.run_states(states[cfg.split])
     labels = data.labels(cfg.split)
     report: dict = {

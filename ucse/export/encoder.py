@@ -182,11 +182,24 @@ class UcseEncoder:
         )
 
     def encode_gaussian(self, texts: list[str]) -> EncodedBatch:
-        """Texts -> mean, variance and logits (from attached states when all are known, else the backbone)."""
+        """Texts -> mean, variance and logits (attached states serve known texts, the backbone the rest)."""
         texts = list(validate_texts(texts))
-        if self._known_states is not None and all(t in self._known for t in texts):
+        known = [i for i, t in enumerate(texts) if t in self._known] if self._known_states is not None else []
+        if not known:
+            return self.run_texts(texts)
+        if len(known) == len(texts):
             return self.run_states(self.states_for(texts))
-        return self.run_texts(texts)
+        unknown = sorted(set(range(len(texts))) - set(known))
+        a = self.run_states(self.states_for([texts[i] for i in known]))
+        b = self.run_texts([texts[i] for i in unknown])
+        order = np.argsort(np.asarray(known + unknown))  # back to input order
+
+        def join(x: np.ndarray | None, y: np.ndarray | None) -> np.ndarray | None:
+            return None if x is None or y is None else np.concatenate([x, y])[order]
+
+        mean, logits = join(a.mean, b.mean), join(a.logits, b.logits)
+        assert mean is not None and logits is not None
+        return EncodedBatch(mean=mean, var=join(a.var, b.var), logits=logits)
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """Texts -> (N, D) mu embeddings."""

@@ -15,6 +15,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from ucse.config import CONFIG_DIR, ConfigError, did_you_mean
+from ucse.uec.calibration import ScaleFit
 from ucse.uec.convolution import TemperatureMode, WeightRule
 from ucse.uec.distances import Metric
 from ucse.uec.ensemble import Variant
@@ -79,6 +80,10 @@ class FitConfig:
     """At most this many (refine MAP, choose prior by evidence) rounds."""
     heldout_fraction: float = 0.2
     """Share of the pair groups held out of the fit to fit the member's variance scale."""
+    scale: str = ScaleFit.contrastive.value
+    """Held-out likelihood the variance scale maximises: ``contrastive`` (retrieving each positive among
+    negatives under the Gaussian kernel; sees how well a member discriminates) or ``pairs`` (positive pairs'
+    differences only, the earlier default)."""
 
 
 @dataclass
@@ -94,7 +99,8 @@ class MemberConfig:
     overrides: dict[str, Any] = field(default_factory=dict)
     """BackboneConfig fields overriding the backbone file, e.g. ``{max_length: 256}``."""
     head_dir: str | None = None
-    """A trained head folder (head members); a relative path resolves against the config file's folder."""
+    """A trained head folder (head members); a relative path resolves against the config file's folder, and
+    ``{task}`` is replaced by the evaluated task's name (one config for the heads of every task)."""
     fit: FitConfig = field(default_factory=FitConfig)
     """Laplace fit."""
 
@@ -174,6 +180,7 @@ def validate(cfg: EnsembleConfig) -> EnsembleConfig:
         _check_choice(m.fit.hessian, HessianType, f"members[{m.id}].fit.hessian")
         _check_choice(m.fit.prior, PriorSelection, f"members[{m.id}].fit.prior")
         _check_choice(m.fit.similarity, PairSimilarity, f"members[{m.id}].fit.similarity")
+        _check_choice(m.fit.scale, ScaleFit, f"members[{m.id}].fit.scale")
         if m.kind is MemberKind.laplace and not m.backbone:
             raise ConfigError(f"laplace member '{m.id}' needs `backbone:` (a configs/backbone/<name>.yaml)")
         if m.kind is MemberKind.head and not m.head_dir:
@@ -197,9 +204,16 @@ def load_ensemble_config(name_or_path: str, overrides: list[str] | None = None) 
             f"{did_you_mean(name_or_path, choices)} Add configs/ensemble/{name_or_path}.yaml to define it."
         )
     try:
+        node = OmegaConf.load(path)
+    except Exception as err:  # noqa: BLE001 - yaml's syntax errors are not ValueErrors; say which file, where
+        raise ConfigError(
+            f"{path} is not valid YAML: {' '.join(str(err).split())} (a value holding {{ }} must be quoted "
+            "or written in block style)"
+        ) from None
+    try:
         merged = OmegaConf.merge(
             OmegaConf.structured(EnsembleConfig),
-            OmegaConf.load(path),
+            node,
             OmegaConf.from_dotlist(overrides or []),
         )
         cfg = OmegaConf.to_object(merged)

@@ -35,7 +35,13 @@ from ucse.data.pairs import (
 from ucse.data.tasks import task_folder
 from ucse.export.gaussian import GaussianEmbeddings
 from ucse.uec.alignment import AlignmentError, ProcrustesMap, fit_procrustes
-from ucse.uec.calibration import fit_variance_scale, pair_log_likelihood
+from ucse.uec.calibration import (
+    ScaleFit,
+    contrastive_log_likelihood,
+    fit_contrastive_scale,
+    fit_variance_scale,
+    pair_log_likelihood,
+)
 from ucse.uec.config import AlignMode, FitConfig, MemberConfig, MemberKind, PairSource
 from ucse.uec.digest import cache_root, stable_digest
 from ucse.uec.laplace_io import LaplaceFileError
@@ -70,6 +76,11 @@ class FitPairs:
         self.fit = [p for p, g in zip(pairs, groups) if g not in held]
         self.fit_groups = [g for g in groups if g not in held]
         self.heldout = [p for p, g in zip(pairs, groups) if g in held]
+        self.heldout_groups = [g for g in groups if g in held]
+
+    def negatives(self, limit: int = 256) -> list[str]:
+        """Partner texts of fit pairs: other groups than every held-out pair's, so never a known positive."""
+        return list(dict.fromkeys(b for _, b in self.fit))[:limit]
 
     def texts(self, limit: int = 4000) -> list[str]:
         """Unique texts of the fit pairs (for alignment), at most ``limit``."""
@@ -107,33 +118,62 @@ def backbone_config(member: MemberConfig) -> BackboneConfig:
     return OmegaConf.to_object(merged)  # type: ignore[return-value]
 
 
-def _scale(member: Any, pairs: FitPairs) -> tuple[float, dict]:
+def _scale(member: Any, pairs: FitPairs, method: ScaleFit = ScaleFit.contrastive) -> tuple[float, dict]:
+    """The member's variance scale on the held-out pairs, and a record of the fit."""
     a = member.encode([x for x, _ in pairs.heldout])
     b = member.encode([y for _, y in pairs.heldout])
-    s = fit_variance_scale(a, b)
-    info = {
-        "variance_scale": s,
-        "heldout_pairs": len(pairs.heldout),
-        "heldout_loglik_raw": pair_log_likelihood(a, b, 1.0),
-        "heldout_loglik_scaled": pair_log_likelihood(a, b, s),
-    }
+    info: dict = {"scale_fit": method.value, "heldout_pairs": len(pairs.heldout)}
+    if method is ScaleFit.pairs:
+        s = fit_variance_scale(a, b)
+        info["heldout_loglik_raw"] = pair_log_likelihood(a, b, 1.0)
+        info["heldout_loglik_scaled"] = pair_log_likelihood(a, b, s)
+    else:
+        # Candidates: every held-out partner (another anchor's positive is a negative unless it shares the
+        # anchor's group) and partners of fit pairs (other groups, so always negatives).
+        negatives = pairs.negatives()
+        cand = b
+        if negatives:
+            neg = member.encode(negatives)
+            cand = GaussianEmbeddings(torch.cat([b.mean, neg.mean]), torch.cat([b.var, neg.var]), b.meta)
+        g = torch.tensor(pairs.heldout_groups)
+        n = len(g)
+        exclude = torch.zeros(n, cand.n, dtype=torch.bool)
+        exclude[:, :n] = (g[:, None] == g[None]) & ~torch.eye(n, dtype=torch.bool)
+        positive = torch.arange(n)
+        s = fit_contrastive_scale(a, cand, positive, exclude)
+        info["candidates"] = cand.n
+        info["heldout_retrieval_loglik_raw"] = contrastive_log_likelihood(a, cand, positive, exclude, 1.0)
+        info["heldout_retrieval_loglik_scaled"] = contrastive_log_likelihood(a, cand, positive, exclude, s)
+    info["variance_scale"] = s
     return s, info
 
 
 def build_member(
-    member: MemberConfig, pairs: FitPairs, device: torch.device, calibrate: bool = True
+    member: MemberConfig,
+    pairs: FitPairs,
+    device: torch.device,
+    calibrate: bool = True,
+    task: str | None = None,
+    data_root: str | Path | None = None,
 ) -> tuple[Any, dict]:
-    """A fitted (and, with ``calibrate``, scaled) member plus a record of its fit; Laplace fits are cached."""
+    """A fitted (and, with ``calibrate``, scaled) member plus a record of its fit; Laplace fits are cached.
+
+    A head member evaluated on the task it was trained on (``task``) reads that task's token states from its
+    run's hidden-state cache instead of running its backbone again.
+    """
     if member.kind is MemberKind.head:
         head = HeadMember(member.head_dir, member.id, device, member.overrides or None)
         info: dict = {"kind": "head"}
+        if task is not None and head.use_run_states(task, data_root):
+            info["states"] = "run cache"
         if calibrate:
-            key = stable_digest([head.cache_key(), pairs.heldout])
+            method = ScaleFit(member.fit.scale)
+            key = stable_digest([head.cache_key(), pairs.heldout, method.value, "mahalanobis", pairs.negatives()])
             path = cache_root() / "uec" / "scales" / f"{member.id}-{key}.json"
             try:
                 info.update(json.loads(path.read_text()))
             except (OSError, ValueError):
-                info.update(_scale(head, pairs)[1])
+                info.update(_scale(head, pairs, method)[1])
                 write_json(path, info)
             head.variance_scale = float(info["variance_scale"])
         return head, info
@@ -148,6 +188,7 @@ def build_member(
             opts,
             pairs.fit,
             pairs.heldout if calibrate else None,
+            f"{member.fit.scale}-mahalanobis" if calibrate else None,
         ]
     )
     folder = cache_root() / "uec" / "laplace" / f"{member.id}-{key}"
@@ -163,7 +204,7 @@ def build_member(
     info = {"kind": "laplace", "fit_seconds": time.perf_counter() - start, **fitted.laplace.diagnostics}
     info["prior_precision"] = fitted.laplace.prior_precision
     if calibrate:
-        scale, record = _scale(fitted, pairs)
+        scale, record = _scale(fitted, pairs, ScaleFit(member.fit.scale))
         fitted.variance_scale = scale
         info.update(record)
     logger.info("fitted Laplace member %s on %d pairs: %s", member.id, len(pairs.fit), info)

@@ -179,8 +179,10 @@ def run_ensemble(cfg: EvalConfig) -> dict:
     start = time.perf_counter()
     built, fit_info = [], {}
     for m in ens_cfg.members:
+        if m.head_dir:  # one config serves every task: {task} names the evaluated one
+            m.head_dir = m.head_dir.replace("{task}", task_cfg.name)
         pairs = fit_pairs(m.fit, task_cfg, root, lambda name: task_config(name, root))
-        member, info = build_member(m, pairs, device, ens_cfg.calibrate)
+        member, info = build_member(m, pairs, device, ens_cfg.calibrate, task_cfg.name, root)
         built.append(member)
         fit_info[m.id] = info
     members, align_info = align_members(built, AlignMode(ens_cfg.align), pairs.texts())

@@ -77,6 +77,27 @@ class HeadMember:
         self.encoder = UcseEncoder.from_dir(self.head_dir, device, backbone_overrides)
         self.member_id = member_id or self.head_dir.parent.name
         self.variance_scale = 1.0  # fitted on held-out positives by ucse.uec.calibration
+        self.states_source = "backbone"
+
+    def use_run_states(self, task: str, data_root: str | Path | None) -> bool:
+        """Serve the texts of ``task`` from the hidden-state cache of the run that trained this head.
+
+        An ensemble of trained heads is usually evaluated on the task they were trained on, whose token states
+        the training run already cached: reusing them makes the ensemble cost one head pass per member
+        instead of a second backbone pass (minutes for a decoder on CPU). Returns False, changing nothing,
+        when the head has no run folder or its run trained on another task.
+        """
+        from ucse.evaluation.evaluate import attach_run_states, load_run  # evaluation sits above uec/
+
+        run = self.head_dir.parent
+        if not (run / "config.yaml").is_file():
+            return False
+        run, cfg = load_run(run, str(data_root) if data_root else None)
+        if cfg.task.name != task:
+            return False
+        attach_run_states(self.encoder, cfg)
+        self.states_source = "run cache"
+        return True
 
     @property
     def dim(self) -> int:
@@ -98,6 +119,7 @@ class HeadMember:
                 self.encoder.backbone.fingerprint,
                 asdict(self.encoder.backbone.cfg),
                 self.variance_scale,
+                self.states_source,  # cached states are stored in fp16: not bit-identical to a backbone pass
             ]
         )
 
