@@ -235,6 +235,13 @@ def test_weight_summary_aggregates_tasks_and_refuses_mixed_members(tmp_path):
     (tmp_path / "C" / "ensemble.json").write_text(_json.dumps(bad))
     with pytest.raises(ValueError, match="has members"):
         write_weight_summary(tmp_path)
+    # A report of another ensemble beside them (a user's out= folder) is left out, not refused.
+    bad["ensemble"] = "other"
+    (tmp_path / "C" / "ensemble.json").write_text(_json.dumps(bad))
+    for task in ("A", "B"):
+        report = _json.loads((tmp_path / task / "ensemble.json").read_text())
+        (tmp_path / task / "ensemble.json").write_text(_json.dumps({**report, "ensemble": "mine"}))
+    assert write_weight_summary(tmp_path, "mine") == png
 
 
 def test_every_bundled_ensemble_config_loads():
@@ -322,6 +329,7 @@ def test_trained_heads_ensemble_reads_run_caches_and_resolves_task_paths(tiny_ru
         "name: heads\nmembers:\n"
         "  - id: s0\n    kind: head\n    head_dir: ../runs/{task}/tiny/textcnn-seed0/head\n"
         "  - id: s1\n    kind: head\n    head_dir: ../runs/{task}/tiny/textcnn-seed1/head\n"
+        "    fit: {scale: contrastive}\n"
         "align: procrustes\nvariants: [uec, uniform, concat, member]\n"
     )
     calls = []
@@ -342,7 +350,11 @@ def test_trained_heads_ensemble_reads_run_caches_and_resolves_task_paths(tiny_ru
     report = json.loads((tmp_path / "out" / "ensemble.json").read_text())
     assert set(report["results"]) == {"uec", "uniform", "concat", "member:s0", "member:s1"}
     members = {m["id"]: m for m in report["members"]}
-    assert all(m["states"] == "run cache" and m["scale_fit"] == "contrastive" for m in members.values())
+    assert all(m["states"] == "run cache" for m in members.values())
+    assert members["s0"]["scale_fit"] == "pairs" and members["s1"]["scale_fit"] == "contrastive"
+    # The contrastive fit can only raise the held-out retrieval likelihood over the raw variances.
+    s1 = members["s1"]
+    assert s1["heldout_retrieval_loglik_scaled"] >= s1["heldout_retrieval_loglik_raw"] - 1e-9
     assert "alignment" in members["s1"] and "alignment" not in members["s0"]
     assert sum(m["mean_weight"] for m in members.values()) == pytest.approx(1.0, abs=1e-5)
     for row in report["results"].values():

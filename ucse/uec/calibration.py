@@ -15,14 +15,17 @@ its variance admits gets a larger scale, hence a larger trace and a smaller UEC 
 
 That likelihood sees positives only, so it cannot tell a member that also puts *negatives* close (a
 poor discriminator) from a good one: on STSBenchmark the two MiniLM members came out with equal traces
-(0.130 / 0.132) although one is 8.6 Spearman points worse. :func:`fit_contrastive_scale` (the default,
+(0.130 / 0.132) although one is 8.6 Spearman points worse. :func:`fit_contrastive_scale` (option
 ``fit.scale: contrastive``) fits s by the held-out predictive likelihood of *retrieving* the positive
 among candidates, p(b | a) = softmax_b(-(mu_a - mu_b)^T (s (Sigma_a + Sigma_b))^-1 (mu_a - mu_b) / 2): the
 Mahalanobis distance under the pair's summed variance, s acting as the temperature. A member whose negatives
 crowd its positives needs a larger s, so it gets a larger trace and a smaller weight. (The full Gaussian
 kernel N(mu_a - mu_b; 0, s (Sigma_a + Sigma_b)) also carries -log|s (Sigma_a + Sigma_b)| / 2, which ranks
 candidates by their variance whatever s is: on AmazonCounterfactual heads it kept the held-out log-likelihood
-near -134 at every s, so it is left out.)
+near -134 at every s, so it is left out.) Measured, it does not do what it was meant to: on STSBenchmark the
+better member (all-MiniLM, held-out log-likelihood -0.09 vs -0.49) got the *larger* scaled trace (9.0 vs
+5.8), because the optimal temperature follows how spread out a member's distances are, not how reliable it
+is; UEC fell from 80.16 to 78.13 Spearman. ``pairs`` stays the default (docs/RESULTS_UEC.md).
 """
 
 from __future__ import annotations

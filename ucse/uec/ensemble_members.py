@@ -118,7 +118,7 @@ def backbone_config(member: MemberConfig) -> BackboneConfig:
     return OmegaConf.to_object(merged)  # type: ignore[return-value]
 
 
-def _scale(member: Any, pairs: FitPairs, method: ScaleFit = ScaleFit.contrastive) -> tuple[float, dict]:
+def _scale(member: Any, pairs: FitPairs, method: ScaleFit = ScaleFit.pairs) -> tuple[float, dict]:
     """The member's variance scale on the held-out pairs, and a record of the fit."""
     a = member.encode([x for x, _ in pairs.heldout])
     b = member.encode([y for _, y in pairs.heldout])
@@ -168,7 +168,8 @@ def build_member(
             info["states"] = "run cache"
         if calibrate:
             method = ScaleFit(member.fit.scale)
-            key = stable_digest([head.cache_key(), pairs.heldout, method.value, "mahalanobis", pairs.negatives()])
+            negatives = pairs.negatives() if method is ScaleFit.contrastive else None
+            key = stable_digest([head.cache_key(), pairs.heldout, method.value, "mahalanobis", negatives])
             path = cache_root() / "uec" / "scales" / f"{member.id}-{key}.json"
             try:
                 info.update(json.loads(path.read_text()))

@@ -135,16 +135,22 @@ def _markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_weight_summary(ensemble_dir: Path) -> Path | None:
+def write_weight_summary(ensemble_dir: Path, name: str | None = None) -> Path | None:
     """One heatmap of the mean UEC weights of every task this ensemble was run on (paper Fig. 4).
 
     Reads ``<ensemble_dir>/<task>/ensemble.json``; rows are the tasks' inputs (e.g. SciFact queries),
-    columns the members. Returns the PNG path, or ``None`` when no run has been written yet.
+    columns the members. With ``name``, reports of other ensembles in that folder (a user's ``out=`` may
+    sit beside anything) are left out. Returns the PNG path, or ``None`` when no run has been written yet.
+
+    Raises:
+        ValueError: two reports of the same ensemble list different members.
     """
     rows: dict[str, list[float]] = {}
     members: list[str] | None = None
     for path in sorted(Path(ensemble_dir).glob("*/ensemble.json")):
         report = json.loads(path.read_text())
+        if name is not None and report.get("ensemble") != name:
+            continue
         ids = [m["id"] for m in report["members"]]
         if members is not None and ids != members:
             raise ValueError(f"{path} has members {ids}, other tasks of {ensemble_dir} have {members}.")
@@ -261,7 +267,10 @@ def run_ensemble(cfg: EvalConfig) -> dict:
     write_json(out / "ensemble.json", report)
     write_text(out / "ensemble.md", _markdown(report))
     plot_weight_heatmap(torch.stack(list(heat.values())), list(heat), ens.member_ids, out / "weights.png")
-    write_weight_summary(out.parent)
+    try:
+        write_weight_summary(out.parent, ens_cfg.name)
+    except ValueError as err:  # a by-product: never fail the finished evaluation over it
+        logger.warning("no weights_by_task.png in %s: %s", out.parent, err)
     return {
         "out": str(out),
         "ranked_by": task.ranked_by,
