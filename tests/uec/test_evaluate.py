@@ -359,3 +359,42 @@ def test_trained_heads_ensemble_reads_run_caches_and_resolves_task_paths(tiny_ru
     assert sum(m["mean_weight"] for m in members.values()) == pytest.approx(1.0, abs=1e-5)
     for row in report["results"].values():
         assert 0.0 <= row["scores"]["accuracy"] <= 1.0
+
+
+def test_ucse_ensemble_command_on_own_classification_data(tiny_bert_dir, tmp_path, capsys, recwarn):
+    """`ucse ensemble` on a task folder mteb does not know: heads trained on it, states from their caches."""
+    from conftest import tiny_overrides
+    from toy_tasks import own_rows
+
+    import ucse
+    from ucse.cli.evaluate import main
+
+    folder = tmp_path / "data" / "MyTickets"
+    folder.mkdir(parents=True)
+    rows = own_rows(150)
+    for split, part in (("train", rows[:110]), ("test", rows[110:])):
+        (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in part))
+    for seed in (0, 1):
+        out = tmp_path / "runs" / "MyTickets" / "tiny" / f"textcnn-seed{seed}"
+        ucse.train(str(folder), seed=seed, **tiny_overrides(tiny_bert_dir, out))
+    (tmp_path / "heads.yaml").write_text(
+        "name: heads\nmembers:\n"
+        "  - id: s0\n    kind: head\n    head_dir: runs/{task}/tiny/textcnn-seed0/head\n"
+        "  - id: s1\n    kind: head\n    head_dir: runs/{task}/tiny/textcnn-seed1/head\n"
+        "align: none\nvariants: [uec, concat, member]\n"
+    )
+    args = [
+        f"ensemble={tmp_path / 'heads.yaml'}",
+        f"data_root={tmp_path / 'data'}",
+        f"out={tmp_path / 'out'}",
+    ]
+    assert main([*args, "task=MyTickets", "batch_size=16"], command="ensemble") == 0
+    report = json.loads((tmp_path / "out" / "ensemble.json").read_text())
+    assert set(report["results"]) == {"uec", "concat", "member:s0", "member:s1"}
+    assert [m["states"] for m in report["members"]] == ["run cache", "run cache"]
+    # The template task's successor (Banking77Classification.v2) is not the user's: mteb must not warn so.
+    assert not [w for w in recwarn if "superseded" in str(w.message)]
+    capsys.readouterr()
+    assert main([*args, "task=NoSuchTickets"], command="ensemble") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "NoSuchTickets" in err[0] and "data folder" in err[0]

@@ -63,9 +63,17 @@ def main(argv: list[str], command: str = "eval") -> int:
             from ucse.evaluation.mteb_eval import check_known_task
             from ucse.uec.evaluate import run_ensemble
 
-            if cfg.task:  # mteb scores ensembles with the official task object: fail before loading members
-                name = load_group("task", cfg.task).get("task", {}).get("name", cfg.task)
-                check_known_task(name, "ensemble=")
+            if cfg.task:  # fail before loading members: an official task mteb knows, or an own-data folder
+                try:
+                    name = load_group("task", cfg.task).get("task", {}).get("name", cfg.task)
+                except ConfigError:
+                    from ucse.config import DataConfig
+                    from ucse.data.tasks import resolve_data_root
+                    from ucse.uec.ensemble_task import task_config
+
+                    task_config(cfg.task, resolve_data_root(DataConfig(root=cfg.data_root)))
+                else:
+                    check_known_task(name, "ensemble=")
 
             print(ensemble_summary(run_ensemble(cfg)))
         elif mode == "export":

@@ -133,7 +133,8 @@ def get_task_or_template(task_name: str, kind: str) -> AbsTask:
                 f"task kind {kind!r} has no mteb protocol here; use one of {sorted(TEMPLATE_TASKS)}"
             ) from None
     task = mteb.get_task(TEMPLATE_TASKS[kind])
-    task.metadata = task.metadata.model_copy(update={"name": task_name})
+    # The template's successor (e.g. Banking77Classification.v2) is not the user's task's: no warning.
+    task.metadata = task.metadata.model_copy(update={"name": task_name, "superseded_by": None})
     return task
 
 
