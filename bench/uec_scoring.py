@@ -7,7 +7,7 @@ only for survivors). Timings are best-of-N after a warm-up on the same data in o
 is reported as ru_maxrss growth per method (process-wide, so a method only shows growth beyond the
 previous peak) plus the analytic size of the largest per-chunk temporaries.
 
-Usage: ``python bench/uec_scoring.py [--queries 1000] [--docs 100000] [--dim 384] [--repeats 3]``
+Usage: ``python bench/uec_scoring.py [--queries 1000] [--docs 100000] [--repeats 3] [--device cuda]``
 
 ``--ann-docs 1000000`` runs the large-corpus case instead: a FAISS IVF-flat first stage over the means
 plus an exact probit re-rank of each query's candidates (``ucse/uec/ann.py``), on clustered synthetic
@@ -44,12 +44,19 @@ def rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def _sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()  # GPU kernels are asynchronous: time them to completion
+
+
 def best_time(fn: Callable[[], object], repeats: int) -> float:
-    fn()  # warm-up: allocator, thread pool, page faults
+    fn()  # warm-up: allocator, thread pool, page faults, CUDA kernels
+    _sync()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         fn()
+        _sync()
         times.append(time.perf_counter() - start)
     return min(times)
 
@@ -136,6 +143,7 @@ def main() -> None:
     parser.add_argument("--nlist", type=int, default=None, help="IVF lists (default ~4 sqrt(N))")
     parser.add_argument("--nprobe", type=int, default=32)
     parser.add_argument("--candidates", type=int, default=100, help="first-stage docs re-ranked per query")
+    parser.add_argument("--device", default="cpu", help="where the exact case scores (cpu or cuda)")
     args = parser.parse_args()
     if args.ann_docs:
         ann_case(args)
@@ -144,10 +152,15 @@ def main() -> None:
     gen = torch.Generator().manual_seed(0)
     query = make_gaussians(args.queries, args.dim, args.var_scale, gen, "queries")
     corpus = make_gaussians(args.docs, args.dim, args.var_scale, gen, "corpus")
+    if args.device != "cpu":
+        query, corpus = (
+            GaussianEmbeddings(g.mean.to(args.device), g.var.to(args.device), g.meta) for g in (query, corpus)
+        )
     k, chunk = args.k, args.chunk
+    where = torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu"
     print(
-        f"torch {torch.__version__}, threads {torch.get_num_threads()}; Nq={args.queries} Nc={args.docs} "
-        f"D={args.dim} k={k} chunk={chunk} var~{args.var_scale}*U[0.5,1.5)"
+        f"torch {torch.__version__}, threads {torch.get_num_threads()}, device {where}; Nq={args.queries} "
+        f"Nc={args.docs} D={args.dim} k={k} chunk={chunk} var~{args.var_scale}*U[0.5,1.5)"
     )
 
     runs = {

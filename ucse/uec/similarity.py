@@ -188,9 +188,9 @@ def topk(
         raise ValueError(f"k={k} must be in [1, {corpus.n}] (corpus size)")
     if chunk < 1:
         raise ValueError(f"chunk must be >= 1, got {chunk}")
-    nq = query.n
-    best_s = torch.full((nq, 0), -math.inf)
-    best_i = torch.zeros((nq, 0), dtype=torch.long)
+    nq, dev = query.n, query.mean.device  # on a GPU the running top-k stays on it
+    best_s = torch.full((nq, 0), -math.inf, device=dev)
+    best_i = torch.zeros((nq, 0), dtype=torch.long, device=dev)
     q_left = torch.cat([query.mean**2, query.var], dim=1)  # (Nq, 2D): one fused matmul for sigma_s^2
     for start in range(0, corpus.n, chunk):
         mu_c, var_c = corpus.mean[start : start + chunk], corpus.var[start : start + chunk]
@@ -218,8 +218,9 @@ def cosine_topk(
     Returns:
         scores (Nq, k) and indices (Nq, k).
     """
-    nq = query.shape[0]
-    best_s, best_i = torch.full((nq, 0), -math.inf), torch.zeros((nq, 0), dtype=torch.long)
+    nq, dev = query.shape[0], query.device
+    best_s = torch.full((nq, 0), -math.inf, device=dev)
+    best_i = torch.zeros((nq, 0), dtype=torch.long, device=dev)
     for start in range(0, corpus.shape[0], chunk):
         scores = query @ corpus[start : start + chunk].T  # (Nq, C)
         best_s, best_i = _running_topk(best_s, best_i, scores, start, k)
