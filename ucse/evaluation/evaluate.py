@@ -9,7 +9,6 @@ import numpy as np
 import torch
 
 from ucse import atomic
-from ucse.backbone.pooling import pool
 from ucse.config import TrainConfig, from_yaml
 from ucse.data import TaskData, load_classification
 from ucse.evaluation.config import EvalConfig
@@ -18,6 +17,7 @@ from ucse.evaluation.metrics import classification_metrics
 from ucse.evaluation.plots import plot_arc, plot_difficulty, plot_tsne
 from ucse.evaluation.uncertainty_report import actionable_report
 from ucse.export.encoder import EncodedBatch, UcseEncoder
+from ucse.training.logreg import pooled_embeddings
 from ucse.training.run import build_states, resolve_device, task_pool
 from ucse.uncertainty.fit import classifier_weight, fit_profile
 from ucse.uncertainty.profile import UncertaintyProfile, load_uncertainty_profile
@@ -44,15 +44,7 @@ class PooledBackboneEncoder:
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """Texts -> (N, H) pooled embeddings with the backbone config's pooling."""
-        states = self.encoder.states_for(list(texts))
-        strategy = self.encoder.backbone.cfg.pooling
-        out = []
-        for start in range(0, len(states), 256):
-            hidden, mask = states.batch(
-                list(range(start, min(start + 256, len(states))))
-            )  # (B, T, H), (B, T)
-            out.append(pool(hidden, mask, strategy).numpy())
-        return np.concatenate(out)
+        return pooled_embeddings(self.encoder.states_for(list(texts)), self.encoder.backbone.cfg.pooling)
 
 
 def load_run(run: str | Path, data_root: str | None = None) -> tuple[Path, TrainConfig]:

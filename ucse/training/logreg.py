@@ -30,7 +30,7 @@ def pooled_embeddings(states: TokenStates, strategy: str, batch_size: int = 256)
         hidden, mask = states.batch(
             list(range(start, min(start + batch_size, len(states))))
         )  # (B, T, H), (B, T)
-        out.append(pool(hidden.float(), mask, strategy).numpy())
+        out.append(pool(hidden.float(), mask, strategy).cpu().numpy())  # states may sit on a GPU
     return np.concatenate(out)
 
 
