@@ -26,10 +26,12 @@ import torch
 
 from ucse.data import load_classification
 from ucse.evaluation.evaluate import load_run
+from ucse.export.gaussian import GaussianEmbeddings
 from ucse.uec.config import AlignMode, load_ensemble_config
 from ucse.uec.convolution import convolve, paper_temperature
 from ucse.uec.ensemble_members import align_members, build_member, fit_pairs
 from ucse.uec.ensemble_task import task_config
+from ucse.uec.label_scales import fit_label_scales
 from ucse.uncertainty.profile import load_uncertainty_profile
 
 
@@ -46,38 +48,68 @@ def main(argv: list[str]) -> dict:
     members, _ = align_members(built, AlignMode(ens.align), pairs.texts())
     _, run_cfg = load_run(Path(built[0].head_dir).parent, str(root))
     data = load_classification(run_cfg.task, run_cfg.data, run_cfg.seed)  # the heads' own label ids
-    texts, y = data.texts("test"), np.asarray(data.labels("test"))  # (N,)
+    profiles = [load_uncertainty_profile(m.head_dir) for m in built]
     temperature = ens.temperature or paper_temperature(ens.temperature_family)
-    weights = convolve(
-        [m.encode(texts) for m in members], ens.rule, temperature, True, ens.temperature_mode
-    ).weights
-    w = weights.double().numpy()  # (N, K)
-    probs, correct = [], []
-    for m in built:  # the heads' own (calibrated) classifiers, in their own label order = the data's
-        profile = load_uncertainty_profile(m.head_dir)
-        logits = profile.calibrator.logits(m.encoder.encode_gaussian(texts).logits)
-        p = torch.softmax(logits.double(), dim=1).numpy()  # (N, C)
-        probs.append(p)
-        correct.append(p.argmax(1) == y)
-    probs_k = np.stack(probs)  # (K, N, C)
-    ok = np.stack(correct).T  # (N, K)
 
-    def acc(p: np.ndarray) -> float:
+    def outputs(split: str) -> tuple[list, np.ndarray, np.ndarray]:
+        """Member Gaussians (aligned), the heads' calibrated probabilities (K, N, C) and labels (N,)."""
+        texts = data.texts(split)
+        probs = []
+        for m, profile in zip(built, profiles):  # the heads' own classifiers, label order = the data's
+            logits = profile.calibrator.logits(m.encoder.encode_gaussian(texts).logits)
+            probs.append(torch.softmax(logits.double(), dim=1).numpy())
+        return [m.encode(texts) for m in members], np.stack(probs), np.asarray(data.labels(split))
+
+    def weights(gauss: list, t: float) -> np.ndarray:  # (N, K) UEC weights at temperature t
+        return convolve(gauss, ens.rule, t, True, ens.temperature_mode).weights.double().numpy()
+
+    def acc(p: np.ndarray, y: np.ndarray) -> float:
         return float((p.argmax(1) == y).mean())
 
-    def nll(p: np.ndarray) -> float:
+    def nll(p: np.ndarray, y: np.ndarray) -> float:
         return float(-np.log(np.clip(p[np.arange(len(y)), y], 1e-12, None)).mean())
 
-    uniform = probs_k.mean(0)
-    uec = (w.T[..., None] * probs_k).sum(0)
+    def fuse(w: np.ndarray, probs_k: np.ndarray) -> np.ndarray:  # (N, K), (K, N, C) -> (N, C)
+        return (w.T[..., None] * probs_k).sum(0)
+
+    # Chosen on the runs' validation split (the one each head's calibration was fitted on): UEC's T, and the
+    # global member weights of the plain weighted average (simplex grid, step 0.1), both by validation NLL.
+    val_gauss, val_probs, val_y = outputs("validation")
+    grid_t = [0.5, 1.0, 1.8, 3.0, 5.0, 10.0, 20.0, 50.0]
+    best_t = min(grid_t, key=lambda t: nll(fuse(weights(val_gauss, t), val_probs), val_y))
+    k = len(built)
+    grid_w = [np.array(c) / 10 for c in np.ndindex(*(11,) * k) if sum(c) == 10]
+    best_w = min(grid_w, key=lambda g: nll(np.tensordot(g, val_probs, 1), val_y))
+
+    # Member-level reliability inside UEC (ensemble option member_scales: labels): relative variance scales
+    # chosen on validation by the fused NLL (ucse/uec/label_scales.py).
+    best_s, _ = fit_label_scales(val_gauss, val_probs, val_y, ens.rule, temperature, ens.temperature_mode)
+
+    def rescaled(gauss: list, scales: list) -> list:
+        return [GaussianEmbeddings(g.mean, g.var * f, g.meta) for g, f in zip(gauss, scales)]
+
+    gauss, probs_k, y = outputs("test")
+    w = weights(gauss, temperature)  # (N, K)
+    ok = (probs_k.argmax(2) == y).T  # (N, K)
     split = ok.any(1) & ~ok.all(1)  # the heads disagree in correctness on these texts
-    rows = {m.member_id: {"accuracy": acc(p), "nll": nll(p)} for m, p in zip(built, probs)}
-    rows["uniform probability average"] = {"accuracy": acc(uniform), "nll": nll(uniform)}
-    rows["UEC-weighted probability average"] = {"accuracy": acc(uec), "nll": nll(uec)}
+    fused = {
+        "uniform probability average": probs_k.mean(0),
+        f"weighted probability average (w = {best_w.round(2).tolist()} on validation)": np.tensordot(
+            best_w, probs_k, 1
+        ),
+        "UEC-weighted probability average": fuse(w, probs_k),
+        f"UEC-weighted, T = {best_t:g} on validation": fuse(weights(gauss, best_t), probs_k),
+        f"UEC-weighted, member scales {list(best_s)} on validation": fuse(
+            weights(rescaled(gauss, best_s), temperature), probs_k
+        ),
+    }
+    rows = {m.member_id: {"accuracy": acc(p, y), "nll": nll(p, y)} for m, p in zip(built, probs_k)}
+    rows.update({name: {"accuracy": acc(p, y), "nll": nll(p, y)} for name, p in fused.items()})
     report = {
         "task": task.name,
         "n": len(y),
         "temperature": temperature,
+        "temperature_on_validation": best_t,
         "rows": rows,
         "mean_weight": dict(zip([m.member_id for m in built], w.mean(0).round(4).tolist())),
         "disagreements": int(split.sum()),

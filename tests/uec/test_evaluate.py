@@ -330,7 +330,7 @@ def test_trained_heads_ensemble_reads_run_caches_and_resolves_task_paths(tiny_ru
         "  - id: s0\n    kind: head\n    head_dir: ../runs/{task}/tiny/textcnn-seed0/head\n"
         "  - id: s1\n    kind: head\n    head_dir: ../runs/{task}/tiny/textcnn-seed1/head\n"
         "    fit: {scale: contrastive}\n"
-        "align: procrustes\nvariants: [uec, uniform, concat, member]\n"
+        "align: procrustes\nvariants: [uec, uniform, concat, member]\nmember_scales: labels\n"
     )
     calls = []
     forward = FrozenBackbone._forward
@@ -355,6 +355,10 @@ def test_trained_heads_ensemble_reads_run_caches_and_resolves_task_paths(tiny_ru
     # The contrastive fit can only raise the held-out retrieval likelihood over the raw variances.
     s1 = members["s1"]
     assert s1["heldout_retrieval_loglik_scaled"] >= s1["heldout_retrieval_loglik_raw"] - 1e-9
+    # member_scales: labels: relative scales on the runs' validation split, the first member fixed at 1; the
+    # chosen grid point can only lower the fused validation NLL against all-ones.
+    assert members["s0"]["label_scale"] == 1.0 and members["s1"]["label_scale"] > 0
+    assert members["s1"]["validation_nll_after"] <= members["s1"]["validation_nll_before"] + 1e-12
     assert "alignment" in members["s1"] and "alignment" not in members["s0"]
     assert sum(m["mean_weight"] for m in members.values()) == pytest.approx(1.0, abs=1e-5)
     for row in report["results"].values():

@@ -124,6 +124,11 @@ class EnsembleConfig:
     """``sharpen`` (the paper's: softmax(T * logit), T = 1 is Eq. 4/8) or ``divide`` (softmax(logit / T))."""
     calibrate: bool = True
     """Fit each member's variance scale on held-out positive pairs (comparable variances across kinds)."""
+    member_scales: str = "none"
+    """``labels`` (trained heads of one task only): on top of each member's own scale, relative scales chosen
+    jointly on the runs' validation split by the NLL of the UEC-weighted average of the heads' calibrated
+    probabilities, so weights also reflect each head's reliability (``ucse/uec/label_scales.py``); or
+    ``none``."""
     align: str = "auto"
     """``auto`` (Procrustes only for members whose width differs from the first member's), ``procrustes``
     (align every member to the first on the train texts) or ``none`` (same-space members only)."""
@@ -165,6 +170,12 @@ def validate(cfg: EnsembleConfig) -> EnsembleConfig:
     _check_choice(cfg.similarity, Metric, "similarity")
     _check_choice(cfg.temperature_mode, TemperatureMode, "temperature_mode")
     _check_choice(cfg.align, AlignMode, "align")
+    if cfg.member_scales not in ("none", "labels"):
+        raise ConfigError(
+            f"Invalid value member_scales={cfg.member_scales!r}; choose one of ['none', 'labels']"
+        )
+    if cfg.member_scales == "labels" and any(m.kind is not MemberKind.head for m in cfg.members):
+        raise ConfigError("member_scales=labels needs every member to be a trained head (kind: head)")
     if cfg.temperature is not None and not cfg.temperature > 0:
         raise ConfigError(
             f"Invalid value temperature={cfg.temperature}; it must be > 0 (or null for the paper's)"

@@ -42,6 +42,7 @@ from ucse.uec.ensemble_members import align_members, build_member, fit_pairs
 from ucse.uec.ensemble_merges import merge_members, merge_scorer
 from ucse.uec.ensemble_task import EnsembleTask, ndcg_at_10, task_config
 from ucse.uec.fusion import simplex_grid, weighted_ensemble
+from ucse.uec.label_scales import fit_label_scales, fused_nll, head_validation
 from ucse.uec.members import CachedMember
 
 __all__ = ["ndcg_at_10", "run_ensemble", "write_weight_summary"]
@@ -192,9 +193,19 @@ def run_ensemble(cfg: EvalConfig) -> dict:
         built.append(member)
         fit_info[m.id] = info
     members, align_info = align_members(built, AlignMode(ens_cfg.align), pairs.texts())
+    temperature = ens_cfg.temperature or paper_temperature(ens_cfg.temperature_family)
+    if ens_cfg.member_scales == "labels":
+        gauss, probs, labels = head_validation(members, built, root)
+        args = (ens_cfg.rule, temperature, ens_cfg.temperature_mode)
+        scales, nll = fit_label_scales(gauss, probs, labels, *args)
+        nll_before = fused_nll(gauss, probs, labels, [1.0] * len(built), *args)
+        for m, s in zip(built, scales):
+            m.variance_scale *= s  # aligned wrappers read the inner member's scale
+            fit_info[m.member_id].update(
+                {"label_scale": s, "validation_nll_before": nll_before, "validation_nll_after": nll}
+            )
     timings["members_s"] = time.perf_counter() - start
     cached = [CachedMember(m, cache_root() / "uec" / "embeddings") for m in members]
-    temperature = ens_cfg.temperature or paper_temperature(ens_cfg.temperature_family)
     ens = UecEnsemble(
         cached,
         ens_cfg.rule,
