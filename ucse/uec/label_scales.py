@@ -17,6 +17,7 @@ split is the runs' own (the one each head's temperature was fitted on), never th
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -107,10 +108,15 @@ def head_validation(
     _, cfg = load_run(heads[0].head_dir.parent, str(data_root) if data_root else None)
     data = load_classification(cfg.task, cfg.data, cfg.seed)
     texts, labels = data.texts("validation"), np.asarray(data.labels("validation"))
+    profile_log = logging.getLogger("ucse.uncertainty.profile")
+    level = profile_log.level
+    profile_log.setLevel(logging.ERROR)  # its abstention warnings concern predict, not fusing probabilities
+    try:
+        calibrators = [load_uncertainty_profile(h.head_dir).calibrator for h in heads]
+    finally:
+        profile_log.setLevel(level)
     probs = []
-    for h in heads:
-        logits = load_uncertainty_profile(h.head_dir).calibrator.logits(
-            h.encoder.encode_gaussian(texts).logits
-        )
+    for h, calibrator in zip(heads, calibrators):
+        logits = calibrator.logits(h.encoder.encode_gaussian(texts).logits)
         probs.append(torch.softmax(logits.double(), dim=1).numpy())
     return [m.encode(texts) for m in members], np.stack(probs), labels
