@@ -194,7 +194,8 @@ def test_train_cli_reports_input_errors_without_a_traceback(tmp_path):
 
     repo = Path(__file__).resolve().parents[2]
     proc = subprocess.run(
-        [sys.executable, str(repo / "train.py"), f"data.root={tmp_path / 'missing'}"],
+        # runs_dir in tmp: where `make train` already ran, the default run folder exists and is refused first
+        [sys.executable, str(repo / "train.py"), f"data.root={tmp_path / 'missing'}", f"runs_dir={tmp_path}"],
         capture_output=True,
         text=True,
         cwd=repo,
