@@ -32,6 +32,13 @@ class AlignMode(str, Enum):
     none = "none"
 
 
+class MemberScales(str, Enum):
+    """Member-level variance scales on top of each member's own."""
+
+    none = "none"
+    labels = "labels"  # trained heads: relative scales by the fused label NLL on validation (label_scales.py)
+
+
 class MemberKind(str, Enum):
     """How a member gets its variance."""
 
@@ -83,7 +90,7 @@ class FitConfig:
     scale: str = ScaleFit.pairs.value
     """Held-out likelihood the variance scale maximises: ``pairs`` (the positive pairs' differences) or
     ``contrastive`` (retrieving each positive among negatives by Mahalanobis distance; measured worse on
-    STSBenchmark, 78.13 vs 80.16 Spearman: see docs/RESULTS_UEC.md)."""
+    STSBenchmark, 78.13 vs 80.15 Spearman: see docs/RESULTS_UEC.md)."""
 
 
 @dataclass
@@ -124,7 +131,7 @@ class EnsembleConfig:
     """``sharpen`` (the paper's: softmax(T * logit), T = 1 is Eq. 4/8) or ``divide`` (softmax(logit / T))."""
     calibrate: bool = True
     """Fit each member's variance scale on held-out positive pairs (comparable variances across kinds)."""
-    member_scales: str = "none"
+    member_scales: str = MemberScales.none.value
     """``labels`` (trained heads of one task only): on top of each member's own scale, relative scales chosen
     jointly on the runs' validation split by the NLL of the UEC-weighted average of the heads' calibrated
     probabilities, so weights also reflect each head's reliability (``ucse/uec/label_scales.py``); or
@@ -170,11 +177,9 @@ def validate(cfg: EnsembleConfig) -> EnsembleConfig:
     _check_choice(cfg.similarity, Metric, "similarity")
     _check_choice(cfg.temperature_mode, TemperatureMode, "temperature_mode")
     _check_choice(cfg.align, AlignMode, "align")
-    if cfg.member_scales not in ("none", "labels"):
-        raise ConfigError(
-            f"Invalid value member_scales={cfg.member_scales!r}; choose one of ['none', 'labels']"
-        )
-    if cfg.member_scales == "labels" and any(m.kind is not MemberKind.head for m in cfg.members):
+    _check_choice(cfg.member_scales, MemberScales, "member_scales")
+    heads_only = all(m.kind is MemberKind.head for m in cfg.members)
+    if cfg.member_scales == MemberScales.labels.value and not heads_only:
         raise ConfigError("member_scales=labels needs every member to be a trained head (kind: head)")
     if cfg.temperature is not None and not cfg.temperature > 0:
         raise ConfigError(

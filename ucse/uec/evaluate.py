@@ -26,7 +26,7 @@ from ucse.data.tasks import DataError, resolve_data_root
 from ucse.evaluation.config import EvalConfig
 from ucse.evaluation.plots import plot_weight_heatmap
 from ucse.training import resolve_device
-from ucse.uec.config import AlignMode, EnsembleConfig, load_ensemble_config
+from ucse.uec.config import AlignMode, EnsembleConfig, MemberScales, load_ensemble_config
 from ucse.uec.convolution import paper_temperature
 from ucse.uec.digest import cache_root
 from ucse.uec.ensemble import (
@@ -194,7 +194,7 @@ def run_ensemble(cfg: EvalConfig) -> dict:
         fit_info[m.id] = info
     members, align_info = align_members(built, AlignMode(ens_cfg.align), pairs.texts())
     temperature = ens_cfg.temperature or paper_temperature(ens_cfg.temperature_family)
-    if ens_cfg.member_scales == "labels":
+    if ens_cfg.member_scales == MemberScales.labels.value:
         gauss, probs, labels = head_validation(members, built, root)
         args = (ens_cfg.rule, temperature, ens_cfg.temperature_mode)
         scales, nll = fit_label_scales(gauss, probs, labels, *args)
