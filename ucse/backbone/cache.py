@@ -124,17 +124,27 @@ class HiddenStateCache:
     def __init__(
         self, root: str | Path | None = None, dtype: CacheDtype | str = CacheDtype.fp16, progress: bool = True
     ) -> None:
-        env = os.environ.get("UCSE_CACHE_DIR")
-        source = "cache.dir" if root is not None else ("UCSE_CACHE_DIR" if env else "the default")
-        self.root = Path(root if root is not None else env or Path.home() / ".cache" / "ucse").expanduser()
-        if self.root.exists() and not self.root.is_dir():
-            raise CacheError(
-                f"Cache folder '{self.root}' (from {source}) is a file, not a folder; "
-                "point cache.dir or UCSE_CACHE_DIR at a folder (it is created if missing)."
-            )
+        self.root = self.check_root(root)
         self.dtype = CacheDtype(dtype)
         self.progress = progress
         self.builds = 0
+
+    @staticmethod
+    def check_root(root: str | Path | None = None) -> Path:
+        """The cache folder (``root``, else env ``UCSE_CACHE_DIR``, else ``~/.cache/ucse``): checked only.
+
+        Raises:
+            CacheError: it exists but is a file.
+        """
+        env = os.environ.get("UCSE_CACHE_DIR")
+        source = "cache.dir" if root is not None else ("UCSE_CACHE_DIR" if env else "the default")
+        path = Path(root if root is not None else env or Path.home() / ".cache" / "ucse").expanduser()
+        if path.exists() and not path.is_dir():
+            raise CacheError(
+                f"Cache folder '{path}' (from {source}) is a file, not a folder; "
+                "point cache.dir or UCSE_CACHE_DIR at a folder (it is created if missing)."
+            )
+        return path
 
     def key_parts(self, backbone: FrozenBackbone, texts: Sequence[str], task: str, split: str) -> dict:
         """Everything that determines the cached states (JSON-serialisable)."""

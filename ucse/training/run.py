@@ -203,7 +203,7 @@ def train(cfg: TrainConfig, data: TaskData | None = None) -> RunResult:
     device = resolve_device(cfg.device)
     run_dir = run_dir_for(cfg)
     if cfg.cache.enabled:
-        HiddenStateCache(cfg.cache.dir, cfg.cache.dtype)  # a cache folder that is a file fails before writes
+        HiddenStateCache.check_root(cfg.cache.dir)  # a cache folder that is a file fails before any write
     check_devices(cfg)
     rank0 = is_rank_zero()  # other ranks of a distributed run write nothing into the run folder
     swap = False
