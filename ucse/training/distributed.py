@@ -53,8 +53,8 @@ class LazyStates:
     """Builds the token states inside ``StatesDataModule.setup`` on every rank (picklable for ``ddp_spawn``).
 
     Args:
-        build: ``build(backbone, dist) -> (states, cache)``, e.g. ``ucse.training.run.build_states`` bound
-            to the config and data.
+        build: ``build(backbone=..., dist=...) -> (states, cache)``, e.g. ``ucse.training.run.build_states``
+            bound to the config and data (``functools.partial(build_states, cfg, data=data)``).
         backbone: the backbone as loaded before training (on the CPU for a distributed run); on a GPU rank it
             is reloaded onto that rank's device.
 
@@ -83,7 +83,7 @@ class LazyStates:
         root = getattr(strategy, "root_device", None)
         if root is not None and torch.device(root) != backbone.device:
             backbone = FrozenBackbone(backbone.cfg, root, instruction=backbone.instruction)
-        states, self.cache = self.build(backbone, strategy)  # type: ignore[arg-type]
+        states, self.cache = self.build(backbone=backbone, dist=strategy)  # type: ignore[call-arg]
         if self.on_built is not None:
             self.on_built(states)
         self.seconds = time.perf_counter() - t0

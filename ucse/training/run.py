@@ -108,13 +108,6 @@ def build_states(
     return {s: SubsetStates(base, [row[t] for t in texts]) for s, texts in split_texts.items()}, cache
 
 
-def _states_for_rank(
-    cfg: TrainConfig, data: TaskData, backbone: FrozenBackbone, dist: Dist | None
-) -> tuple[dict[str, TokenStates], HiddenStateCache | None]:
-    """``build_states`` with the backbone and strategy last (a picklable ``LazyStates`` builder)."""
-    return build_states(cfg, backbone, data, dist)
-
-
 def _fit_state_norm(head: torch.nn.Module, seed: int, states: dict[str, TokenStates]) -> None:
     """Fit ``head.state_norm`` on the training split (a picklable callback for ``LazyStates``)."""
     head.state_norm.fit(states["train"], seed)
@@ -241,7 +234,7 @@ def _run(cfg: TrainConfig, data: TaskData, run_dir: Path, device: torch.device, 
     backbone = FrozenBackbone(cfg.backbone, where, instruction=cfg.task.instruction)
     t_states = time.perf_counter()
     if distributed:
-        lazy = LazyStates(functools.partial(_states_for_rank, cfg, data), backbone)
+        lazy = LazyStates(functools.partial(build_states, cfg, data=data), backbone)
         states, cache = lazy, None
     else:
         states, cache = build_states(cfg, backbone, data)
