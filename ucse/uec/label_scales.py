@@ -2,7 +2,7 @@
 
 Each member's own variance scale (``ucse/uec/calibration.py``) makes its variances comparable in *kind*, but
 it is fitted on that member's positive pairs alone, so it normalises each member's traces to its own spread:
-on the four local classification tasks the three heads' mean UEC weights came out within 0.26-0.37 although
+on the four local classification tasks the three heads' mean UEC weights came out within 0.25-0.38 although
 their accuracies differ by up to 6 points (docs/RESULTS_UEC.md). For heads, the issue's other option applies:
 the scale that maximises the held-out predictive likelihood of *labels*. With K heads of one task, the
 relative scales (s_1 = 1, s_2..s_K on a log grid) are chosen jointly to minimise the validation NLL of the
