@@ -88,6 +88,9 @@ def head_validation(
 ) -> tuple[list, np.ndarray, np.ndarray]:
     """Aligned member Gaussians, calibrated head probabilities (K, N, C) and labels of the validation split.
 
+    The split is the first head's run's. A task without a validation file gets one carved by the run's seed,
+    so heads trained with other seeds may have trained on some of those texts: train the heads with one seed.
+
     Args:
         members: the K (possibly aligned) members the ensemble fuses.
         heads: the K underlying :class:`ucse.uec.members.HeadMember` objects (same order).
