@@ -24,15 +24,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ucse.data import load_classification
-from ucse.evaluation.evaluate import load_run
 from ucse.export.gaussian import GaussianEmbeddings
-from ucse.uec.config import AlignMode, load_ensemble_config
+from ucse.uec.config import MemberScales, load_ensemble_config
 from ucse.uec.convolution import convolve, paper_temperature
-from ucse.uec.ensemble_members import align_members, build_member, fit_pairs
+from ucse.uec.ensemble_members import build_members
 from ucse.uec.ensemble_task import task_config
-from ucse.uec.label_scales import fit_label_scales
-from ucse.uncertainty.profile import load_uncertainty_profile
+from ucse.uec.label_scales import fit_label_scales, head_outputs
 
 
 def main(argv: list[str]) -> dict:
@@ -40,25 +37,9 @@ def main(argv: list[str]) -> dict:
     root = Path(args.get("data_root", "../shared/data"))
     ens = load_ensemble_config(args.get("ensemble", "trained-heads"))
     task = task_config(args["task"], root)
-    built = []
-    for m in ens.members:
-        m.head_dir = (m.head_dir or "").replace("{task}", task.name)
-        pairs = fit_pairs(m.fit, task, root, lambda name: task_config(name, root))
-        built.append(build_member(m, pairs, torch.device("cpu"), ens.calibrate, task.name, root)[0])
-    members, _ = align_members(built, AlignMode(ens.align), pairs.texts())
-    _, run_cfg = load_run(Path(built[0].head_dir).parent, str(root))
-    data = load_classification(run_cfg.task, run_cfg.data, run_cfg.seed)  # the heads' own label ids
-    profiles = [load_uncertainty_profile(m.head_dir) for m in built]
     temperature = ens.temperature or paper_temperature(ens.temperature_family)
-
-    def outputs(split: str) -> tuple[list, np.ndarray, np.ndarray]:
-        """Member Gaussians (aligned), the heads' calibrated probabilities (K, N, C) and labels (N,)."""
-        texts = data.texts(split)
-        probs = []
-        for m, profile in zip(built, profiles):  # the heads' own classifiers, label order = the data's
-            logits = profile.calibrator.logits(m.encoder.encode_gaussian(texts).logits)
-            probs.append(torch.softmax(logits.double(), dim=1).numpy())
-        return [m.encode(texts) for m in members], np.stack(probs), np.asarray(data.labels(split))
+    ens.member_scales = MemberScales.none.value  # the label-scaled variant is fitted below, as its own row
+    built, members, _, _ = build_members(ens, task, root, torch.device("cpu"), temperature)
 
     def weights(gauss: list, t: float) -> np.ndarray:  # (N, K) UEC weights at temperature t
         return convolve(gauss, ens.rule, t, True, ens.temperature_mode).weights.double().numpy()
@@ -74,7 +55,7 @@ def main(argv: list[str]) -> dict:
 
     # Chosen on the runs' validation split (the one each head's calibration was fitted on): UEC's T, and the
     # global member weights of the plain weighted average (simplex grid, step 0.1), both by validation NLL.
-    val_gauss, val_probs, val_y = outputs("validation")
+    val_gauss, val_probs, val_y = head_outputs(members, built, root, "validation")
     grid_t = [0.5, 1.0, 1.8, 3.0, 5.0, 10.0, 20.0, 50.0]
     best_t = min(grid_t, key=lambda t: nll(fuse(weights(val_gauss, t), val_probs), val_y))
     k = len(built)
@@ -88,7 +69,7 @@ def main(argv: list[str]) -> dict:
     def rescaled(gauss: list, scales: list) -> list:
         return [GaussianEmbeddings(g.mean, g.var * f, g.meta) for g, f in zip(gauss, scales)]
 
-    gauss, probs_k, y = outputs("test")
+    gauss, probs_k, y = head_outputs(members, built, root, "test")
     w = weights(gauss, temperature)  # (N, K)
     ok = (probs_k.argmax(2) == y).T  # (N, K)
     split = ok.any(1) & ~ok.all(1)  # the heads disagree in correctness on these texts

@@ -28,7 +28,12 @@ from ucse.config import Device
 from ucse.export.encoder import EncodedBatch, UcseEncoder
 from ucse.heads.io import resolve_head_dir
 from ucse.training.run import resolve_device
-from ucse.uncertainty.profile import UncertaintyOutput, UncertaintyProfile, load_uncertainty_profile
+from ucse.uncertainty.profile import (
+    UncertaintyOutput,
+    UncertaintyProfile,
+    load_uncertainty_profile,
+    warn_if_uncertifiable,
+)
 
 PROGRESS_MIN = 1000
 """Inputs at least this long show a progress bar (when ``progress`` is on)."""
@@ -88,6 +93,7 @@ class UcseClassifier:
         device = resolve_device(Device(device))
         encoder = UcseEncoder.from_dir(head_dir, device, overrides, trust_remote_code=trust_remote_code)
         profile = load_uncertainty_profile(head_dir, num_classes=len(encoder.label_names) or None)
+        warn_if_uncertifiable(profile, head_dir)
         return cls(encoder, profile, head_dir)
 
     def encode_gaussian(self, texts: str | list[str], progress: bool = False) -> EncodedBatch:

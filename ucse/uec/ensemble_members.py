@@ -42,8 +42,18 @@ from ucse.uec.calibration import (
     fit_variance_scale,
     pair_log_likelihood,
 )
-from ucse.uec.config import AlignMode, FitConfig, MemberConfig, MemberKind, PairSource
+from ucse.uec.config import (
+    AlignMode,
+    EnsembleConfig,
+    FitConfig,
+    MemberConfig,
+    MemberKind,
+    MemberScales,
+    PairSource,
+)
 from ucse.uec.digest import cache_root, stable_digest
+from ucse.uec.ensemble_task import task_config
+from ucse.uec.label_scales import fit_label_scales, fused_nll, head_outputs
 from ucse.uec.laplace_io import LaplaceFileError
 from ucse.uec.laplace_member import LaplaceMember, shared_text_groups
 from ucse.uec.members import HeadMember
@@ -258,3 +268,34 @@ def align_members(members: list[Any], mode: AlignMode, texts: list[str]) -> tupl
         info[m.member_id] = {"fit_residual": mapping.fit_residual, "texts": len(texts)}
         out.append(AlignedMember(m, mapping))
     return out, info
+
+
+def build_members(
+    ens_cfg: EnsembleConfig, task: TaskConfig, root: Path, device: torch.device, temperature: float
+) -> tuple[list[Any], list[Any], dict, dict]:
+    """Every member of ``ens_cfg`` for ``task``: fitted, scaled, aligned (and label-scaled when configured).
+
+    ``{task}`` in a member's ``head_dir`` becomes the task's name, so one config serves every task.
+
+    Returns:
+        (the members as built, the members as fused (aligned), member id -> fit record, alignment records).
+    """
+    built, fit_info = [], {}
+    for m in ens_cfg.members:
+        if m.head_dir:
+            m.head_dir = m.head_dir.replace("{task}", task.name)
+        pairs = fit_pairs(m.fit, task, root, lambda name: task_config(name, root))
+        member, fit_info[m.id] = build_member(m, pairs, device, ens_cfg.calibrate, task.name, root)
+        built.append(member)
+    members, align_info = align_members(built, AlignMode(ens_cfg.align), pairs.texts())
+    if ens_cfg.member_scales == MemberScales.labels.value:
+        gauss, probs, labels = head_outputs(members, built, root)
+        args = (ens_cfg.rule, temperature, ens_cfg.temperature_mode)
+        scales, nll = fit_label_scales(gauss, probs, labels, *args)
+        nll_before = fused_nll(gauss, probs, labels, [1.0] * len(built), *args)
+        for m, s in zip(built, scales):
+            m.variance_scale *= s  # aligned wrappers read the inner member's scale
+            fit_info[m.member_id].update(
+                {"label_scale": s, "validation_nll_before": nll_before, "validation_nll_after": nll}
+            )
+    return built, members, fit_info, align_info

@@ -26,7 +26,7 @@ from ucse.data.tasks import DataError, resolve_data_root
 from ucse.evaluation.config import EvalConfig
 from ucse.evaluation.plots import plot_weight_heatmap
 from ucse.training import resolve_device
-from ucse.uec.config import AlignMode, EnsembleConfig, MemberScales, load_ensemble_config
+from ucse.uec.config import EnsembleConfig, load_ensemble_config
 from ucse.uec.convolution import paper_temperature
 from ucse.uec.digest import cache_root
 from ucse.uec.ensemble import (
@@ -38,11 +38,10 @@ from ucse.uec.ensemble import (
     VariantScorer,
     concatenate,
 )
-from ucse.uec.ensemble_members import align_members, build_member, fit_pairs
+from ucse.uec.ensemble_members import build_members
 from ucse.uec.ensemble_merges import merge_members, merge_scorer
 from ucse.uec.ensemble_task import EnsembleTask, ndcg_at_10, task_config
 from ucse.uec.fusion import simplex_grid, weighted_ensemble
-from ucse.uec.label_scales import fit_label_scales, fused_nll, head_validation
 from ucse.uec.members import CachedMember
 
 __all__ = ["ndcg_at_10", "run_ensemble", "write_weight_summary"]
@@ -184,26 +183,8 @@ def run_ensemble(cfg: EvalConfig) -> dict:
     out = Path(cfg.out or Path("runs") / "ensembles" / ens_cfg.name / task_cfg.name)
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    built, fit_info = [], {}
-    for m in ens_cfg.members:
-        if m.head_dir:  # one config serves every task: {task} names the evaluated one
-            m.head_dir = m.head_dir.replace("{task}", task_cfg.name)
-        pairs = fit_pairs(m.fit, task_cfg, root, lambda name: task_config(name, root))
-        member, info = build_member(m, pairs, device, ens_cfg.calibrate, task_cfg.name, root)
-        built.append(member)
-        fit_info[m.id] = info
-    members, align_info = align_members(built, AlignMode(ens_cfg.align), pairs.texts())
     temperature = ens_cfg.temperature or paper_temperature(ens_cfg.temperature_family)
-    if ens_cfg.member_scales == MemberScales.labels.value:
-        gauss, probs, labels = head_validation(members, built, root)
-        args = (ens_cfg.rule, temperature, ens_cfg.temperature_mode)
-        scales, nll = fit_label_scales(gauss, probs, labels, *args)
-        nll_before = fused_nll(gauss, probs, labels, [1.0] * len(built), *args)
-        for m, s in zip(built, scales):
-            m.variance_scale *= s  # aligned wrappers read the inner member's scale
-            fit_info[m.member_id].update(
-                {"label_scale": s, "validation_nll_before": nll_before, "validation_nll_after": nll}
-            )
+    built, members, fit_info, align_info = build_members(ens_cfg, task_cfg, root, device, temperature)
     timings["members_s"] = time.perf_counter() - start
     cached = [CachedMember(m, cache_root() / "uec" / "embeddings") for m in members]
     ens = UecEnsemble(

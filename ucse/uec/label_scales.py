@@ -17,7 +17,6 @@ split is the runs' own (the one each head's temperature was fitted on), never th
 from __future__ import annotations
 
 import itertools
-import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -83,10 +82,10 @@ def fit_label_scales(
     return best, best_nll
 
 
-def head_validation(
-    members: Sequence[Any], heads: Sequence[Any], data_root: Any
+def head_outputs(
+    members: Sequence[Any], heads: Sequence[Any], data_root: Any, split: str = "validation"
 ) -> tuple[list, np.ndarray, np.ndarray]:
-    """Aligned member Gaussians, calibrated head probabilities (K, N, C) and labels of the validation split.
+    """Aligned member Gaussians, calibrated head probabilities (K, N, C) and labels of one split of the runs.
 
     The split is the first head's run's. A task without a validation file gets one carved by the run's seed,
     so heads trained with other seeds may have trained on some of those texts: train the heads with one seed.
@@ -95,6 +94,7 @@ def head_validation(
         members: the K (possibly aligned) members the ensemble fuses.
         heads: the K underlying :class:`ucse.uec.members.HeadMember` objects (same order).
         data_root: where the runs' task data lives (``data.root`` override), or ``None``.
+        split: ``validation`` (what the scales are fitted on) or ``test``.
 
     Raises:
         ValueError: a member is not a trained head, or the heads disagree on the task's labels.
@@ -110,16 +110,10 @@ def head_validation(
         raise ValueError("member_scales: labels needs heads of one task with the same label names")
     _, cfg = load_run(heads[0].head_dir.parent, str(data_root) if data_root else None)
     data = load_classification(cfg.task, cfg.data, cfg.seed)
-    texts, labels = data.texts("validation"), np.asarray(data.labels("validation"))
-    profile_log = logging.getLogger("ucse.uncertainty.profile")
-    level = profile_log.level
-    profile_log.setLevel(logging.ERROR)  # its abstention warnings concern predict, not fusing probabilities
-    try:
-        calibrators = [load_uncertainty_profile(h.head_dir).calibrator for h in heads]
-    finally:
-        profile_log.setLevel(level)
+    texts, labels = data.texts(split), np.asarray(data.labels(split))
     probs = []
-    for h, calibrator in zip(heads, calibrators):
+    for h in heads:
+        calibrator = load_uncertainty_profile(h.head_dir).calibrator
         logits = calibrator.logits(h.encoder.encode_gaussian(texts).logits)
         probs.append(torch.softmax(logits.double(), dim=1).numpy())
     return [m.encode(texts) for m in members], np.stack(probs), labels

@@ -258,6 +258,19 @@ def _float(x: float | str | None) -> float | None:
     return None if x is None else float(x)
 
 
+def warn_if_uncertifiable(profile: UncertaintyProfile, head_dir: str | Path) -> None:
+    """Say once, where predictions are served, that the saved abstention rule certified no threshold."""
+    a = profile.abstain
+    if a is not None and not a.achievable:
+        log.warning(
+            "%s: no abstention threshold was certifiable on the validation split (target error %s), so %s; "
+            "retrain with more validation data or set uncertainty.abstain.coverage=0.9",
+            head_dir,
+            a.target,
+            "no text abstains" if a.threshold == math.inf else "every text abstains",
+        )
+
+
 def load_uncertainty_profile(head_dir: str | Path, num_classes: int | None = None) -> UncertaintyProfile:
     """The profile saved in ``head_dir``, or the plain fallback (softmax, MSP, no abstention, no sets).
 
@@ -281,14 +294,6 @@ def load_uncertainty_profile(head_dir: str | Path, num_classes: int | None = Non
     calibrator = Calibrator(method, arr["calibration_scale"], arr["calibration_bias"])
     a = cfg.get("abstain")
     abstain = None if a is None else AbstainThreshold(**{**a, "threshold": _float(a["threshold"])})
-    if abstain is not None and not abstain.achievable:
-        log.warning(
-            "%s: no abstention threshold was certifiable on the validation split (target error %s), so %s; "
-            "retrain with more validation data or uncertainty.abstain.coverage=",
-            head_dir,
-            abstain.target,
-            "no text abstains" if abstain.threshold == math.inf else "every text abstains",
-        )
     c = cfg.get("conformal")
     conf = qhat = None
     if c is not None:
