@@ -189,7 +189,7 @@ class UcseEncoder:
             return self.run_texts(texts)
         if len(known) == len(texts):
             return self.run_states(self.states_for(texts))
-        unknown = sorted(set(range(len(texts))) - set(known))
+        unknown = [i for i, t in enumerate(texts) if t not in self._known]
         a = self.run_states(self.states_for([texts[i] for i in known]))
         b = self.run_texts([texts[i] for i in unknown])
         order = np.argsort(np.asarray(known + unknown))  # back to input order
