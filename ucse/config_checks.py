@@ -9,7 +9,6 @@ import math
 from dataclasses import fields, is_dataclass
 from typing import Any
 
-import torch
 from omegaconf import DictConfig, OmegaConf
 
 from ucse.config import ConfigError, Device, TrainConfig
@@ -64,6 +63,13 @@ def parse_dotlist(dotlist: list[str]) -> DictConfig:
     return out  # type: ignore[return-value]
 
 
+def _cuda_available() -> bool:
+    """Whether torch sees a CUDA GPU; torch is imported only here, so parsing a config stays fast."""
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def _check(ok: bool, key: str, value: Any, allowed: str) -> None:
     if not ok:
         raise ConfigError(f"Invalid value {key}={value!r}: allowed {allowed}.")
@@ -111,7 +117,7 @@ def validate_config(cfg: TrainConfig) -> None:
     _check(cfg.num_workers >= 0, "num_workers", cfg.num_workers, "an integer >= 0")
     _check(cfg.log_every_n_steps >= 1, "log_every_n_steps", cfg.log_every_n_steps, "an integer >= 1")
     _check(cfg.seed >= 0, "seed", cfg.seed, "an integer >= 0")
-    if Device(cfg.device) is Device.cuda and not torch.cuda.is_available():
+    if Device(cfg.device) is Device.cuda and not _cuda_available():
         raise ConfigError(
             "Invalid value device='cuda': no CUDA GPU is visible; use device=auto or device=cpu."
         )

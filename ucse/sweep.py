@@ -18,11 +18,8 @@ import time
 from pathlib import Path
 
 from ucse.config import ConfigError, build_config, did_you_mean
-from ucse.evaluation.ablation import write_ablation
-from ucse.training import train
 from ucse.training.variants import EXTRAS, TABLE7, Variant, variant_overrides
 from ucse.uncertainty.config import check_uncertainty_config
-from ucse.uncertainty.fit import fit_run_uncertainty
 
 log = logging.getLogger("ucse.sweep")
 SWEEP_KEYS = ("task", "backbone", "seeds", "variants", "out", "eval")
@@ -50,6 +47,11 @@ def run_sweep(
         check_uncertainty_config(
             build_config([f"task={task}", f"backbone={backbone}", *overrides]).uncertainty
         )
+    # Imported once every argument is checked (torch, Lightning, datasets): a typo answers at once.
+    from ucse.evaluation.ablation import write_ablation
+    from ucse.training import train
+    from ucse.uncertainty.fit import fit_run_uncertainty
+
     for task in tasks:
         for v in variants:
             for seed in range(seeds):

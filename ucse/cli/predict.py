@@ -22,7 +22,6 @@ from pathlib import Path
 from ucse.cli import run_cli
 from ucse.cli.help import format_fields, show, wants_help
 from ucse.inference.config import PredictConfig, build_predict_config
-from ucse.inference.files import check_output, read_texts, write_predictions
 
 log = logging.getLogger("ucse.predict")
 
@@ -50,7 +49,9 @@ def main(argv: list[str]) -> int:
 
     def body() -> int:
         cfg = build_predict_config(argv)
+        # Imported once the arguments are checked (torch, transformers, datasets): a typo answers at once.
         from ucse.inference.classifier import UcseClassifier, resolve_head_dir
+        from ucse.inference.files import check_output, read_texts, write_predictions
 
         head_dir = resolve_head_dir(cfg.run)
         check_output(cfg.out, cfg.overwrite)

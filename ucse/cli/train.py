@@ -15,18 +15,20 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ucse.cli import run_cli
 from ucse.cli.help import format_fields, show, wants_help
 from ucse.cli.summary import quiet_lightning, train_summary
 from ucse.config import GROUPS, TrainConfig, build_config, group_choices, to_yaml
-from ucse.data import TaskData, load_classification, load_task_data
-from ucse.training import train
-from ucse.training.distributed import is_rank_zero
-from ucse.training.run import RunResult
 from ucse.uncertainty.config import check_uncertainty_config
-from ucse.uncertainty.profile import UncertaintyProfile
+
+# torch, Lightning, transformers and datasets are imported inside the functions that train, after the
+# arguments are parsed and checked: `ucse train --help` and a mistyped key answer at once.
+if TYPE_CHECKING:
+    from ucse.data import TaskData
+    from ucse.training.run import RunResult
+    from ucse.uncertainty.profile import UncertaintyProfile
 
 
 def help_text() -> str:
@@ -40,8 +42,8 @@ def fit_uncertainty(run_dir: Path, cfg: TrainConfig, data: TaskData) -> Uncertai
 
     Uses the data already in hand (it may have been in memory), with the states the run cached.
     """
+    from ucse.backbone.device import resolve_device
     from ucse.export.encoder import UcseEncoder
-    from ucse.training.run import resolve_device
     from ucse.uncertainty.fit import classifier_weight, encode_splits, fit_profile
 
     encoder = UcseEncoder.from_dir(
@@ -72,6 +74,10 @@ def run_training(cfg: TrainConfig, source: Any = None) -> tuple[RunResult, Uncer
         The run and its profile (``None`` with ``uncertainty.enabled=false`` or for ``head=logreg``).
     """
     check_uncertainty_config(cfg.uncertainty)  # before training, not after it
+    from ucse.data import load_classification, load_task_data
+    from ucse.training import train
+    from ucse.training.distributed import is_rank_zero
+
     if is_rank_zero():
         from ucse.training.run import run_dir_for
         from ucse.training.run_folder import check_run_dir
@@ -106,6 +112,8 @@ def main(argv: list[str]) -> int:
         if not sys.stdout.isatty() and not any(a.startswith("progress_bar=") for a in argv):
             cfg.progress_bar = False  # a redirected run: the bar's last frame would only clutter the log
         result, profile = run_training(cfg)
+        from ucse.training.distributed import is_rank_zero
+
         if not is_rank_zero():
             return 0  # devices=N: rank 0 alone reports
         print(train_summary(result.run_dir, result.metrics, profile))

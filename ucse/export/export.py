@@ -7,12 +7,12 @@ from pathlib import Path
 
 import torch
 
+from ucse.backbone.device import resolve_device
 from ucse.config import from_yaml
 from ucse.data import load_classification
 from ucse.evaluation.config import EvalConfig
 from ucse.export.encoder import UcseEncoder
 from ucse.export.gaussian import GaussianEmbeddings
-from ucse.training import resolve_device
 
 SPLITS = ("train", "validation", "test")
 

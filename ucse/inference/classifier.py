@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from ucse.backbone.device import resolve_device
 from ucse.config import Device
 from ucse.export.encoder import EncodedBatch, UcseEncoder
 from ucse.heads.io import resolve_head_dir
-from ucse.training.run import resolve_device
 from ucse.uncertainty.profile import (
     UncertaintyOutput,
     UncertaintyProfile,

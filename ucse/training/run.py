@@ -18,11 +18,10 @@ from lightning.pytorch.profilers import AdvancedProfiler, Profiler, PyTorchProfi
 
 from ucse import atomic
 from ucse.backbone.cache import Dist, HiddenStateCache, OnTheFlyStates, SubsetStates, TokenStates
+from ucse.backbone.device import resolve_device  # also imported from here (ucse.training)
 from ucse.backbone.encoder import FrozenBackbone
 from ucse.backbone.precision import effective_precision
 from ucse.config import (
-    ConfigError,
-    Device,
     HeadType,
     Precision,
     ProfilerType,
@@ -55,15 +54,6 @@ class RunResult:
 
     run_dir: Path
     metrics: dict
-
-
-def resolve_device(device: Device) -> torch.device:
-    """``auto`` -> CUDA when available, else CPU; ``cuda`` without a GPU fails clearly (a ``ConfigError``)."""
-    if device == Device.cuda and not torch.cuda.is_available():
-        raise ConfigError("device=cuda but no CUDA GPU is visible; use device=auto or device=cpu.")
-    if device == Device.cpu or (device == Device.auto and not torch.cuda.is_available()):
-        return torch.device("cpu")
-    return torch.device("cuda")
 
 
 def _peak_gpu_mib(device: torch.device) -> float | None:

@@ -21,11 +21,11 @@ import torch
 from omegaconf import OmegaConf
 
 from ucse.atomic import write_json, write_text
+from ucse.backbone.device import resolve_device
 from ucse.config import DataConfig, TaskType
 from ucse.data.tasks import DataError, resolve_data_root
 from ucse.evaluation.config import EvalConfig
 from ucse.evaluation.plots import plot_weight_heatmap
-from ucse.training import resolve_device
 from ucse.uec.config import EnsembleConfig, load_ensemble_config
 from ucse.uec.convolution import paper_temperature
 from ucse.uec.digest import cache_root

@@ -13,7 +13,6 @@ import logging
 from dataclasses import dataclass
 
 import torch
-from torchmetrics.functional.classification import multiclass_calibration_error
 
 from ucse.uncertainty.config import CalibrationMethod
 from ucse.uncertainty.scores import Array, affine, as_f64
@@ -155,6 +154,10 @@ def ece(probs: Array, labels: Array, n_bins: int = ECE_BINS) -> float:
     Returns:
         ECE in [0, 1].
     """
+    # Imported here: torchmetrics imports its audio/image metrics too (~1.5 s), which loading a head for
+    # prediction (this module's Calibrator) does not need.
+    from torchmetrics.functional.classification import multiclass_calibration_error
+
     p = as_f64(probs)
     y = torch.as_tensor(labels).long()
     return float(multiclass_calibration_error(p, y, num_classes=p.shape[1], n_bins=n_bins, norm="l1"))

@@ -12,7 +12,6 @@ import math
 from dataclasses import dataclass
 
 import torch
-from sklearn.covariance import LedoitWolf
 
 from ucse.uncertainty.scores import Array, as_f64
 
@@ -51,6 +50,9 @@ def fit_class_gaussians(features: Array, labels: Array, num_classes: int) -> Cla
     counts = torch.bincount(y, minlength=num_classes).to(torch.float64)  # (C,)
     means = torch.zeros(num_classes, x.shape[1], dtype=torch.float64).index_add_(0, y, x)
     means = means / counts.clamp_min(1.0)[:, None]  # (C, D)
+    # Imported here: only fitting needs it, and scikit-learn would add ~1 s to loading a head for prediction.
+    from sklearn.covariance import LedoitWolf
+
     lw = LedoitWolf(assume_centered=True).fit((x - means[y]).numpy())
     precision = torch.as_tensor(lw.precision_, dtype=torch.float64)
     logdet = float(torch.linalg.slogdet(torch.as_tensor(lw.covariance_, dtype=torch.float64)).logabsdet)

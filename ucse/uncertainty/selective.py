@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from scipy.stats import beta
 
 from ucse.uncertainty.scores import Array, as_f64
 
@@ -87,6 +86,8 @@ def risk_upper_bound(errors: int, n: int, delta: float) -> float:
     """
     if errors >= n:
         return 1.0
+    from scipy.stats import beta  # imported here: only fitting a threshold needs it, not loading a head
+
     return float(beta.ppf(1.0 - delta, errors + 1, n - errors))
 
 
