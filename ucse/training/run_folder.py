@@ -47,7 +47,8 @@ def check_run_dir(cfg: TrainConfig, run_dir: Path) -> bool:
         raise ConfigError(f"Run folder {run_dir} is a file; choose another output_dir.")
     if not run_dir.is_dir():
         return False
-    names = {p.name for p in run_dir.iterdir() if not (p.name.startswith(".") and p.name.endswith(".tmp"))}
+    # Only this program's own temporaries are ignored: a user's `.draft.tmp` makes the folder not ours.
+    names = {p.name for p in run_dir.iterdir() if atomic.leftover_target(p.name) is None}
     if names and "config.yaml" not in names:
         raise ConfigError(
             f"Refusing to train into {run_dir}: it holds files but no ucse run (no config.yaml: "
