@@ -49,5 +49,5 @@ def write_error(err: OSError) -> str:
             "earlier ones are intact. Free some space (or write elsewhere) and rerun."
         )
     if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return f"cannot write {where} ({err.strerror}); choose a writable folder."
+        return f"{where}: {err.strerror}; check its permissions (outputs need a writable folder)."
     return f"{err.strerror or err} ({where}); check that folder and rerun."
