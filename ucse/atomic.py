@@ -60,9 +60,10 @@ def _new_sibling(path: Path, make: Any) -> Path:
     raise FileExistsError(errno.EEXIST, "no free temporary name", str(path))
 
 
-def _with_name(err: OSError, path: Path) -> OSError:
-    """``err`` naming ``path`` (a failed ``write()`` names no file; the user needs to know which)."""
-    return err if err.filename else OSError(err.errno, err.strerror, str(path))
+def _name(err: OSError, path: Path) -> None:
+    """Let ``err`` name ``path``: a failed ``write()`` names no file, and the user needs to know which."""
+    if err.errno is not None and not err.filename:  # without an errno, a filename would garble str(err)
+        err.filename = str(path)
 
 
 @contextmanager
@@ -96,7 +97,8 @@ def atomic_file(path: str | Path, mode: str = "w", replace: bool = True) -> Iter
             _publish_new(tmp, path)
     except OSError as err:
         tmp.unlink(missing_ok=True)
-        raise _with_name(err, path) from err
+        _name(err, path)
+        raise
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -227,7 +229,7 @@ def atomic_dir(path: str | Path, replace: bool = True) -> Iterator[Path]:
     except BaseException as err:
         shutil.rmtree(tmp, ignore_errors=True)
         if isinstance(err, OSError):
-            raise _with_name(err, path) from err
+            _name(err, path)
         raise
     if not replace:
         try:
