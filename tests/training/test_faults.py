@@ -24,7 +24,12 @@ from ucse import atomic
 from ucse.training.run_folder import SafeCheckpointIO
 
 ROOT = Path(__file__).resolve().parents[2]
-ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # what write() raises on a full disk: no file named
+
+
+def enospc() -> OSError:
+    """What ``write()`` raises on a full disk: no file named (a fresh one each time: errors get annotated)."""
+    return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
 
 # `python train.py ...`, except that with UCSE_TEST_HOLD=<epoch> the first training step of that epoch
 # touches UCSE_TEST_MARKER and waits (up to 60 s) for UCSE_TEST_RELEASE to exist.
@@ -176,7 +181,7 @@ def _disk_full_after(monkeypatch, writes: int) -> list[str]:
         if len(done) >= writes:
             with atomic.atomic_file(path, "wb") as fh:
                 fh.write(b"\0" * 1000)  # a part of the file is written, then the disk is full
-                raise ENOSPC
+                raise enospc()
         done.append(Path(path).name)
         return real(self, checkpoint, path, storage_options)
 
@@ -227,7 +232,7 @@ def test_a_full_disk_during_export_keeps_the_earlier_export(args, tmp_path, monk
     assert eval_main(export, command="export") == 0
     before = _snapshot(out)
     def full(path, obj, **kw):
-        raise ENOSPC
+        raise enospc()
 
     monkeypatch.setattr(atomic, "write_json", full)  # embeddings.safetensors is written, meta.json fails
     assert eval_main([*export, "overwrite=true"], command="export") == 2
@@ -257,7 +262,7 @@ def test_an_unwritable_cache_folder_is_one_line_naming_it_and_the_fix(
     else:  # no room for the states file (its blocks are reserved before the backbone pass writes them)
 
         def fallocate(fd, offset, length):
-            raise ENOSPC
+            raise enospc()
 
         monkeypatch.setattr(os, "posix_fallocate", fallocate)
     assert main(args()) == 2
