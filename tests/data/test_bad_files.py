@@ -1,5 +1,7 @@
 """Bad files fail with one DataError naming the file, the 1-based line (or row) and what was expected."""
 
+import json
+
 import datasets
 import pytest
 from toy_tasks import own_rows, write_rows
@@ -124,3 +126,28 @@ def test_split_file_errors_name_that_file(tmp_path):
     (tmp_path / "t" / "test.jsonl").write_bytes(GOOD + b"oops\n")
     with pytest.raises(DataError, match=r"test\.jsonl line 3: JSON syntax error"):
         load_task_data(tmp_path / "t")
+
+
+def test_a_syntax_error_in_a_data_root_task_file_is_one_line_naming_it(tmp_path, capsys, caplog):
+    # The data.root layout (<root>/<Task>/train.jsonl) is read by another reader than data.path; it ended
+    # in datasets' DatasetGenerationError traceback (exit 1).
+    from ucse.cli.train import main
+
+    folder = tmp_path / "root" / "Banking77Classification"
+    rows = [json.dumps({"text": f"text {i}", "label": i % 2, "label_text": f"c{i % 2}"}) for i in range(10)]
+    rows[6] = '{"text": "broken, "label": 1}'
+    write_text_lines(folder / "train.jsonl", rows)
+    write_text_lines(folder / "test.jsonl", rows[:6])
+    root, out = tmp_path / "root", tmp_path / "run"
+    code = main([f"data.root={root}", "task=Banking77Classification", f"output_dir={out}"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    (line,) = [ln for ln in err.splitlines() if ln.startswith("error: ")]
+    assert f"{folder / 'train.jsonl'} line 7: JSON syntax error" in line, line
+    assert not out.exists()
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]  # no log line besides the error
+
+
+def write_text_lines(path, lines):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(line + "\n" for line in lines))

@@ -62,11 +62,27 @@ def _cli(*args: str) -> dict:
     return {"stdout": proc.stdout, "stderr": proc.stderr}
 
 
+LR, STEPS = 5e-3, 27  # optim.lr of these runs; optimiser steps of the longest one (3 epochs x 108 / 12)
+U = 2.0**-24  # fp32 unit roundoff
+TEXTS, POSITIONS = 12, 64  # texts of a global batch; a bound on the tokens of a text (<= 13 here)
+# Tolerance from the arithmetic. The head trains in fp32 (pinned below) and nothing in a step is random, so
+# the runs differ only in how a gradient's per-text terms are summed: one sum over 12 texts, or two sums of
+# 6 added by the all-reduce. Two orders of an n-term fp32 sum differ by <= 2*n*U*sum|g_i| (n = 12 texts x 64
+# positions for a conv weight): RHO = 2 * 768 * 2^-24 ~ 9.2e-5 relative to the gradient's scale (the terms
+# of a training batch do not cancel heavily). AdamW's step lr * m / sqrt(v) has |m / sqrt(v)| <= 1 and a
+# relative sensitivity <= 1 to such a change, so each step moves the runs apart by <= LR * RHO, plus one
+# rounding of the weight (U * |w|, |w| <= 1). Over STEPS steps: STEPS * (LR * RHO + U) ~ 1.4e-5. Measured on
+# an AVX-512 CPU: 2.2e-8 (one or two ulps of |w| ~ 0.15). A wrong reduction (a sum instead of a mean, a
+# rank's own half batch) moves weights by ~LR per step, 300x more; bf16-mixed (head_precision=auto on an
+# AVX512-BF16 CPU, fp32 elsewhere) rounds activations to 2^-9 and differed by up to 6.7e-3: hence fp32.
+ATOL = STEPS * (LR * 2 * TEXTS * POSITIONS * U + U)
+
+
 def _heads_close(a: Path, b: Path) -> None:
     wa, wb = load_file(a / "head" / "model.safetensors"), load_file(b / "head" / "model.safetensors")
     assert wa.keys() == wb.keys()
     for k in wa:
-        torch.testing.assert_close(wa[k], wb[k], atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(wa[k], wb[k], atol=ATOL, rtol=0)
 
 
 @pytest.mark.slow  # two 2-process runs (~20 s each here): process start-up and gloo, not model size
@@ -79,9 +95,10 @@ def test_ddp_on_two_processes_gives_the_head_of_one_process_with_the_global_batc
         "backbone.name=tiny-bert",
         "backbone.precision=fp32",
         "backbone.batch_size=16",
-        "optim.lr=5e-3",
+        f"optim.lr={LR}",
         "optim.epochs=2",
         "progress_bar=false",
+        "head_precision=fp32",  # the same arithmetic on every CPU (auto is bf16 on AVX512-BF16 only)
         *DETERMINISTIC,
     ]
     one = train(

@@ -9,7 +9,7 @@ from pathlib import Path
 import datasets
 import pandas as pd
 import pytest
-from toy_tasks import OWN_CUES, own_rows, write_rows
+from toy_tasks import LEARNS, OWN_CUES, own_rows, write_rows
 
 from ucse.config import build_config, from_yaml
 from ucse.data import load_task_data
@@ -23,15 +23,14 @@ train_script = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(train_script)  # the real `python train.py` entry point, run in-process
 
 
-def _fast(tiny_bert_dir: Path, out: Path) -> list[str]:
+def _fast(tiny_bert_dir: Path, out: Path, learn: bool = False) -> list[str]:
+    """A fast run; ``learn``: enough steps to learn the cue task on any CPU (see ``toy_tasks.LEARNS``)."""
     return [
         f"backbone.model={tiny_bert_dir}",
         "backbone.name=tiny-bert",
         "backbone.precision=fp32",
         "backbone.batch_size=32",
-        "optim.lr=1e-2",
-        "optim.epochs=4",
-        "optim.batch_size=16",
+        *(LEARNS if learn else ("optim.lr=1e-2", "optim.epochs=4", "optim.batch_size=16")),
         "progress_bar=false",
         f"output_dir={out}",
     ]
@@ -71,7 +70,7 @@ def test_train_py_on_a_data_path(form, tiny_bert_dir, tmp_path, capsys):
     rows = own_rows(150)
     path = FILE_FORMS[form](tmp_path, rows)
     run = tmp_path / "run"
-    assert train_script.main([f"data.path={path}", *_fast(tiny_bert_dir, run)]) == 0
+    assert train_script.main([f"data.path={path}", *_fast(tiny_bert_dir, run, learn=True)]) == 0
     assert f"run: {run}" in capsys.readouterr().out
     meta = _head_meta(run)
     assert meta["label_names"] == NAMES
@@ -93,7 +92,7 @@ def test_train_on_in_memory_data(form, tiny_bert_dir, tmp_path):
     source = (
         pd.DataFrame(rows) if form == "DataFrame" else ([r["text"] for r in rows], [r["label"] for r in rows])
     )
-    cfg = build_config(_fast(tiny_bert_dir, tmp_path / "run"), own_data=True)
+    cfg = build_config(_fast(tiny_bert_dir, tmp_path / "run", learn=True), own_data=True)
     assert cfg.task.name == "data" and cfg.task.hf_path is None and cfg.task.instruction == ""
     result = train(cfg, data=load_task_data(source, cfg.task, cfg.data, cfg.seed))
     assert _head_meta(result.run_dir)["label_names"] == NAMES
@@ -103,7 +102,9 @@ def test_train_on_in_memory_data(form, tiny_bert_dir, tmp_path):
 def test_eval_py_finds_the_data_path_again(tiny_bert_dir, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     write_rows(tmp_path / "mine.csv", own_rows(90))
-    result = train(build_config(["data.path=mine.csv", *_fast(tiny_bert_dir, tmp_path / "run")]))
+    # fp32 head, as evaluate_run runs it (auto is bf16-mixed on AVX512-BF16 CPUs only): the same arithmetic.
+    args = ["data.path=mine.csv", *_fast(tiny_bert_dir, tmp_path / "run"), "head_precision=fp32"]
+    result = train(build_config(args))
     monkeypatch.chdir(Path(__file__).parent)  # eval from elsewhere: config.yaml holds the absolute path
     report = evaluate_run(build_eval_config([f"run={result.run_dir}", "plots=false"]))
     assert report["task"] == "mine"

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 from pathlib import Path
 
 import pytest
 import torch
 
+from ucse import atomic
 from ucse.config import ConfigError
 from ucse.training import train
 from ucse.training.module import RNG_KEY, UcseModule
@@ -85,21 +87,78 @@ def test_a_folder_of_other_files_is_refused(tiny_run_cfg, tmp_path):
     assert [p.name for p in mine.iterdir()] == ["notes.txt"]
 
 
-def test_overwrite_replaces_the_old_run_whole(finished):
+def _last(run: Path) -> dict:
+    return torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+
+
+def test_overwrite_replaces_the_old_run_whole(finished, request):
     run, make = finished
+    per_epoch = _last(run)["global_step"]  # optimiser steps of one epoch: the finished run trained one
     (run / "eval.json").write_text("{}")  # a stale artefact of the old run
-    old_ckpts = sorted(p.name for p in (run / "checkpoints").iterdir())
+    old = _snapshot(run)
     result = train(make("optim.epochs=2", "overwrite=true"))
     assert result.run_dir == run
     assert not (run / "eval.json").exists()
-    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["epoch"] == 1
-    assert sorted(p.name for p in (run / "checkpoints").iterdir()) != old_ckpts
-    assert json.loads((run / "metrics.json").read_text())["test"]
+    new = _snapshot(run)
+    for name in ("config.yaml", "metrics.json", "checkpoints/last.ckpt", "head/model.safetensors"):
+        assert new[name] != old[name], name  # every part is the new run's (epochs=2), none the old one's
+    assert json.loads(new["metrics.json"])["test"]
+    # last.ckpt is the end of the new run's last epoch, whatever validation did in that epoch.
+    assert (_last(run)["epoch"], _last(run)["global_step"]) == (1, 2 * per_epoch)
     assert not [p for p in run.parent.iterdir() if p.name.startswith(".")]  # no temporary sibling left
-    # The replaced run resumes like any other, although its checkpoints were written under the temporary name.
+    # The replaced run resumes like any other, although its checkpoints were written under the temporary
+    # name: it trains the third epoch only, continuing from the saved step.
+    steps = request.getfixturevalue("trained_steps")
     longer = train(make("optim.epochs=3", "ckpt_path=last"))
-    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["epoch"] == 2
+    assert steps == list(range(2 * per_epoch, 3 * per_epoch))
+    assert (_last(run)["epoch"], _last(run)["global_step"]) == (2, 3 * per_epoch)
     assert longer.metrics["best_checkpoint"] in {p.name for p in (run / "checkpoints").iterdir()}
+
+
+def test_last_ckpt_is_the_last_epoch_even_when_validation_did_not_improve(tiny_run_cfg, request):
+    # At lr=1e-12 an AdamW step (<= 1e-12) is below half an ulp of every weight (|w| > 1e-4 here), so the
+    # weights, and the validation accuracy, are bit-identical every epoch on any CPU: only epoch 0 writes
+    # a best checkpoint. Lightning 2.6 then left last.ckpt at epoch 0, and ckpt_path=last redid epochs.
+    one = train(tiny_run_cfg("optim.epochs=3", "optim.lr=1e-12"))
+    best = torch.load(one.run_dir / "checkpoints" / one.metrics["best_checkpoint"], weights_only=True)
+    assert best["epoch"] == 0
+    per_epoch = best["global_step"]
+    assert (_last(one.run_dir)["epoch"], _last(one.run_dir)["global_step"]) == (2, 3 * per_epoch)
+    steps = request.getfixturevalue("trained_steps")
+    train(tiny_run_cfg("optim.epochs=4", "optim.lr=1e-12", "ckpt_path=last"))
+    assert steps == list(range(3 * per_epoch, 4 * per_epoch))  # the fourth epoch only
+
+
+def test_hidden_user_files_that_look_temporary_are_not_ours(tiny_run_cfg, tmp_path):
+    # Issue 16: a folder holding only the user's `.draft.tmp` and `.precious.tmp/` was judged empty, and
+    # the clean-up of a killed run's temporaries deleted both. Only ucse's own names are leftovers.
+    mine = tmp_path / "run"
+    (mine / ".precious.tmp").mkdir(parents=True)
+    (mine / ".precious.tmp" / "notes.txt").write_text("keep me")
+    (mine / ".draft.tmp").write_text("my draft")
+    before = _snapshot(mine)
+    for extra in ((), ("overwrite=true",)):
+        with pytest.raises(ConfigError, match=r"no ucse run .*\.draft\.tmp, \.precious\.tmp"):
+            train(tiny_run_cfg(*extra))
+    assert _snapshot(mine) == before
+
+
+def test_every_artifact_of_a_run_follows_the_umask(tiny_run_cfg):
+    # safetensors writes its file 0600 whatever the umask: head/model.safetensors was the one exception.
+    from ucse.cli.train import run_training
+
+    old = os.umask(0o027)
+    try:
+        result, profile = run_training(tiny_run_cfg("optim.epochs=1"))
+    finally:
+        os.umask(old)
+    assert profile is not None and (result.run_dir / "head" / "calibration.json").is_file()
+    wrong = {
+        str(p.relative_to(result.run_dir)): oct(p.stat().st_mode & 0o777)
+        for p in result.run_dir.rglob("*")
+        if p.stat().st_mode & 0o777 != (0o750 if p.is_dir() else 0o640)
+    }
+    assert wrong == {}
 
 
 def test_a_failed_overwrite_keeps_the_old_run(finished, monkeypatch):
@@ -134,10 +193,11 @@ def test_a_truncated_checkpoint_is_refused_in_one_line(finished):
 
 def test_leftovers_of_a_kill_are_cleaned_by_the_next_run(finished):
     run, make = finished
-    (run / ".head.abc123.tmp").mkdir()
-    (run / ".head.abc123.tmp" / "model.safetensors").write_bytes(b"half")
-    (run / ".metrics.json.x1.tmp").write_text("{")
-    (run / "checkpoints" / ".last.ckpt.y2.tmp").write_bytes(b"\0")
+    head = run / atomic.temp_name("head")
+    head.mkdir()
+    (head / "model.safetensors").write_bytes(b"half")
+    (run / atomic.temp_name("metrics.json")).write_text("{")
+    (run / "checkpoints" / atomic.temp_name("last.ckpt")).write_bytes(b"\0")
     train(make("optim.epochs=2", "ckpt_path=last"))
     assert not [p for p in run.rglob(".*")]
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
+from toy_tasks import LEARNS
 
 from ucse.backbone.cache import HiddenStateCache
 from ucse.config import from_yaml
@@ -23,14 +24,14 @@ def _logged_columns(run_dir: Path) -> set[str]:
 
 
 def test_full_method_run_writes_the_run_folder(tiny_run_cfg):
-    cfg = tiny_run_cfg()
+    cfg = tiny_run_cfg(*LEARNS)
     result = train(cfg)
     d = result.run_dir
     assert (d / "config.yaml").is_file() and from_yaml(d / "config.yaml") == cfg
     metrics = json.loads((d / "metrics.json").read_text())
     assert set(metrics["test"]) == {"accuracy", "f1_macro"} and "accuracy" in metrics["val"]
-    # 3 balanced classes with one cue word each: well above chance (1/3) after 3 epochs.
-    assert metrics["test"]["accuracy"] > 0.6
+    # 3 balanced classes with one cue word each: well above chance (1/3; see LEARNS).
+    assert metrics["test"]["accuracy"] > 0.5
     assert (d / "checkpoints" / "last.ckpt").is_file()
     assert (d / "head" / "config.json").is_file() and (d / "head" / "model.safetensors").is_file()
     # Every loss term is logged.
@@ -78,7 +79,7 @@ def test_resume_from_last_checkpoint(tiny_run_cfg):
 
 
 def test_exported_head_encodes_like_the_trained_module(tiny_run_cfg, tiny_task_root):
-    result = train(tiny_run_cfg())
+    result = train(tiny_run_cfg("head_precision=fp32"))  # auto would be bf16-mixed on AVX512-BF16 CPUs only
     enc = UcseEncoder.from_dir(result.run_dir / "head")
     assert enc.label_names == ["class_0", "class_1", "class_2"]
     texts = [
@@ -92,8 +93,12 @@ def test_exported_head_encodes_like_the_trained_module(tiny_run_cfg, tiny_task_r
     out = enc.encode_gaussian(texts)
     assert out.mean.shape == (len(texts), 32) and out.var.shape == out.mean.shape and (out.var > 0).all()
     acc = float((out.logits.argmax(1) == np.array(labels)).mean())
-    # The run's own test score used fp16-cached states; on-the-fly fp32 states agree to rounding.
-    assert acc == pytest.approx(result.metrics["test"]["accuracy"], abs=1 / len(texts) + 1e-9)
+    # The run's own test score used fp16-cached states (2^-11 relative rounding), the encoder fp32 states.
+    # Through the head's sums that moves a logit by at most 2^-11 x 32 (a generous bound on cancellation) of
+    # the largest one: only texts whose two top logits are closer than that may be labelled differently.
+    top2 = np.sort(out.logits, axis=1)[:, -2:]
+    near = int((top2[:, 1] - top2[:, 0] < 2**-11 * 32 * np.abs(out.logits).max()).sum())
+    assert abs(acc - result.metrics["test"]["accuracy"]) <= near / len(texts) + 1e-9
     # Deterministic inference: encoding twice gives identical means.
     np.testing.assert_array_equal(enc.encode(texts[:5]), enc.encode(texts[:5]))
 
@@ -112,14 +117,14 @@ def test_exported_head_encodes_like_the_trained_module(tiny_run_cfg, tiny_task_r
     ],
 )
 def test_every_head_and_objective_trains(tiny_run_cfg, overrides):
-    result = train(tiny_run_cfg("optim.epochs=4", "optim.lr=2e-2", *overrides))
-    # Mean-pooled states of a random tiny BERT barely differ between texts, so pooled heads learn the toy
-    # task slowly (the TextCNN's local windows find the cue word fast): ask for clearly-above-chance
-    # accuracy (chance 1/3, 45 test rows) and a falling training loss.
+    result = train(tiny_run_cfg("optim.epochs=6", "optim.lr=3e-2", "optim.batch_size=8", *overrides))
+    # Clearly above chance (1/3, 45 test rows; a chance-level head clears 0.45 with p = 4%) and a falling
+    # training loss. Measured over seeds 0-2 x fp32/bf16 heads with these settings: >= 0.58 for every
+    # variant here (with 4 epochs x 7 steps at lr 2e-2: down to 0.49, two texts above the floor).
     assert result.metrics["test"]["accuracy"] > 0.45
     with (result.run_dir / "logs" / "metrics.csv").open() as fh:
         losses = [float(r["train/loss_epoch"]) for r in csv.DictReader(fh) if r.get("train/loss_epoch")]
-    assert len(losses) == 4 and losses[-1] < losses[0]
+    assert len(losses) == 6 and losses[-1] < losses[0]
     assert (result.run_dir / "head" / "model.safetensors").is_file()
 
 
@@ -142,8 +147,9 @@ def test_logreg_probe(tiny_run_cfg):
 
 
 def test_cache_off_recomputes(tiny_run_cfg):
-    m = train(tiny_run_cfg("cache.enabled=false", "optim.epochs=1")).metrics
-    assert m["data"]["cache_builds"] == 0 and m["test"]["accuracy"] > 0.4
+    m = train(tiny_run_cfg("cache.enabled=false", *LEARNS)).metrics
+    # One epoch learnt nothing reliable (0.38-0.40: chance); see LEARNS.
+    assert m["data"]["cache_builds"] == 0 and m["test"]["accuracy"] > 0.5
 
 
 def test_sweep_trains_the_grid_resumes_and_writes_the_table(tiny_task_root, tiny_bert_dir, tmp_path):

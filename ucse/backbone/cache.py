@@ -7,8 +7,9 @@ On disk each entry is one folder named by its key (sha256 of the key parts)::
     <root>/<key>/meta.json    key parts, N, H, dtype, created, xxh3-128 checksums of the two .npy files
 
 Entries are written batch by batch into a memory map inside ``<root>/.tmp-<key>-<pid>-<rand>`` and renamed
-into place when complete, so a half-written entry is never visible. Reads are memory-mapped and verified
-against the checksums (once per process); a corrupt entry is rebuilt with a warning.
+into place when complete, so a half-written entry is never visible (:mod:`ucse.backbone.cache_folder`).
+Reads are memory-mapped and verified against the checksums (once per process); a corrupt entry is rebuilt
+with a warning. A cache folder that cannot be written is a ``CacheError`` naming it and the fix.
 
 With several processes (``devices=N``), every rank encodes the texts ``rank::world`` into a shard folder and
 rank 0 assembles the shards into the same single-file entry a single process writes.
@@ -21,7 +22,6 @@ import json
 import logging
 import os
 import shutil
-import time
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timezone
@@ -31,6 +31,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from ucse.backbone.cache_folder import clean_stale, discard, publish, reserve, temp_folder
 from ucse.backbone.encoder import FrozenBackbone, validate_texts
 from ucse.backbone.progress import PassProgress
 from ucse.backbone.states import (
@@ -65,7 +66,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_STALE_SECONDS = 24 * 3600
 _ASSEMBLE_TEXTS = 4096  # texts copied per step when assembling shards (bounds the RAM used)
 
 
@@ -94,16 +94,6 @@ def texts_hash(texts: Sequence[str]) -> str:
         digest.update(len(data).to_bytes(8, "little"))
         digest.update(data)
     return digest.hexdigest()
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError):
-        return True
-    return True
 
 
 class HiddenStateCache:
@@ -185,7 +175,7 @@ class HiddenStateCache:
             return CachedStates(final, expected_parts=parts)
         except CacheError as err:
             logger.warning("Rebuilding corrupt cache entry: %s", err)
-            self._discard(final, key)
+            discard(self.root, final, key)
             return None
 
     def _mkdir_root(self) -> None:
@@ -212,7 +202,22 @@ class HiddenStateCache:
 
         Returns:
             The memory-mapped entry; ``batch(i)`` rows follow ``texts`` order.
+
+        Raises:
+            CacheError: the cache folder cannot be written (read-only, full disk...), naming it and the fix.
         """
+        try:
+            return self._get_or_build(backbone, texts, task, split, dist)
+        except OSError as err:
+            raise CacheError(
+                f"Cannot use the hidden-state cache folder '{self.root}' ({err.strerror or err}: "
+                f"{err.filename or self.root}); set cache.dir=<a writable folder with free space> (or env "
+                "UCSE_CACHE_DIR), or cache.enabled=false to encode the texts on the fly."
+            ) from err
+
+    def _get_or_build(
+        self, backbone: FrozenBackbone, texts: Sequence[str], task: str, split: str, dist: Dist | None
+    ) -> CachedStates:
         texts = validate_texts(texts)
         parts = self.key_parts(backbone, texts, task, split)
         key = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
@@ -223,12 +228,12 @@ class HiddenStateCache:
         if entry is not None:
             return entry
         self._mkdir_root()
-        self._clean_stale(key)
-        tmp = self.root / f".tmp-{key}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        clean_stale(self.root, key)
+        tmp = temp_folder(self.root, key)
         try:
             self._build(tmp, backbone, texts, parts, key)
             self._seal(tmp)
-            self._publish(tmp, final)
+            publish(tmp, final)
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
@@ -245,22 +250,22 @@ class HiddenStateCache:
             self._mkdir_root()
             present = self._open_valid(final, parts, key) is not None  # discards a corrupt entry
             if not present:
-                self._clean_stale(key)
+                clean_stale(self.root, key)
         present = bool(dist.broadcast(present if rank == 0 else None, 0))
         if present:
             return CachedStates(final, expected_parts=parts)
         tag = dist.broadcast(uuid.uuid4().hex[:8] if rank == 0 else None, 0)
-        shard = self.root / f".tmp-{key}-{os.getpid()}-{tag}r{rank}"
+        shard = temp_folder(self.root, key, tag, rank)
         try:
             self._build(shard, backbone, texts[rank::world], parts, key)
             dist.barrier("ucse-cache-shards-written")
             if rank == 0:
-                tmp = self.root / f".tmp-{key}-{os.getpid()}-{tag}"
+                tmp = temp_folder(self.root, key, tag)
                 try:
                     shards = [next(self.root.glob(f".tmp-{key}-*-{tag}r{r}")) for r in range(world)]
                     self._assemble(tmp, shards, texts, parts, key, backbone.hidden_size)
                     self._seal(tmp)
-                    self._publish(tmp, final)
+                    publish(tmp, final)
                 finally:
                     if tmp.exists():
                         shutil.rmtree(tmp, ignore_errors=True)
@@ -285,6 +290,7 @@ class HiddenStateCache:
         out = np.lib.format.open_memmap(
             tmp / "states.npy", mode="w+", dtype=NP_DTYPES[self.dtype], shape=(int(offsets[-1]), h)
         )
+        reserve(tmp / "states.npy")
         for r, (folder, o) in enumerate(zip(shards, offs)):
             src = np.load(folder / "states.npy", mmap_mode="r", allow_pickle=False)
             glob_idx = np.arange(r, len(texts), world)  # (n_r,) global index of the shard's texts
@@ -306,6 +312,7 @@ class HiddenStateCache:
         states = np.lib.format.open_memmap(
             tmp / "states.npy", mode="w+", dtype=NP_DTYPES[self.dtype], shape=(int(offsets[-1]), h)
         )
+        reserve(tmp / "states.npy")
         desc = f"backbone pass ({parts['task']}, {len(texts)} texts)"
         with PassProgress(len(texts), desc, enabled=self.progress) as progress:
             for idx, hidden, mask in backbone.iter_states(texts):  # (B,), (B, T, H), (B, T)
@@ -346,14 +353,6 @@ class HiddenStateCache:
         meta["checksums"] = {name: file_checksum(tmp / name) for name in ("states.npy", "offsets.npy")}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
 
-    @staticmethod
-    def _publish(tmp: Path, final: Path) -> None:
-        try:
-            tmp.rename(final)
-        except OSError:
-            if not final.exists():  # a concurrent builder may have won the rename; else a real error
-                raise
-
     def _encode_rows(self, rows: torch.Tensor, idx: np.ndarray) -> np.ndarray:
         """(R, H) float32 rows of the texts ``idx`` -> storage array; fp16 overflow is an error, not inf."""
         if self.dtype is CacheDtype.bf16:
@@ -365,23 +364,6 @@ class HiddenStateCache:
                 f"{rows.abs().max().item():.3g}); set cache.dtype=bf16."
             )
         return half.cpu().numpy()
-
-    def _discard(self, folder: Path, key: str) -> None:
-        """Move a bad entry out of sight atomically, then delete it."""
-        trash = self.root / f".tmp-{key}-{os.getpid()}-bad{uuid.uuid4().hex[:8]}"
-        folder.rename(trash)
-        shutil.rmtree(trash, ignore_errors=True)
-
-    def _clean_stale(self, key: str) -> None:
-        """Delete temp folders of this key left by dead processes (or older than a day)."""
-        for tmp in self.root.glob(f".tmp-{key}-*"):
-            try:
-                pid = int(tmp.name.split("-")[2])
-            except (IndexError, ValueError):
-                pid = -1
-            old = time.time() - tmp.stat().st_mtime > _STALE_SECONDS
-            if old or pid < 0 or (pid != os.getpid() and not _pid_alive(pid)):
-                shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _row_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:

@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from ucse import atomic
 from ucse.config import BackboneConfig
 
 logger = logging.getLogger(__name__)
@@ -63,6 +64,7 @@ def save_dequantised(fingerprint: str, model: PreTrainedModel, tokenizer: PreTra
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         (tmp / "complete").write_text(fingerprint)
+        atomic.follow_umask(tmp)  # save_pretrained's safetensors files are 0600
         tmp.rename(folder)
     except OSError as err:
         if not folder.exists():

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sys
 from collections.abc import Callable
+
+from ucse.interrupt import TerminatedError, stop_on_sigterm
 
 
 def run_cli(body: Callable[[], int]) -> int:
@@ -13,13 +16,38 @@ def run_cli(body: Callable[[], int]) -> int:
 
     Every ucse input error (bad config key, bad row, missing package or run folder...) is a ``ValueError``
     subclass or ``FileNotFoundError`` whose message names the fix, so a traceback adds nothing for the
-    user; ``UCSE_DEBUG=1`` re-raises to show it.
+    user; ``UCSE_DEBUG=1`` re-raises to show it. A failed write (full disk, read-only folder, an output
+    that appeared meanwhile) is one line too, exit 2; SIGTERM is one line and exit 143.
     """
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
-        return body()
-    except (ValueError, FileNotFoundError) as err:
+        with stop_on_sigterm():
+            return body()
+    except (ValueError, FileNotFoundError, OSError, TerminatedError) as err:
         if os.environ.get("UCSE_DEBUG"):
             raise
-        print(f"error: {err}", file=sys.stderr)
+        if isinstance(err, TerminatedError):
+            print(f"error: {err}", file=sys.stderr)
+            return err.exit_code
+        ours = isinstance(err, (ValueError, FileNotFoundError))  # ucse's own messages name the fix already
+        message = err if ours else write_error(err)
+        print(f"error: {message}", file=sys.stderr)
         return 2
+
+
+def write_error(err: OSError) -> str:
+    """One line for an ``OSError`` of the file system: which file, what happened, what to do."""
+    where = f"'{err.filename}'" if err.filename else "a file"
+    if err.errno == errno.EEXIST:
+        return (
+            f"{where} appeared while this command was writing it (another process?); it was not replaced. "
+            "Pass overwrite=true to replace it, or choose another path."
+        )
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return (
+            f"no space left writing {where} ({err.strerror}); results are written whole or not at all, so "
+            "earlier ones are intact. Free some space (or write elsewhere) and rerun."
+        )
+    if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"{where}: {err.strerror}; check its permissions (outputs need a writable folder)."
+    return f"{err.strerror or err} ({where}); check that folder and rerun."

@@ -62,7 +62,7 @@ def main(argv: list[str]) -> int:
         rows = clf.predict_with_uncertainty(
             texts, top_k=cfg.top_k, sets=cfg.sets, progress=cfg.progress and sys.stderr.isatty()
         )
-        write_predictions(rows, cfg.out)
+        write_predictions(rows, cfg.out, cfg.overwrite)
         if cfg.out != "-":
             abstained = sum(r["abstain"] for r in rows)
             print(

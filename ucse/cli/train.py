@@ -73,26 +73,25 @@ def run_training(cfg: TrainConfig, source: Any = None) -> tuple[RunResult, Uncer
     Returns:
         The run and its profile (``None`` with ``uncertainty.enabled=false`` or for ``head=logreg``).
     """
-    check_uncertainty_config(cfg.uncertainty)  # before training, not after it
     from ucse.data import load_classification, load_task_data
     from ucse.training import train
     from ucse.training.distributed import is_rank_zero
+    from ucse.training.run import check_run
+    from ucse.training.run_lock import hold_run_folder
 
-    if is_rank_zero():
-        from ucse.training.run import run_dir_for
-        from ucse.training.run_folder import check_run_dir
-
-        check_run_dir(cfg, run_dir_for(cfg))  # a finished run is refused before the data are loaded
+    check_uncertainty_config(cfg.uncertainty)  # before training, not after it
+    _, run_dir = check_run(cfg)  # e.g. a finished run is refused before the data are loaded
     if source is None:
         data = load_classification(cfg.task, cfg.data, cfg.seed)
     else:
         data = load_task_data(source, cfg.task, cfg.data, cfg.seed)
-    result = train(cfg, data=data)
-    profile = None
     if not is_rank_zero():
-        return result, None  # devices=N: rank 0 alone fits the profile and writes the run folder
-    if cfg.uncertainty.enabled and (result.run_dir / "head" / "model.safetensors").is_file():
-        profile = fit_uncertainty(result.run_dir, cfg, data)
+        return train(cfg, data=data), None  # devices=N: rank 0 alone fits the profile, writes the run folder
+    with hold_run_folder(run_dir):  # the profile is part of the run: no other process in between
+        result = train(cfg, data=data)
+        profile = None
+        if cfg.uncertainty.enabled and (result.run_dir / "head" / "model.safetensors").is_file():
+            profile = fit_uncertainty(result.run_dir, cfg, data)
     return result, profile
 
 

@@ -18,6 +18,7 @@ import datasets
 
 from ucse.config import DataConfig, TaskConfig, TaskType
 from ucse.data.checks import label_problems, normalise_label, resolve_bad_rows, text_problems
+from ucse.data.files import read_file
 from ucse.data.sources import load_task_data
 from ucse.data.splitting import assemble, check_fraction, stratified_split
 from ucse.data.tasks import DATA_ENV, LAYOUT_HINT, DataError, TaskData, resolve_data_root, task_folder
@@ -56,10 +57,22 @@ def load_hub(task: TaskConfig) -> datasets.DatasetDict:
 
 
 def read_jsonl(path: Path) -> datasets.Dataset:
-    """Read one jsonl file into an in-memory ``Dataset`` (Arrow cache under the system temp dir)."""
-    return datasets.load_dataset(
-        "json", data_files=str(path), split="train", cache_dir=str(CACHE_DIR), keep_in_memory=True
-    )
+    """Read one jsonl file into an in-memory ``Dataset`` (Arrow cache under the system temp dir).
+
+    Raises:
+        DataError: the file cannot be read, naming it and the line at fault (as for ``data.path``).
+    """
+    level = datasets.utils.logging.get_verbosity()
+    datasets.utils.logging.set_verbosity(datasets.utils.logging.CRITICAL)  # its error log: a second line
+    try:
+        return datasets.load_dataset(
+            "json", data_files=str(path), split="train", cache_dir=str(CACHE_DIR), keep_in_memory=True
+        )
+    except Exception as err:  # noqa: BLE001 - Arrow's DatasetGenerationError names no line
+        read_file(path)  # re-reads only the failed file, to raise the DataError naming its line
+        raise DataError(f"{path} could not be read as JSON Lines ({type(err).__name__}: {err}).") from None
+    finally:
+        datasets.utils.logging.set_verbosity(level)
 
 
 def _standardise_columns(ds: datasets.Dataset, task: TaskConfig, where: str) -> datasets.Dataset:

@@ -110,5 +110,5 @@ def export_run(cfg: EvalConfig) -> dict:
         **origin,
     }
     emb = GaussianEmbeddings(torch.from_numpy(out.mean), torch.from_numpy(out.var), meta)
-    path = emb.save(cfg.out)
+    path = emb.save(cfg.out, replace=cfg.overwrite)  # an out= filled meanwhile is not replaced
     return {"out": str(path), **meta}

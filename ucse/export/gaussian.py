@@ -123,18 +123,19 @@ class GaussianEmbeddings:
         meta = {**self.meta, "normalisation": "l2_mean_var_rescaled"}
         return GaussianEmbeddings(mean, var, meta)
 
-    def save(self, directory: str | os.PathLike[str]) -> Path:
+    def save(self, directory: str | os.PathLike[str], replace: bool = True) -> Path:
         """Write ``embeddings.safetensors`` + ``meta.json`` into ``directory`` atomically.
 
         Files are written to a sibling temporary folder which is then renamed into place, so a reader
-        never sees a half-written export. An existing ``directory`` is replaced.
+        never sees a half-written export. An existing ``directory`` is replaced; with ``replace=False``
+        only a missing or empty one (else ``FileExistsError``, nothing changed).
 
         Returns:
             The directory path.
         """
         target = Path(directory)
         meta = {**self.meta, "count": self.n, "dim": self.dim}
-        with atomic.atomic_dir(target) as tmp:
+        with atomic.atomic_dir(target, replace=replace) as tmp:
             save_file({"mean": self.mean, "var": self.var}, str(tmp / TENSOR_FILE))
             atomic.write_json(tmp / META_FILE, meta, sort_keys=True, default=str)
         return target

@@ -121,14 +121,18 @@ def _render(rows: list[dict], fmt: str) -> Iterable[str]:
     yield buf.getvalue()
 
 
-def write_predictions(rows: list[dict], out: str) -> None:
-    """Write prediction rows to ``out`` (``.jsonl``, ``.csv``, or ``-``: JSON lines on stdout), atomically."""
+def write_predictions(rows: list[dict], out: str, overwrite: bool = False) -> None:
+    """Write prediction rows to ``out`` (``.jsonl``, ``.csv``, or ``-``: JSON lines on stdout), atomically.
+
+    Without ``overwrite`` a file that appeared at ``out`` since :func:`check_output` (another process) is
+    never replaced: the write fails with ``FileExistsError`` instead.
+    """
     if out == STDIO:
         for chunk in _render(rows, ".jsonl"):
             sys.stdout.write(chunk)
         sys.stdout.flush()
         return
     path = Path(out).expanduser()
-    with atomic.atomic_file(path) as fh:
+    with atomic.atomic_file(path, replace=overwrite) as fh:
         for chunk in _render(rows, path.suffix.lower()):
             fh.write(chunk)

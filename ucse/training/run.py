@@ -31,6 +31,7 @@ from ucse.config import (
 from ucse.config_checks import validate_config
 from ucse.data import TaskData, load_classification
 from ucse.heads import build_head, save_head
+from ucse.interrupt import TerminatedError
 from ucse.training.datamodule import StatesDataModule
 from ucse.training.distributed import LazyStates, check_devices, is_distributed, is_rank_zero
 from ucse.training.logreg import fit_logreg
@@ -43,6 +44,7 @@ from ucse.training.run_folder import (
     checkpoint_path,
     read_checkpoint,
 )
+from ucse.training.run_lock import hold_run_folder
 
 log = logging.getLogger(__name__)
 SPLITS = ("train", "validation", "test")
@@ -169,6 +171,26 @@ def _trainer(cfg: TrainConfig, run_dir: Path, device: torch.device) -> tuple[L.T
     return trainer, ckpt
 
 
+def check_run(cfg: TrainConfig) -> tuple[torch.device, Path]:
+    """Everything about a run that can be checked before anything is loaded or written.
+
+    The config, the device, the cache folder, the process count and (on rank 0) what the run folder holds;
+    the run folder is judged again once it is held (:func:`train`).
+
+    Returns:
+        The device to train on and the run folder.
+    """
+    validate_config(cfg)  # again: a config built by hand (Python API) skips build_config
+    device = resolve_device(cfg.device)
+    run_dir = run_dir_for(cfg)
+    if cfg.cache.enabled:
+        HiddenStateCache.check_root(cfg.cache.dir)  # a cache folder that is a file fails before any write
+    check_devices(cfg)
+    if is_rank_zero():
+        check_run_dir(cfg, run_dir)
+    return device, run_dir
+
+
 def train(cfg: TrainConfig, data: TaskData | None = None) -> RunResult:
     """Train one head as ``cfg`` says and write the run folder.
 
@@ -182,32 +204,47 @@ def train(cfg: TrainConfig, data: TaskData | None = None) -> RunResult:
     ``head/`` (``config.json`` + ``model.safetensors``, loadable without Lightning).
     """
     t0 = time.perf_counter()
-    validate_config(cfg)  # again: a config built by hand (Python API) skips build_config
-    device = resolve_device(cfg.device)
-    run_dir = run_dir_for(cfg)
-    if cfg.cache.enabled:
-        HiddenStateCache.check_root(cfg.cache.dir)  # a cache folder that is a file fails before any write
-    check_devices(cfg)
+    device, run_dir = check_run(cfg)
     rank0 = is_rank_zero()  # other ranks of a distributed run write nothing into the run folder
-    swap = False
-    if rank0:
-        # A run killed while an overwrite swapped folders left the old run aside: put it back before judging.
-        atomic.clean_leftovers(run_dir.parent, run_dir.name)
-        swap = check_run_dir(cfg, run_dir)
     data = data if data is not None else load_classification(cfg.task, cfg.data, cfg.seed)
-    with ExitStack() as stack:
-        if rank0:
-            # Everything is validated: from here on the run folder is ours. Temporary files a killed run
-            # left in it (a half-written head, metrics or checkpoint) go first.
-            for sub in (run_dir, run_dir / "checkpoints"):
-                atomic.clean_leftovers(sub)
-        # overwrite=true: train into a temporary sibling, swapped in whole when the run succeeded.
-        work = stack.enter_context(atomic.atomic_dir(run_dir)) if swap else run_dir
-        work.mkdir(parents=True, exist_ok=True)
-        metrics = _run(cfg, data, work, device, t0)
+    swap = False
+    try:
+        with ExitStack() as stack:
+            if rank0:
+                # From here on the folder is this process's: a concurrent run into it fails in one line.
+                stack.enter_context(hold_run_folder(run_dir))
+                # A run killed while an overwrite swapped folders left the old run aside: put it back first.
+                atomic.clean_leftovers(run_dir.parent, run_dir.name)
+                swap = check_run_dir(cfg, run_dir)
+                # Temporary files a killed run left in it (a half-written head, metrics or checkpoint) go.
+                for sub in (run_dir, run_dir / "checkpoints"):
+                    atomic.clean_leftovers(sub)
+            # overwrite=true: train into a temporary sibling, swapped in whole when the run succeeded.
+            work = stack.enter_context(atomic.atomic_dir(run_dir)) if swap else run_dir
+            work.mkdir(parents=True, exist_ok=True)
+            metrics = _run(cfg, data, work, device, t0)
+    except TerminatedError as stop:
+        raise TerminatedError(_stopped(stop, cfg, run_dir, swap), stop.signum) from None
     if rank0:
         log.info("run folder: %s  test: %s", run_dir, metrics["test"])
     return RunResult(run_dir, metrics)
+
+
+def _stopped(stop: TerminatedError, cfg: TrainConfig, run_dir: Path, swap: bool) -> str:
+    """What a run stopped by a signal left behind, and how to go on."""
+    if swap:
+        return (
+            f"{stop}; the run in {run_dir} is unchanged (the unfinished overwrite was discarded). Rerun with "
+            "overwrite=true to replace it."
+        )
+    last = run_dir / "checkpoints" / "last.ckpt"
+    if not last.is_file():
+        return f"{stop} before the first checkpoint; rerun the same command to start afresh."
+    done = int(read_checkpoint(last).get("epoch", -1)) + 1
+    return (
+        f"{stop}; {last} holds {done} of {cfg.optim.epochs} epochs, intact. Resume with the same command "
+        "plus ckpt_path=last."
+    )
 
 
 def _run(cfg: TrainConfig, data: TaskData, run_dir: Path, device: torch.device, t0: float) -> dict:

@@ -47,7 +47,8 @@ def check_run_dir(cfg: TrainConfig, run_dir: Path) -> bool:
         raise ConfigError(f"Run folder {run_dir} is a file; choose another output_dir.")
     if not run_dir.is_dir():
         return False
-    names = {p.name for p in run_dir.iterdir() if not (p.name.startswith(".") and p.name.endswith(".tmp"))}
+    # Only this program's own temporaries are ignored: a user's `.draft.tmp` makes the folder not ours.
+    names = {p.name for p in run_dir.iterdir() if atomic.leftover_target(p.name) is None}
     if names and "config.yaml" not in names:
         raise ConfigError(
             f"Refusing to train into {run_dir}: it holds files but no ucse run (no config.yaml: "
@@ -158,13 +159,25 @@ def check_checkpoint_fits(checkpoint: dict, module: torch.nn.Module, path: Path)
 
 
 class RelocatableCheckpoint(ModelCheckpoint):
-    """``ModelCheckpoint`` whose saved state follows the run folder when it is renamed or moved.
+    """``ModelCheckpoint`` whose ``last.ckpt`` is each epoch's end and whose state follows a moved run folder.
+
+    Lightning (2.6) rewrites ``last.ckpt`` only in an epoch that also wrote a best checkpoint, so after an
+    epoch whose validation accuracy did not improve, ``last.ckpt`` lagged behind (and *which* epoch it held
+    depended on the CPU's float path); ``ckpt_path=last`` then silently redid epochs. Here it is written at
+    the end of every epoch.
 
     ``overwrite=true`` trains in a temporary sibling renamed at the end, so the checkpoints record the
     temporary path. Lightning drops the best-k and last-checkpoint bookkeeping of a checkpoint whose folder
     changed (a resumed run would then write ``last-v1.ckpt`` beside a stale ``last.ckpt``); this maps the
     recorded paths onto the current folder first.
     """
+
+    def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        """Save the best checkpoint as Lightning does, then ``last.ckpt`` unless this step is saved."""
+        super().on_train_epoch_end(trainer, pl_module)  # runs after the epoch's validation
+        # _should_skip_saving_checkpoint: not fitting (validate/test), sanity check, or this step is saved.
+        if self.save_last and not self._should_skip_saving_checkpoint(trainer):
+            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Rewrite paths under the recorded ``dirpath`` to the current one, then load as usual."""

@@ -1,0 +1,75 @@
+"""The cache folder's housekeeping: temporary entry folders, publishing, discarding, stale leftovers.
+
+An entry is built in ``<root>/.tmp-<key>-<pid>-<8 hex>`` (a shard of rank r: ``...<8 hex>r<r>``; a discarded
+corrupt entry: ``...-bad<8 hex>``) and renamed to ``<root>/<key>`` when complete, so a half-written entry
+is never visible under an entry's name. The cache folder is the user's choice and may hold anything else:
+only these exact names of a dead process (or older than a day) are ever deleted.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+import uuid
+from pathlib import Path
+
+STALE_SECONDS = 24 * 3600
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (one we may not signal counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True
+    return True
+
+
+def temp_folder(root: Path, key: str, tag: str | None = None, rank: int | None = None) -> Path:
+    """A temporary entry folder name of this process (``tag``: shared by the ranks of one build)."""
+    shard = "" if rank is None else f"r{rank}"
+    return root / f".tmp-{key}-{os.getpid()}-{tag or uuid.uuid4().hex[:8]}{shard}"
+
+
+def publish(tmp: Path, final: Path) -> None:
+    """Rename a complete entry into place (a concurrent builder that won the rename is fine)."""
+    try:
+        tmp.rename(final)
+    except OSError:
+        if not final.exists():
+            raise
+
+
+def discard(root: Path, folder: Path, key: str) -> None:
+    """Move a bad entry out of sight atomically, then delete it."""
+    trash = root / f".tmp-{key}-{os.getpid()}-bad{uuid.uuid4().hex[:8]}"
+    folder.rename(trash)
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def clean_stale(root: Path, key: str) -> None:
+    """Delete the temporary folders of ``key`` left by dead processes (or older than a day)."""
+    own = re.compile(rf"\.tmp-{key}-(?P<pid>\d+)-(?:bad)?[0-9a-f]{{8}}(?:r\d+)?")
+    for tmp in root.glob(f".tmp-{key}-*"):
+        match = own.fullmatch(tmp.name)
+        if match is None:
+            continue
+        pid = int(match["pid"])
+        old = time.time() - tmp.stat().st_mtime > STALE_SECONDS
+        if old or (pid != os.getpid() and not pid_alive(pid)):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def reserve(path: Path) -> None:
+    """Allocate a memory-mapped file's blocks before writing through the map.
+
+    On a full disk a write through a sparse map is a SIGBUS that kills the process with no message;
+    ``posix_fallocate`` fails with ENOSPC instead, which becomes a one-line error.
+    """
+    if hasattr(os, "posix_fallocate"):
+        with path.open("r+b") as fh:
+            os.posix_fallocate(fh.fileno(), 0, path.stat().st_size)
