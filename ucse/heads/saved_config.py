@@ -82,13 +82,14 @@ def _head_config(fields: Any, path: Path) -> HeadConfig:
 
 
 def shown(value: Any) -> str:
-    """A value for a message: its repr, cut to 60 characters, with its JSON type when that is the problem."""
+    """A value for a message: its repr cut to 60 characters, with its JSON type for strings, bools, null."""
     text = repr(value)
     text = text if len(text) <= 60 else text[:57] + "..."
-    return text if type(value) in (int, float) else f"{text} (a {_JSON_KINDS.get(type(value), 'value')})"
+    kind = _SCALAR_KINDS.get(type(value))  # a quoted number or a boolean looks right unless its type is named
+    return f"{text} (a {kind})" if kind else text
 
 
-_JSON_KINDS = {str: "string", bool: "boolean", list: "list", dict: "object", type(None): "null"}
+_SCALAR_KINDS = {str: "string", bool: "boolean", type(None): "null"}
 
 
 def read_config(cfg_path: Path) -> tuple[dict[str, Any], HeadConfig]:
