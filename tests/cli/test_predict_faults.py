@@ -107,7 +107,9 @@ def test_a_bad_stdin_is_one_line(run, monkeypatch, capsys, stdin):
         stream.close()
     monkeypatch.setattr(sys, "stdin", None if stdin == "none" else stream)
     line = _one_error_line(capsys, main(["predict", f"run={run}", "input=-"]))
-    assert ("stdin line 1: byte 0xe9 is not UTF-8" if stdin == "latin-1" else "stdin is closed") in line
+    assert (
+        "stdin line 1: byte 0xe9 at column 4 is not UTF-8" if stdin == "latin-1" else "stdin is closed"
+    ) in line
 
 
 def test_ctrl_c_during_predict_exits_130_in_one_line(run, txt, tmp_path, monkeypatch, capsys):

@@ -53,14 +53,23 @@ def test_a_closed_stdin_is_one_clear_error(monkeypatch, stdin):
 
 def test_invalid_utf8_on_stdin_names_the_line_and_byte(monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"fine\nbad \xff here\n")))
-    with pytest.raises(DataError, match=r"^stdin line 2: byte 0xff is not UTF-8; save the text as UTF-8\.$"):
+    with pytest.raises(
+        DataError, match=r"^stdin line 2: byte 0xff at column 5 is not UTF-8\. Save the file as"
+    ):
         read_texts("-")
 
 
 def test_invalid_utf8_in_a_txt_file_names_the_file_and_line(tmp_path):
     path = tmp_path / "in.txt"
     path.write_bytes(b"fine\nstill fine\n\xc3\x28 broken\n")
-    with pytest.raises(DataError, match=rf"^{path} line 3: byte 0xc3 is not UTF-8"):
+    with pytest.raises(DataError, match=rf"^{path} line 3: byte 0xc3 at column 1 is not UTF-8"):
+        read_texts(str(path))
+
+
+def test_a_utf16_txt_file_without_bom_is_refused_not_read_as_garbage(tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_bytes("hello\nworld\n".encode("utf-16-le"))  # valid UTF-8 bytes, every other one NUL
+    with pytest.raises(DataError, match=rf"^{path} line 1: a NUL byte at column 2; is it a binary or UTF-16"):
         read_texts(str(path))
 
 
@@ -88,4 +97,3 @@ def test_a_full_disk_while_writing_leaves_nothing_and_says_so(tmp_path, monkeypa
     with pytest.raises(DataError, match=message):
         write_predictions(rows, str(out))
     assert list(tmp_path.iterdir()) == []  # neither the file nor its temporary sibling
-

@@ -18,7 +18,7 @@ from typing import Any
 
 from ucse import atomic
 from ucse.data.checks import text_value_problems
-from ucse.data.files import FORMATS, read_file
+from ucse.data.files import FORMATS, decode_utf8, read_file
 from ucse.data.tasks import DataError
 
 INPUT_SUFFIXES = (".txt", *FORMATS)
@@ -76,17 +76,6 @@ def _lines(text: str, where: str) -> list[str]:
     return lines
 
 
-def _decode(raw: bytes, where: str) -> str:
-    """UTF-8 text (a leading BOM dropped); other bytes fail naming the line and the byte."""
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        line = raw[: err.start].count(b"\n") + 1
-        raise DataError(
-            f"{where} line {line}: byte 0x{raw[err.start]:02x} is not UTF-8; save the text as UTF-8."
-        ) from None
-
-
 def _read_stdin() -> bytes:
     """All of stdin as bytes (no newline translation), or a clear error when there is no stdin to read."""
     stream = sys.stdin
@@ -117,7 +106,7 @@ def read_texts(source: str, text_column: str = "text") -> list[str]:
         FileNotFoundError: when the file does not exist.
     """
     if source == STDIO:
-        return _lines(_decode(_read_stdin(), "stdin"), "stdin")
+        return _lines(decode_utf8("stdin", _read_stdin()), "stdin")
     path = Path(source).expanduser()
     if not path.is_file():
         raise FileNotFoundError(f"input={source}: no such file.")
@@ -127,7 +116,7 @@ def read_texts(source: str, text_column: str = "text") -> list[str]:
             f"input={source}: unsupported file type '{suffix}'; use one of {', '.join(INPUT_SUFFIXES)}."
         )
     if suffix == ".txt":  # bytes, decoded here: read_text would turn every bare \r into a line break
-        return _lines(_decode(path.read_bytes(), str(path)), str(path))
+        return _lines(decode_utf8(path, path.read_bytes()), str(path))
     raw = read_file(path)
     if text_column not in raw.columns:
         raise DataError(
