@@ -165,6 +165,14 @@ def _edit_calibration(run: Path, fn, sign: bool = True) -> None:
 
 
 CASES = {
+    "run config.yaml not YAML": (
+        lambda r: (r / "config.yaml").write_text("task: {name: [x\n"),
+        "config.yaml line 2: not a valid run config (did not find expected",
+    ),
+    "run config.yaml a list": (
+        lambda r: (r / "config.yaml").write_text("- 1\n"),
+        "config.yaml must hold a mapping of config keys",
+    ),
     "meta.backbone missing": (
         lambda r: _edit_head(r, lambda c: c["meta"].pop("backbone")),
         "has no meta.backbone: the head does not say which backbone it was trained on",
@@ -172,6 +180,10 @@ CASES = {
     "meta.backbone unknown key": (
         lambda r: _edit_head(r, lambda c: c["meta"]["backbone"].update(wings=2)),
         "meta.backbone has unknown key(s) ['wings']",
+    ),
+    "meta.instruction not a string": (
+        lambda r: _edit_head(r, lambda c: c["meta"].update(instruction=5)),
+        "meta.instruction is 5, expected a string",
     ),
     "hidden_size 10**9": (
         lambda r: _edit_head(r, lambda c: c.update(hidden_size=10**9)),
@@ -222,7 +234,7 @@ def test_a_damaged_run_is_one_line_naming_the_file(case, run, txt, tmp_path, cap
     damage(run)
     out = tmp_path / "p.jsonl"
     line = _one_error_line(capsys, main(["predict", f"run={run}", f"input={txt}", f"out={out}"]))
-    assert expect in line and str(run / "head") in line, line
+    assert expect in line and str(run) in line, line
     assert not out.exists()
 
 

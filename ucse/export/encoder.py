@@ -17,7 +17,7 @@ from ucse.config import BackboneConfig, Precision
 from ucse.heads import load_head
 from ucse.heads.base import Head
 from ucse.heads.io import resolve_head_dir
-from ucse.heads.meta import stored_backbone
+from ucse.heads.meta import stored_backbone, stored_instruction
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,8 @@ class UcseEncoder:
         merged = OmegaConf.merge(OmegaConf.structured(BackboneConfig), stored, overrides)
         bcfg = OmegaConf.to_object(merged)
         bcfg.trust_remote_code = trust
-        backbone = FrozenBackbone(bcfg, device, instruction=meta.get("instruction", ""))
+        instruction = stored_instruction(meta, head_dir / "config.json")
+        backbone = FrozenBackbone(bcfg, device, instruction=instruction)
         expected = int(head.spec.hidden_size)
         if backbone.hidden_size != expected:
             raise ValueError(

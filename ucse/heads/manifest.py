@@ -48,7 +48,7 @@ def _read(path: Path) -> dict[str, dict]:
     """The ``files`` table of a manifest, checked to be what :func:`write_manifest` writes."""
     try:
         record = json.loads(path.read_bytes())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:
         raise ValueError(f"{path} is not valid JSON ({err}); re-save the head (ucse train).") from None
     ok = (
         isinstance(record, dict)

@@ -2,8 +2,8 @@
 
 ``label_names`` names the logits (one unique string per class, in logit order: duplicates would merge two
 classes' probabilities under one key, a string would be read letter by letter) and ``backbone`` names the
-model whose token states the head was trained on (fields of :class:`ucse.config.BackboneConfig`). Every
-other ``meta`` key is the caller's and is returned as saved.
+model whose token states the head was trained on (fields of :class:`ucse.config.BackboneConfig`), with
+``instruction`` for its prompt. Every other ``meta`` key is the caller's and is returned as saved.
 """
 
 from __future__ import annotations
@@ -84,9 +84,9 @@ def stored_backbone(meta: dict[str, Any], where: Path) -> dict[str, Any]:
         cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(BackboneConfig), stored))
     except OmegaConfBaseException as err:
         key = getattr(err, "full_key", None) or "?"
+        reason = str(getattr(err, "msg", err)).splitlines()[0]  # OmegaConf appends full_key/object_type lines
         raise ValueError(
-            f"{where}: meta.backbone.{key}={stored.get(key)!r} is invalid ({getattr(err, 'msg', err)}); "
-            f"{REEXPORT}."
+            f"{where}: meta.backbone.{key}={stored.get(key)!r} is invalid ({reason}); {REEXPORT}."
         ) from None
     for key, (ok, allowed) in _RANGES.items():
         value = getattr(cfg, key)
@@ -95,3 +95,18 @@ def stored_backbone(meta: dict[str, Any], where: Path) -> dict[str, Any]:
                 f"{where}: meta.backbone.{key}={value!r} is out of range (allowed: {allowed}); {REEXPORT}."
             )
     return dict(stored)
+
+
+def stored_instruction(meta: dict[str, Any], where: Path) -> str:
+    """``meta.instruction`` (the task instruction of instruction-style prompts): a string, ``""`` if absent.
+
+    Raises:
+        ValueError: when it is not a string, naming the file.
+    """
+    value = meta.get("instruction", "")
+    if not isinstance(value, str):
+        raise ValueError(
+            f"{where}: meta.instruction is {repr(value)[:60]}, expected a string (the task instruction); "
+            f"{REEXPORT}."
+        )
+    return value
