@@ -139,6 +139,9 @@ def _remote_code(ws: Workspace) -> list[str]:
     head_cfg = json.loads((run / "head" / "config.json").read_text())
     head_cfg["meta"]["backbone"].update(model=str(model), trust_remote_code=True)
     (run / "head" / "config.json").write_text(json.dumps(head_cfg))
+    from head_utils import resign
+
+    resign(run / "head")  # a head saved this way (not edited after saving): the remote-code guard must act
     return [f"run={run}", "plots=false", "efficiency=false"]
 
 

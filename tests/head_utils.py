@@ -21,3 +21,17 @@ def make_seqs(hidden=8, lengths=(7, 2, 4, 1, 5)):
     """Random (L, H) sequences; the lengths straddle the TextCNN kernel sizes 3..5."""
     g = torch.Generator().manual_seed(0)
     return [torch.randn(n, hidden, generator=g) for n in lengths]
+
+
+def resign(head_dir):
+    """Rewrite a head folder's manifest after a test edited its files.
+
+    As a tamperer who knows the format would: the loaders' own field checks (not the checksum) must then
+    catch the bad value.
+    """
+    from pathlib import Path
+
+    from ucse.heads.io import ARTIFACTS
+    from ucse.heads.manifest import write_manifest
+
+    write_manifest(Path(head_dir), ARTIFACTS)

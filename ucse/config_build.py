@@ -12,6 +12,7 @@ from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
@@ -187,8 +188,29 @@ def to_yaml(cfg: TrainConfig) -> str:
 
 
 def from_yaml(path: str | Path) -> TrainConfig:
-    """Load a resolved run ``config.yaml`` back into a typed config (unknown keys fail)."""
-    return to_object(_merge(OmegaConf.structured(TrainConfig), OmegaConf.load(path), str(path)))
+    """Load a resolved run ``config.yaml`` back into a typed config (unknown keys fail).
+
+    Raises:
+        ConfigError: naming the file on a YAML syntax error, a document that is not a mapping of keys, or an
+            unknown key / bad value (the file is read back from disk: untrusted).
+    """
+    try:
+        loaded = OmegaConf.load(path)
+    except FileNotFoundError:
+        raise
+    except (yaml.YAMLError, UnicodeDecodeError, OSError) as err:  # OSError: a scalar document
+        mark = getattr(err, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0][:80]
+        raise ConfigError(
+            f"{path}{where}: not a valid run config ({problem}); ucse train writes this file: restore it or "
+            "retrain."
+        ) from None
+    if not isinstance(loaded, DictConfig):
+        raise ConfigError(
+            f"{path} must hold a mapping of config keys; ucse train writes it: restore it or retrain."
+        )
+    return to_object(_merge(OmegaConf.structured(TrainConfig), loaded, str(path)))
 
 
 def parse_flat_config(schema: type, tokens: list[str] | None, what: str, dash_is_text: bool = False) -> Any:

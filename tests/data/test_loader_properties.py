@@ -33,6 +33,7 @@ WHOLE = (
     "a classifier needs at least two labels",
     "too few to carve",
     "are empty",
+    "labels have a single row",
 )
 
 texts = st.one_of(

@@ -210,6 +210,28 @@ def test_single_label_and_tiny_data_fail_clearly(tmp_path):
         load_task_data(5)
 
 
+def test_labels_with_a_single_row_are_refused_before_carving(tmp_path, capsys):
+    rows = [{"text": f"ticket {i}", "label": f"label-{i:03d}"} for i in range(300)]  # 300 rows, 300 labels
+    path = write_rows(tmp_path / "tickets.csv", rows)
+    with pytest.raises(DataError, match=r"tickets.csv: 300 of 300 labels have a single row \('label-000', "):
+        load_task_data(path)
+    from ucse.cli.main import main
+
+    assert main(["train", f"data.path={path}", f"output_dir={tmp_path / 'run'}"]) == 2  # before any training
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "300 of 300 labels have a single row" in err and "Traceback" not in err
+    assert not (tmp_path / "run" / "head").exists()
+    rows = own_rows(60) + [{"text": "a lonely one", "label": "zebra"}]  # one rare label among good ones
+    with pytest.raises(DataError, match=r"1 of 4 labels have a single row \('zebra'\).*at least 2 rows"):
+        load_task_data(write_rows(tmp_path / "one.jsonl", rows))
+    # Given splits carve nothing: a rare train label is the user's choice there.
+    (tmp_path / "given").mkdir()
+    write_rows(tmp_path / "given" / "train.jsonl", rows)
+    for split in ("validation", "test"):
+        write_rows(tmp_path / "given" / f"{split}.jsonl", own_rows(9, seed=3))
+    assert "zebra" in load_task_data(tmp_path / "given").label_names
+
+
 def test_in_memory_bad_rows_name_rows():
     texts = ["a", "", "c", None, "e", "f"]
     labels = ["x", "y", float("nan"), "y", 3, "y"]

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from head_utils import resign
 
 from ucse.config import build_config
 from ucse.export.encoder import UcseEncoder
@@ -119,6 +120,7 @@ def _run_asking_for_remote_code(run: Path, model: Path, tmp_path: Path) -> Path:
     head_cfg = json.loads((copy / "head" / "config.json").read_text())
     head_cfg["meta"]["backbone"].update(model=str(model), trust_remote_code=True)
     (copy / "head" / "config.json").write_text(json.dumps(head_cfg))
+    resign(copy / "head")  # a head saved asking for it (not edited afterwards): the guard itself must refuse
     text = (copy / "config.yaml").read_text().replace("trust_remote_code: false", "trust_remote_code: true")
     (copy / "config.yaml").write_text(text)
     return copy

@@ -2,7 +2,7 @@ import json
 
 import pytest
 import torch
-from head_utils import make_seqs, pad_batch
+from head_utils import make_seqs, pad_batch, resign
 from safetensors.torch import load_file, save_file
 
 from ucse.config import HeadConfig, HeadType, Pooling
@@ -80,6 +80,7 @@ def _edit_config(saved, fn):
     cfg = json.loads(path.read_text())
     fn(cfg)
     path.write_text(json.dumps(cfg))
+    resign(saved)
 
 
 def test_unknown_format_version(saved):
@@ -113,12 +114,17 @@ def test_tensor_mismatches(saved, edit, message):
     state = load_file(str(path))
     edit(state)
     save_file(state, str(path))
+    resign(saved)
     with pytest.raises(ValueError, match=message):
         load_head(saved)
 
 
-def test_corrupt_safetensors(saved):
+@pytest.mark.parametrize("signed", [False, True])
+def test_corrupt_safetensors(saved, signed):
     path = saved / "model.safetensors"
     path.write_bytes(path.read_bytes()[:-64])
-    with pytest.raises(ValueError, match="model.safetensors.*re-export the head"):
+    if signed:
+        resign(saved)
+    message = "is not a readable safetensors file" if signed else "does not match its SHA-256"
+    with pytest.raises(ValueError, match=f"model.safetensors {message}.*re-export the head"):
         load_head(saved)

@@ -10,19 +10,28 @@ from collections.abc import Callable
 
 from ucse.interrupt import TerminatedError, stop_on_sigterm
 
+INTERRUPTED = 130
+"""Exit status after Ctrl-C: 128 + SIGINT, what a shell reports for a process the signal ended."""
 
-def run_cli(body: Callable[[], int]) -> int:
-    """Run a command's body; an input error prints one ``error: ...`` line and exits 2.
+
+def run_cli(body: Callable[[], int], interrupted: str = "") -> int:
+    """Run a command's body; an input error prints one ``error: ...`` line and exits 2, Ctrl-C exits 130.
 
     Every ucse input error (bad config key, bad row, missing package or run folder...) is a ``ValueError``
     subclass or ``FileNotFoundError`` whose message names the fix, so a traceback adds nothing for the
     user; ``UCSE_DEBUG=1`` re-raises to show it. A failed write (full disk, read-only folder, an output
-    that appeared meanwhile) is one line too, exit 2; SIGTERM is one line and exit 143.
+    that appeared meanwhile) is one line too, exit 2; SIGTERM is one line and exit 143; Ctrl-C is one line,
+    followed by ``interrupted`` (what the command left behind), exit 130.
     """
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         with stop_on_sigterm():
             return body()
+    except KeyboardInterrupt:
+        if os.environ.get("UCSE_DEBUG"):
+            raise
+        print(f"error: interrupted (Ctrl-C).{' ' + interrupted if interrupted else ''}", file=sys.stderr)
+        return INTERRUPTED
     except (ValueError, FileNotFoundError, OSError, TerminatedError) as err:
         if os.environ.get("UCSE_DEBUG"):
             raise

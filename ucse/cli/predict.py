@@ -72,4 +72,4 @@ def main(argv: list[str]) -> int:
             )
         return 0
 
-    return run_cli(body)
+    return run_cli(body, interrupted="No output file was left half-written.")

@@ -111,8 +111,11 @@ def _root_cause(err: BaseException) -> BaseException:
     return err
 
 
-def _decode(path: Path, raw: bytes) -> str:
-    """UTF-8 text of a file (a leading BOM dropped); non-UTF-8 or NUL bytes fail naming line and column."""
+def decode_utf8(path: Path | str, raw: bytes) -> str:
+    """UTF-8 text of a file (a leading BOM dropped); non-UTF-8 or NUL bytes fail naming line and column.
+
+    ``path`` names the source in messages (a file, or e.g. ``stdin``).
+    """
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as err:
@@ -266,7 +269,7 @@ def read_file(path: Path) -> RawSplit:
         except Exception as err:  # Arrow/OS errors of a damaged or mislabelled file
             cause = _root_cause(err)
             raise DataError(f"{path} is not a readable Parquet file ({cause}). {expected}") from None
-    text = _decode(path, path.read_bytes())
+    text = decode_utf8(path, path.read_bytes())
     if not text.strip():
         raise DataError(f"{path} holds only blank lines. {expected}")
     if builder == "csv":

@@ -29,7 +29,7 @@ import pandas as pd
 from ucse.config import DataConfig, TaskConfig, default_task_name
 from ucse.data.checks import label_problems, normalise_label, resolve_bad_rows, text_value_problems
 from ucse.data.files import SPLIT_FILES, RawSplit, read_path
-from ucse.data.splitting import assemble, carve
+from ucse.data.splitting import assemble, carve, check_carvable
 from ucse.data.tasks import DataError, TaskData
 
 logger = logging.getLogger(__name__)
@@ -225,6 +225,8 @@ def load_task_data(
         for role, (t, y) in kept.items()
     }
     train = enc["train"]
+    if "test" not in enc or "validation" not in enc:
+        check_carvable(train["label"], label_names, raws["train"].where)
     if "test" not in enc:
         train, enc["test"] = carve(train, data.test_fraction, "data.test_fraction", seed, origin)
     if "validation" not in enc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections import Counter
 
 import datasets
 
@@ -18,6 +19,27 @@ def check_fraction(value: float, key: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value < 1.0:
         raise DataError(f"{key}={value!r} must be a fraction strictly between 0 and 1.")
     return float(value)
+
+
+def check_carvable(labels: list[int], label_names: list[str], where: str) -> None:
+    """Every label needs 2+ rows in data that a validation or test split is carved from.
+
+    A label with one row ends up either in train (never evaluated) or only in the carved split (never
+    learned: 300 rows with 300 labels trained and reported a test accuracy of 0). Stratified carving needs
+    two rows of each label too.
+
+    Raises:
+        DataError: naming the labels with a single row (the first ten), how many there are, and the fix.
+    """
+    counts = Counter(labels)
+    single = [label_names[i] for i in sorted(counts) if counts[i] < 2]
+    if single:
+        shown = ", ".join(repr(n) for n in single[:10]) + (", ..." if len(single) > 10 else "")
+        raise DataError(
+            f"{where}: {len(single)} of {len(counts)} labels have a single row ({shown}), but validation and "
+            "test rows are carved from this file, so each label needs at least 2 rows (enough to learn it "
+            "and to evaluate it). Add rows for these labels, merge them into others, or remove them."
+        )
 
 
 def stratified_split(ds: datasets.Dataset, test_size: float | int, seed: int) -> datasets.DatasetDict:

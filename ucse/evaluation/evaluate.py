@@ -50,6 +50,9 @@ class PooledBackboneEncoder:
 def load_run(run: str | Path, data_root: str | None = None) -> tuple[Path, TrainConfig]:
     """The run folder and its resolved training config; errors say what is missing."""
     path = Path(run)
+    if not path.is_dir():
+        what = "is a file, not a run folder" if path.exists() else "does not exist"
+        raise FileNotFoundError(f"run={run} {what}; pass run=<a folder written by ucse train>.")
     for need in ("config.yaml", "head/config.json", "head/model.safetensors"):
         if not (path / need).is_file():
             raise FileNotFoundError(

@@ -17,6 +17,7 @@ from ucse.config import BackboneConfig, Precision
 from ucse.heads import load_head
 from ucse.heads.base import Head
 from ucse.heads.io import resolve_head_dir
+from ucse.heads.meta import stored_backbone, stored_instruction
 
 log = logging.getLogger(__name__)
 
@@ -97,14 +98,14 @@ class UcseEncoder:
                 folder from elsewhere can never make ucse execute code.
 
         Raises:
-            ValueError: when the backbone's hidden size is not the one the head was trained on (checked
-                before any text goes through the backbone).
+            ValueError: when the head's files or its ``meta.backbone`` are invalid, or the backbone's hidden
+                size is not the one the head was trained on (checked before any text goes through it).
         """
         head_dir = resolve_head_dir(head_dir)
         head, meta = load_head(head_dir)
         overrides = dict(backbone_overrides or {})
         trust = bool(trust_remote_code or overrides.pop("trust_remote_code", False))
-        stored = dict(meta["backbone"])
+        stored = stored_backbone(meta, head_dir / "config.json")
         if stored.pop("trust_remote_code", False) and not trust:
             log.warning(
                 "%s asks for trust_remote_code; ignored (a stored head never enables it). Pass "
@@ -114,7 +115,8 @@ class UcseEncoder:
         merged = OmegaConf.merge(OmegaConf.structured(BackboneConfig), stored, overrides)
         bcfg = OmegaConf.to_object(merged)
         bcfg.trust_remote_code = trust
-        backbone = FrozenBackbone(bcfg, device, instruction=meta.get("instruction", ""))
+        instruction = stored_instruction(meta, head_dir / "config.json")
+        backbone = FrozenBackbone(bcfg, device, instruction=instruction)
         expected = int(head.spec.hidden_size)
         if backbone.hidden_size != expected:
             raise ValueError(

@@ -74,6 +74,9 @@ def export_run(cfg: EvalConfig) -> dict:
     if not cfg.out:
         raise ValueError("export needs out=<folder> for embeddings.safetensors + meta.json.")
     run = Path(cfg.run or "")
+    if not run.is_dir():
+        what = "is a file, not a run folder" if run.exists() else "does not exist"
+        raise FileNotFoundError(f"run={cfg.run} {what}; pass run=<a folder written by ucse train>.")
     for need in ("config.yaml", "head/config.json", "head/model.safetensors"):
         if not (run / need).is_file():
             raise FileNotFoundError(f"{run} is not a finished ucse run: {need} is missing.")

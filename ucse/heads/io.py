@@ -3,33 +3,36 @@
 A head folder may also hold the uncertainty profile fitted after training: ``calibration.json`` (scalars,
 choices, guarantees) and ``calibration.safetensors`` (arrays) beside the weights. Their content belongs to
 ``ucse.uncertainty.profile``; this module only stores them, tied to the weights they were fitted for.
+``manifest.json`` (:mod:`ucse.heads.manifest`) holds the SHA-256 of every file, and every file read back is
+treated as untrusted: checked against it, typed, bounded and finite before it is used.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save, save_file
 
 from ucse import atomic
-from ucse.config import HeadConfig, HeadType
 from ucse.heads.base import Head
 from ucse.heads.factory import build_head
+from ucse.heads.manifest import MANIFEST_FILE, sha256, verify_files, write_manifest
+from ucse.heads.saved_config import FORMAT_VERSION, REEXPORT, read_config, shown
 
-FORMAT_VERSION = 1
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 CALIBRATION_FILE = "calibration.json"
 CALIBRATION_ARRAYS = "calibration.safetensors"
-HEAD_FILES = frozenset({CONFIG_FILE, WEIGHTS_FILE, CALIBRATION_FILE, CALIBRATION_ARRAYS})
-_REQUIRED = ("format_version", "head", "hidden_size", "num_classes", "pooling", "meta")
+ARTIFACTS = frozenset({CONFIG_FILE, WEIGHTS_FILE, CALIBRATION_FILE, CALIBRATION_ARRAYS})
+"""The files the manifest covers."""
+HEAD_FILES = ARTIFACTS | {MANIFEST_FILE}
+REFIT = "refit the calibration (ucse.uncertainty.fit.fit_run_uncertainty)"
 
 
 def _jsonable(obj: Any) -> Any:
@@ -46,10 +49,11 @@ def _jsonable(obj: Any) -> Any:
 def save_head(head: Head, directory: str | Path, meta: dict[str, Any]) -> Path:
     """Write ``directory/config.json`` and ``directory/model.safetensors`` atomically.
 
-    Both files are written to a temporary sibling folder which is then renamed into place (a calibration
-    fitted for the previous weights goes with the old folder); an existing head folder is moved aside
-    first and deleted only after the rename succeeded (restored on failure), so a crash never leaves a
-    half-written head. A non-head folder (any other file in it) is never replaced.
+    Both files, then ``manifest.json`` (their SHA-256), are written to a temporary sibling folder which is
+    then renamed into place (a calibration fitted for the previous weights goes with the old folder); an
+    existing head folder is moved aside first and deleted only after the rename succeeded (restored on
+    failure), so a crash never leaves a half-written head. A non-head folder (any other file in it) is never
+    replaced.
 
     Args:
         head: a head built by :func:`ucse.heads.build_head` (it carries ``head.spec``).
@@ -89,32 +93,42 @@ def save_head(head: Head, directory: str | Path, meta: dict[str, Any]) -> Path:
     with atomic.atomic_dir(dest) as tmp:
         atomic.write_text(tmp / CONFIG_FILE, text)
         save_file(tensors, str(tmp / WEIGHTS_FILE), metadata={"format_version": str(FORMAT_VERSION)})
+        write_manifest(tmp, ARTIFACTS)  # last: it covers what was written
     return dest
 
 
-def _head_config(fields: Any, path: Path) -> HeadConfig:
-    """Rebuild a HeadConfig from its JSON dict, rejecting unknown or missing fields by name."""
-    if not isinstance(fields, dict):
-        raise ValueError(
-            f"{path}: field 'head' must be an object, got {type(fields).__name__}; re-export the head."
-        )
-    known = {f.name for f in dataclasses.fields(HeadConfig)}
-    unknown, missing = sorted(set(fields) - known), sorted(known - set(fields))
-    if unknown or missing:
-        raise ValueError(
-            f"{path}: field 'head' has unknown keys {unknown} / missing keys {missing} for this ucse version "
-            f"(valid: {sorted(known)}); re-export the head with this version."
-        )
+def _file_shapes(w_path: Path) -> dict[str, tuple[int, ...]]:
+    """Tensor name -> shape from a safetensors header, without reading the tensors."""
     try:
-        return HeadConfig(**{**fields, "type": HeadType(fields["type"])})
-    except ValueError:
-        raise ValueError(
-            f"{path}: field 'head.type' is '{fields['type']}', valid: {', '.join(t.value for t in HeadType)}."
-        ) from None
+        with safe_open(str(w_path), framework="pt") as fh:
+            return {k: tuple(fh.get_slice(k).get_shape()) for k in fh.keys()}  # noqa: SIM118 - not a dict
+    except (SafetensorError, OSError) as err:
+        raise ValueError(f"{w_path} is not a readable safetensors file ({err}); {REEXPORT}.") from None
+
+
+def _check_tensors(state: dict[str, torch.Tensor], w_path: Path) -> None:
+    """Every tensor floating point and finite; a state-norm scale positive (it divides the states)."""
+    for name, t in state.items():
+        if not t.is_floating_point():
+            raise ValueError(f"{w_path}: tensor '{name}' has dtype {t.dtype}, expected a float; {REEXPORT}.")
+        bad = int((~torch.isfinite(t)).sum())
+        if bad:
+            raise ValueError(
+                f"{w_path}: tensor '{name}' holds {bad} NaN/inf value(s) of {t.numel()}: the head would give "
+                f"every text the same meaningless answer; {REEXPORT}."
+            )
+    std = state.get("state_norm.std")
+    if std is not None and not bool((std > 0).all()):
+        raise ValueError(f"{w_path}: tensor 'state_norm.std' must be > 0 everywhere; {REEXPORT}.")
 
 
 def load_head(directory: str | Path, map_location: str | torch.device = "cpu") -> tuple[Head, dict[str, Any]]:
-    """Rebuild a head saved by :func:`save_head` and load its weights strictly.
+    """Rebuild a head saved by :func:`save_head` and load its weights strictly, as untrusted input.
+
+    The files are checked against ``manifest.json`` (when the head has one), every field of config.json is
+    type- and range-checked, the head is first built on the ``meta`` device (no memory) and its tensor
+    shapes compared with the file's header, and every tensor must be finite; only then is anything
+    allocated.
 
     Args:
         directory: the head folder.
@@ -125,8 +139,10 @@ def load_head(directory: str | Path, map_location: str | torch.device = "cpu") -
 
     Raises:
         FileNotFoundError: if the folder or one of its two files is missing.
-        ValueError: on an unreadable or incomplete config, an unknown format version, corrupt safetensors,
-            or missing / unexpected / shape-mismatched tensors; each message names the file and field.
+        ValueError: on a file that does not match the manifest, an unreadable or incomplete config, an
+            unknown format version, an out-of-range field, bad ``meta.label_names``, corrupt safetensors,
+            missing / unexpected / shape-mismatched tensors or non-finite weights; each message names the
+            file and field.
     """
     root = Path(directory)
     cfg_path, w_path = root / CONFIG_FILE, root / WEIGHTS_FILE
@@ -135,61 +151,55 @@ def load_head(directory: str | Path, map_location: str | torch.device = "cpu") -
             raise FileNotFoundError(
                 f"{path} not found; a saved head folder holds {CONFIG_FILE} and {WEIGHTS_FILE}."
             )
+    verify_files(root, (CONFIG_FILE, WEIGHTS_FILE), REEXPORT)
+    config, head_cfg = read_config(cfg_path)
+    sizes = (config["hidden_size"], config["num_classes"], config["pooling"])
     try:
-        config = json.loads(cfg_path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"{cfg_path} is not valid JSON ({err}); re-export the head.") from None
-    if not isinstance(config, dict):
-        raise ValueError(f"{cfg_path} must hold a JSON object; re-export the head.")
-    missing = [k for k in _REQUIRED if k not in config]
-    if missing:
-        raise ValueError(f"{cfg_path} lacks field(s) {missing}; re-export the head.")
-    if config["format_version"] != FORMAT_VERSION:
-        raise ValueError(
-            f"{cfg_path}: field 'format_version' is {config['format_version']!r}, this ucse reads only "
-            f"{FORMAT_VERSION}; re-export the head with this ucse version."
-        )
-    head = build_head(
-        _head_config(config["head"], cfg_path),
-        int(config["hidden_size"]),
-        int(config["num_classes"]),
-        config["pooling"],
-    )
-    try:
-        state = load_file(str(w_path), device=str(map_location))
-    except (SafetensorError, OSError) as err:
-        raise ValueError(f"{w_path} is not a readable safetensors file ({err}); re-export the head.") from err
-    expected = head.state_dict()
-    absent = sorted(set(expected) - set(state))
-    extra = sorted(set(state) - set(expected))
+        with torch.device("meta"):  # shapes only: nothing is allocated for what the file asks
+            expected = {k: tuple(v.shape) for k, v in build_head(head_cfg, *sizes).state_dict().items()}
+    except ValueError as err:
+        raise ValueError(f"{cfg_path}: {err} Fix it or {REEXPORT}.") from None
+    found = _file_shapes(w_path)
+    absent, extra = sorted(set(expected) - set(found)), sorted(set(found) - set(expected))
     shapes = [
-        f"{k}: file {tuple(state[k].shape)} vs head {tuple(v.shape)}"
-        for k, v in expected.items()
-        if k in state and state[k].shape != v.shape
+        f"{k}: file {found[k]} vs head {v}" for k, v in expected.items() if k in found and found[k] != v
     ]
     if absent or extra or shapes:
         raise ValueError(
             f"{w_path} does not match the head described in {cfg_path}: missing tensors {absent}, "
-            f"unexpected tensors {extra}, shape mismatches {shapes}; re-export the head."
+            f"unexpected tensors {extra}, shape mismatches {shapes[:3]}; {REEXPORT}."
         )
+    try:
+        state = load_file(str(w_path), device=str(map_location))
+    except (SafetensorError, OSError) as err:
+        raise ValueError(f"{w_path} is not a readable safetensors file ({err}); {REEXPORT}.") from None
+    _check_tensors(state, w_path)
+    head = build_head(head_cfg, *sizes)  # its sizes are now those of the file's tensors
     head.load_state_dict(state, strict=True)
     head.to(map_location).eval()
     return head, config["meta"]
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+def saved_sizes(directory: str | Path) -> tuple[int, int]:
+    """``(C, D)`` of a saved head, its classes and embedding width, from its checked ``config.json``.
+
+    Raises:
+        FileNotFoundError / ValueError: as :func:`load_head` for the config.
+    """
+    cfg_path = Path(directory) / CONFIG_FILE
+    if not cfg_path.is_file():
+        raise FileNotFoundError(f"{cfg_path} not found; a saved head folder holds {CONFIG_FILE}.")
+    verify_files(Path(directory), (CONFIG_FILE,), REEXPORT)
+    config, head_cfg = read_config(cfg_path)
+    return config["num_classes"], head_cfg.embed_dim or config["hidden_size"]
 
 
 def save_calibration(directory: str | Path, config: dict[str, Any], arrays: dict[str, torch.Tensor]) -> None:
     """Write ``calibration.safetensors`` then ``calibration.json`` into a saved head folder, each atomically.
 
     The JSON records the SHA-256 of the head's weights and of the arrays file, so :func:`load_calibration`
-    refuses a calibration fitted for other weights or a pair torn by a crash between the two renames.
+    refuses a calibration fitted for other weights; ``manifest.json`` is rewritten last over every file,
+    so a pair torn by a crash between the renames is refused too.
 
     Args:
         directory: a folder written by :func:`save_head`.
@@ -202,52 +212,64 @@ def save_calibration(directory: str | Path, config: dict[str, Any], arrays: dict
     root = Path(directory)
     if not (root / WEIGHTS_FILE).is_file():
         raise FileNotFoundError(f"{root / WEIGHTS_FILE} not found; save the head before its calibration.")
+    verify_files(root, (CONFIG_FILE, WEIGHTS_FILE), REEXPORT)  # never re-sign a changed head
     tensors = {k: v.detach().cpu().contiguous() for k, v in arrays.items()}
     with atomic.atomic_file(root / CALIBRATION_ARRAYS, "wb") as fh:
         fh.write(save(tensors, metadata={"format_version": str(FORMAT_VERSION)}))
     record = {
         "format_version": FORMAT_VERSION,
-        "weights_sha256": _sha256(root / WEIGHTS_FILE),
-        "arrays_sha256": _sha256(root / CALIBRATION_ARRAYS),
+        "weights_sha256": sha256(root / WEIGHTS_FILE),
+        "arrays_sha256": sha256(root / CALIBRATION_ARRAYS),
         **config,
     }
     atomic.write_text(root / CALIBRATION_FILE, atomic.dumps(record, indent=2, default=_jsonable))
+    write_manifest(root, ARTIFACTS)
 
 
 def load_calibration(directory: str | Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]] | None:
     """Read the calibration saved by :func:`save_calibration`, or ``None`` when the head has none.
 
+    Only the files are checked here (manifest, digests, JSON object, readable arrays); the fields belong to
+    ``ucse.uncertainty.profile``, which range-checks them.
+
     Returns:
         ``(config, arrays)``: the JSON fields (with ``format_version`` and the digests) and the tensors.
 
     Raises:
-        ValueError: on unreadable files, or digests that do not match the weights / arrays in the folder.
+        ValueError: on unreadable files, files that do not match the manifest, or digests that do not
+            match the weights / arrays in the folder.
     """
     root = Path(directory)
     cfg_path, arr_path = root / CALIBRATION_FILE, root / CALIBRATION_ARRAYS
     if not cfg_path.is_file():
         return None
+    verify_files(root, (CALIBRATION_FILE, CALIBRATION_ARRAYS), REFIT)
     try:
-        config = json.loads(cfg_path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        config = json.loads(cfg_path.read_bytes())
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:
+        raise ValueError(f"{cfg_path} is not valid JSON ({err}); {REFIT}.") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{cfg_path} must hold a JSON object; {REFIT}.")
+    version = config.get("format_version")
+    if type(version) is not int or version != FORMAT_VERSION:
+        kind = "" if type(version) is int else f", not the JSON integer {FORMAT_VERSION}"
         raise ValueError(
-            f"{cfg_path} is not valid JSON ({err}); refit it with fit_run_uncertainty."
-        ) from None
-    if not isinstance(config, dict) or config.get("format_version") != FORMAT_VERSION:
-        raise ValueError(f"{cfg_path}: unknown format; refit it with this ucse version.")
+            f"{cfg_path}: field 'format_version' is {shown(version)}{kind}; this ucse reads only "
+            f"{FORMAT_VERSION}: {REFIT} with this ucse version."
+        )
     if not arr_path.is_file():
-        raise FileNotFoundError(f"{arr_path} not found beside {cfg_path}; refit the calibration.")
-    if config.get("weights_sha256") != _sha256(root / WEIGHTS_FILE):
+        raise FileNotFoundError(f"{arr_path} not found beside {cfg_path}; {REFIT}.")
+    if config.get("weights_sha256") != sha256(root / WEIGHTS_FILE):
         raise ValueError(
             f"{cfg_path} was fitted for other weights than {root / WEIGHTS_FILE}; refit the calibration "
             "(ucse.uncertainty.fit.fit_run_uncertainty) or delete the two calibration files."
         )
-    if config.get("arrays_sha256") != _sha256(arr_path):
-        raise ValueError(f"{arr_path} does not match {cfg_path} (interrupted write?); refit the calibration.")
+    if config.get("arrays_sha256") != sha256(arr_path):
+        raise ValueError(f"{arr_path} does not match {cfg_path} (interrupted write?); {REFIT}.")
     try:
         arrays = load_file(str(arr_path))
     except (SafetensorError, OSError) as err:
-        raise ValueError(f"{arr_path} is not a readable safetensors file ({err}); refit it.") from err
+        raise ValueError(f"{arr_path} is not a readable safetensors file ({err}); {REFIT}.") from None
     return config, arrays
 
 

@@ -11,13 +11,14 @@ import csv
 import io
 import json
 import sys
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from ucse import atomic
 from ucse.data.checks import text_value_problems
-from ucse.data.files import FORMATS, read_file
+from ucse.data.files import FORMATS, decode_utf8, read_file
 from ucse.data.tasks import DataError
 
 INPUT_SUFFIXES = (".txt", *FORMATS)
@@ -29,6 +30,8 @@ def check_output(out: str, overwrite: bool = False) -> None:
     """Fail before any work unless ``out`` is ``-`` or a new ``.jsonl``/``.csv`` path in an existing folder.
 
     An existing file is refused unless ``overwrite``: nothing the user did not ask to replace is replaced.
+    The folder must be writable, checked here so that a read-only destination fails before the model is
+    loaded and the texts are run.
     """
     if out == STDIO:
         return
@@ -43,11 +46,26 @@ def check_output(out: str, overwrite: bool = False) -> None:
         raise FileNotFoundError(f"out={out}: folder {path.parent} does not exist; create it first.")
     if path.exists() and not overwrite:
         raise DataError(f"out={out} already exists; nothing was written. Pass overwrite=true to replace it.")
+    try:  # an unnamed temporary file (O_TMPFILE where supported): the truest test of writability
+        with tempfile.TemporaryFile(dir=path.parent):
+            pass
+    except OSError as err:
+        raise DataError(
+            f"out={out}: folder {path.parent} is not writable ({err.strerror}); nothing was done. "
+            "Choose a writable folder."
+        ) from None
 
 
 def _lines(text: str, where: str) -> list[str]:
-    """One text per line; a blank line fails naming it (every input line must get its output row)."""
-    lines = text.splitlines()
+    r"""One text per line; a blank line fails naming it (every input line must get its output row).
+
+    Lines end at ``\n`` (or ``\r\n``) only: ``str.splitlines`` also splits at ``\f``, ``\v``, a bare
+    ``\r``, U+0085, U+2028 and U+2029, which would give one input line several output rows.
+    """
+    lines = text.split("\n")
+    if lines[-1] == "":  # the newline that ends the last line starts no new one
+        lines.pop()
+    lines = [line.removesuffix("\r") for line in lines]
     for number, line in enumerate(lines, 1):
         if not line.strip():
             raise DataError(
@@ -56,6 +74,20 @@ def _lines(text: str, where: str) -> list[str]:
     if not lines:
         raise DataError(f"{where} holds no texts; expected one text per line.")
     return lines
+
+
+def _read_stdin() -> bytes:
+    """All of stdin as bytes (no newline translation), or a clear error when there is no stdin to read."""
+    stream = sys.stdin
+    if stream is None or stream.closed:
+        raise DataError("input=-: stdin is closed; pipe the texts in (cat texts.txt | ucse predict ...).")
+    buffer = getattr(stream, "buffer", None)  # a text stream without bytes (a test's StringIO) is read as is
+    try:
+        return buffer.read() if buffer is not None else stream.read().encode("utf-8", "surrogateescape")
+    except (OSError, ValueError) as err:  # EBADF on a closed descriptor; ValueError on a closed file
+        raise DataError(
+            f"input=-: stdin cannot be read ({err}); pipe the texts in or pass input=<file>."
+        ) from None
 
 
 def read_texts(source: str, text_column: str = "text") -> list[str]:
@@ -74,7 +106,7 @@ def read_texts(source: str, text_column: str = "text") -> list[str]:
         FileNotFoundError: when the file does not exist.
     """
     if source == STDIO:
-        return _lines(sys.stdin.read(), "stdin")
+        return _lines(decode_utf8("stdin", _read_stdin()), "stdin")
     path = Path(source).expanduser()
     if not path.is_file():
         raise FileNotFoundError(f"input={source}: no such file.")
@@ -83,12 +115,8 @@ def read_texts(source: str, text_column: str = "text") -> list[str]:
         raise DataError(
             f"input={source}: unsupported file type '{suffix}'; use one of {', '.join(INPUT_SUFFIXES)}."
         )
-    if suffix == ".txt":
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as err:
-            raise DataError(f"{path} is not UTF-8 text (byte {err.start}); save it as UTF-8.") from None
-        return _lines(text, str(path))
+    if suffix == ".txt":  # bytes, decoded here: read_text would turn every bare \r into a line break
+        return _lines(decode_utf8(path, path.read_bytes()), str(path))
     raw = read_file(path)
     if text_column not in raw.columns:
         raise DataError(
@@ -126,6 +154,9 @@ def write_predictions(rows: list[dict], out: str, overwrite: bool = False) -> No
 
     Without ``overwrite`` a file that appeared at ``out`` since :func:`check_output` (another process) is
     never replaced: the write fails with ``FileExistsError`` instead.
+
+    Raises:
+        DataError: when the file cannot be written (no space, no permission); ``out`` is then unchanged.
     """
     if out == STDIO:
         for chunk in _render(rows, ".jsonl"):
@@ -133,6 +164,14 @@ def write_predictions(rows: list[dict], out: str, overwrite: bool = False) -> No
         sys.stdout.flush()
         return
     path = Path(out).expanduser()
-    with atomic.atomic_file(path, replace=overwrite) as fh:
-        for chunk in _render(rows, path.suffix.lower()):
-            fh.write(chunk)
+    try:
+        with atomic.atomic_file(path, replace=overwrite) as fh:
+            for chunk in _render(rows, path.suffix.lower()):
+                fh.write(chunk)
+    except FileExistsError:
+        raise  # another process wrote out= meanwhile: run_cli says so (not a disk problem)
+    except OSError as err:  # a full disk or a folder that became read-only: the temporary file is gone
+        raise DataError(
+            f"out={out}: could not write the predictions ({err.strerror or err}); nothing was written. "
+            "Free disk space or choose another out=."
+        ) from None

@@ -12,7 +12,6 @@ Saved as ``head/calibration.json`` (choices, scalars, guarantees) and ``head/cal
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import math
 from dataclasses import dataclass, field
@@ -22,10 +21,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from ucse.heads.io import load_calibration, save_calibration
+from ucse.heads.io import CALIBRATION_FILE, load_calibration, save_calibration, saved_sizes
 from ucse.uncertainty import conformal, density, scores
 from ucse.uncertainty.calibration import Calibrator
 from ucse.uncertainty.config import CalibrationMethod, ConformalConfig, ConformalMethod, ScoreName
+from ucse.uncertainty.saved_profile import check_saved_profile, threshold
 from ucse.uncertainty.selective import AbstainThreshold
 
 # Scores that need the variance branch, the classifier weight or the training Gaussians.
@@ -254,10 +254,6 @@ def _num(x: float | None) -> float | str | None:
     return x if x is None or math.isfinite(x) else ("inf" if x > 0 else "-inf")
 
 
-def _float(x: float | str | None) -> float | None:
-    return None if x is None else float(x)
-
-
 def warn_if_uncertifiable(profile: UncertaintyProfile, head_dir: str | Path) -> None:
     """Say once, where predictions are served, that the saved abstention rule certified no threshold."""
     a = profile.abstain
@@ -274,6 +270,9 @@ def warn_if_uncertifiable(profile: UncertaintyProfile, head_dir: str | Path) -> 
 def load_uncertainty_profile(head_dir: str | Path, num_classes: int | None = None) -> UncertaintyProfile:
     """The profile saved in ``head_dir``, or the plain fallback (softmax, MSP, no abstention, no sets).
 
+    The saved files are untrusted input: checked against the head folder's manifest, then every field
+    typed and range-checked (:mod:`ucse.uncertainty.saved_profile`) before any is used.
+
     Args:
         head_dir: a saved head folder (``config.json`` + ``model.safetensors`` [+ calibration files]).
         num_classes: C for the fallback; read from the head's ``config.json`` when omitted.
@@ -282,23 +281,25 @@ def load_uncertainty_profile(head_dir: str | Path, num_classes: int | None = Non
         The :class:`UncertaintyProfile`; ``profile.fitted`` tells which.
 
     Raises:
-        ValueError / FileNotFoundError: a calibration that is unreadable or fitted for other weights.
+        ValueError / FileNotFoundError: a calibration that is unreadable, out of range, changed since it was
+            saved or fitted for other weights; one line naming the file and field.
     """
     saved = load_calibration(head_dir)
     if saved is None:
-        if num_classes is None:
-            num_classes = int(json.loads((Path(head_dir) / "config.json").read_text())["num_classes"])
-        return UncertaintyProfile.plain(num_classes)
+        return UncertaintyProfile.plain(num_classes if num_classes is not None else saved_sizes(head_dir)[0])
     cfg, arr = saved
+    c, d = saved_sizes(head_dir)
+    check_saved_profile(cfg, arr, c, d, Path(head_dir) / CALIBRATION_FILE)
     method = CalibrationMethod(cfg["calibration"]["method"])
     calibrator = Calibrator(method, arr["calibration_scale"], arr["calibration_bias"])
     a = cfg.get("abstain")
-    abstain = None if a is None else AbstainThreshold(**{**a, "threshold": _float(a["threshold"])})
-    c = cfg.get("conformal")
+    abstain = None if a is None else AbstainThreshold(**{**a, "threshold": threshold(a["threshold"])})
+    k = cfg.get("conformal")
     conf = qhat = None
-    if c is not None:
-        qhat = _float(c.pop("qhat"))
-        conf = ConformalConfig(**{**c, "method": ConformalMethod(c["method"])})
+    if k is not None:
+        qhat = threshold(k["qhat"])  # the quantile lives on the profile, the settings in ConformalConfig
+        settings = {key: v for key, v in k.items() if key != "qhat"}
+        conf = ConformalConfig(**{**settings, "method": ConformalMethod(k["method"])})
     gaussians = None
     if "density_means" in arr:
         gaussians = density.ClassGaussians(
@@ -315,7 +316,7 @@ def load_uncertainty_profile(head_dir: str | Path, num_classes: int | None = Non
         qhat=qhat,
         weight=arr.get("classifier_weight"),
         gaussians=gaussians,
-        samples=int(cfg["samples"]),
-        seed=int(cfg["seed"]),
+        samples=cfg["samples"],
+        seed=cfg["seed"],
         info=cfg.get("info", {}),
     )

@@ -1,0 +1,143 @@
+"""A saved head read back as untrusted input: manifest, bounded config, finite weights, label names."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from head_utils import make_seqs, pad_batch, resign
+
+from ucse.config import HeadConfig, HeadType, Pooling
+from ucse.heads import build_head, load_head, save_head
+from ucse.heads import io as head_io
+
+NAMES = ["a", "b", "c"]
+MANIFEST_FILE = "manifest.json"
+
+
+def _head(head_type=HeadType.textcnn):
+    torch.manual_seed(0)
+    return build_head(HeadConfig(type=head_type, num_filters=4, embed_dim=6), 8, 3, Pooling.mean).eval()
+
+
+@pytest.fixture
+def saved(tmp_path):
+    return save_head(_head(), tmp_path / "h", {"label_names": NAMES, "backbone": {"name": "tiny"}})
+
+
+def _edit(folder, fn, sign=True):
+    path = folder / "config.json"
+    cfg = json.loads(path.read_text())
+    fn(cfg)
+    path.write_text(json.dumps(cfg))
+    if sign:
+        resign(folder)
+
+
+@pytest.fixture
+def meta_only(monkeypatch):
+    """Fail the test if a head is built anywhere but on the meta device (i.e. memory is allocated for it)."""
+    real = head_io.build_head
+
+    def guarded(*args, **kwargs):
+        assert torch.empty(0).device.type == "meta", "a head was built in memory from an unchecked config"
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(head_io, "build_head", guarded)
+
+
+def test_a_head_with_nan_weights_is_refused_naming_the_tensor(tmp_path):
+    head = _head()
+    with torch.no_grad():
+        head.bottleneck.classifier.weight[1, 2] = float("nan")
+        head.bottleneck.mu.bias[0] = float("inf")
+    save_head(head, tmp_path / "h", {})  # saved and signed as written: training diverged
+    with pytest.raises(ValueError, match=r"model.safetensors: tensor '\S+' holds 1 NaN/inf value\(s\)"):
+        load_head(tmp_path / "h")
+
+
+@pytest.mark.parametrize(
+    ("names", "message"),
+    [
+        (["a", "a", "b"], r"meta.label_names repeats \['a'\]"),
+        ("abc", r"meta.label_names must be a list of non-empty strings .* got 'abc'"),
+        (["a", "b"], r"meta.label_names holds 2 names but the head has num_classes=3"),
+        (["a", "b", "c", "d"], r"meta.label_names holds 4 names"),
+        (["a", 1, "c"], r"meta.label_names must be a list of non-empty strings"),
+        (["a", " ", "c"], r"meta.label_names must be a list of non-empty strings"),
+    ],
+)
+def test_bad_label_names_are_refused(tmp_path, names, message):
+    save_head(_head(), tmp_path / "h", {"label_names": names})
+    with pytest.raises(ValueError, match=rf"config.json: {message}"):
+        load_head(tmp_path / "h")
+
+
+def test_a_string_format_version_says_the_type_is_wrong(saved):
+    _edit(saved, lambda c: c.update(format_version="1"))
+    with pytest.raises(ValueError, match=r"'format_version' is '1' \(a string\), not a JSON integer"):
+        load_head(saved)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("hidden_size", 10**9),
+        ("num_classes", 10**9),
+        ("hidden_size", True),
+        ("head.kernel_sizes", [10**6]),
+        ("head.kernel_sizes", [3] * 10**5),
+        ("head.kernel_sizes", "345"),
+        ("head.embed_dim", 10**9),
+        ("head.num_filters", -4),
+        ("head.dropout", float("nan")),
+        ("head.uncertainty", "yes"),
+    ],
+)
+def test_sizes_out_of_range_are_refused_before_anything_is_built(saved, meta_only, field, value):
+    def put(cfg):
+        node, key = (cfg["head"], field[5:]) if field.startswith("head.") else (cfg, field)
+        node[key] = value
+
+    _edit(saved, put)
+    with pytest.raises(ValueError, match=rf"config.json: field '{field}' is .*, allowed: "):
+        load_head(saved)
+
+
+def test_sizes_in_range_but_not_those_of_the_file_allocate_nothing(saved, meta_only):
+    _edit(saved, lambda c: c.update(hidden_size=16384))
+    with pytest.raises(ValueError, match=r"model.safetensors does not match the head described in"):
+        load_head(saved)
+
+
+@pytest.mark.parametrize("name", ["config.json", "model.safetensors"])
+def test_a_file_changed_after_saving_is_refused_naming_it(saved, name):
+    path = saved / name
+    if name == "config.json":  # a valid edit: another pooling
+        path.write_text(json.dumps({**json.loads(path.read_text()), "pooling": "cls"}, indent=2))
+    else:  # one flipped bit in the last weight
+        data = bytearray(path.read_bytes())
+        data[-2] ^= 1
+        path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=rf"{path} does not match its SHA-256 in .*manifest.json"):
+        load_head(saved)
+
+
+def test_a_damaged_manifest_is_one_clear_error(saved):
+    (saved / MANIFEST_FILE).write_text('{"format_version": 1, "files": {"config.json": {"sha256": 5}}}')
+    with pytest.raises(ValueError, match=r"manifest.json is not a ucse head manifest"):
+        load_head(saved)
+
+
+def test_a_head_saved_before_the_manifest_loads_and_gains_one_with_its_calibration(saved):
+    from ucse.uncertainty.profile import UncertaintyProfile, load_uncertainty_profile
+
+    (saved / MANIFEST_FILE).unlink()  # what save_head wrote before the manifest existed
+    head, meta = load_head(saved)
+    hidden, mask = pad_batch(make_seqs(), "right")
+    torch.testing.assert_close(head(hidden, mask).logits, _head()(hidden, mask).logits, rtol=0, atol=0)
+    UncertaintyProfile.plain(3).save(saved)
+    listed = json.loads((saved / MANIFEST_FILE).read_text())["files"]
+    assert sorted(listed) == sorted(head_io.ARTIFACTS)
+    assert load_uncertainty_profile(saved).fitted

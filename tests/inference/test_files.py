@@ -1,0 +1,99 @@
+"""``ucse predict``'s readers and writer without a model: one row per input line, one-line errors."""
+
+from __future__ import annotations
+
+import errno
+import io
+import sys
+
+import pytest
+
+from ucse.data.tasks import DataError
+from ucse.inference.files import check_output, read_texts, write_predictions
+
+# Characters str.splitlines() treats as line breaks but a text file line may hold.
+INNER_BREAKS = ["\f", "\v", "\r", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
+
+
+def _texts() -> list[str]:
+    return [f"left{c}right {i}" for i, c in enumerate(INNER_BREAKS)]
+
+
+@pytest.mark.parametrize("ending", ["\n", "\r\n"])
+@pytest.mark.parametrize("last", ["", "newline"])
+def test_a_txt_file_gives_one_text_per_line_whatever_the_line_holds(tmp_path, ending, last):
+    texts = _texts()
+    path = tmp_path / "in.txt"
+    path.write_bytes((ending.join(texts) + (ending if last else "")).encode())
+    assert read_texts(str(path)) == texts
+
+
+def test_stdin_gives_one_text_per_line_whatever_the_line_holds(monkeypatch):
+    texts = _texts()
+    # A real stdin: bytes under a text layer that would translate every bare \r into a line break.
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO("\n".join(texts).encode())))
+    assert read_texts("-") == texts
+
+
+def test_a_leading_byte_order_mark_is_not_part_of_the_first_text(tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_bytes("\ufeffhello\nworld\n".encode())
+    assert read_texts(str(path)) == ["hello", "world"]
+
+
+@pytest.mark.parametrize("stdin", [None, "closed"])
+def test_a_closed_stdin_is_one_clear_error(monkeypatch, stdin):
+    if stdin == "closed":
+        stdin = io.TextIOWrapper(io.BytesIO(b"x"))
+        stdin.close()
+    monkeypatch.setattr(sys, "stdin", stdin)
+    with pytest.raises(DataError, match=r"input=-: stdin is closed; pipe the texts in"):
+        read_texts("-")
+
+
+def test_invalid_utf8_on_stdin_names_the_line_and_byte(monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"fine\nbad \xff here\n")))
+    with pytest.raises(
+        DataError, match=r"^stdin line 2: byte 0xff at column 5 is not UTF-8\. Save the file as"
+    ):
+        read_texts("-")
+
+
+def test_invalid_utf8_in_a_txt_file_names_the_file_and_line(tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"fine\nstill fine\n\xc3\x28 broken\n")
+    with pytest.raises(DataError, match=rf"^{path} line 3: byte 0xc3 at column 1 is not UTF-8"):
+        read_texts(str(path))
+
+
+def test_a_utf16_txt_file_without_bom_is_refused_not_read_as_garbage(tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_bytes("hello\nworld\n".encode("utf-16-le"))  # valid UTF-8 bytes, every other one NUL
+    with pytest.raises(DataError, match=rf"^{path} line 1: a NUL byte at column 2; is it a binary or UTF-16"):
+        read_texts(str(path))
+
+
+def test_an_unwritable_out_folder_fails_before_any_work(tmp_path, monkeypatch):
+    def read_only(*args, **kwargs):  # what the kernel answers on a read-only mount (root ignores chmod)
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr("ucse.inference.files.tempfile.TemporaryFile", read_only)
+    message = rf"out=.*: folder {tmp_path} is not writable \(Read-only file system\)"
+    with pytest.raises(DataError, match=message):
+        check_output(str(tmp_path / "p.jsonl"))
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
+def test_a_full_disk_while_writing_leaves_nothing_and_says_so(tmp_path, monkeypatch, suffix):
+    rows = [{"text": "a", "label": "x", "probs": {"x": 1.0}}]
+    out = tmp_path / f"p{suffix}"
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("ucse.atomic.os.fsync", full)
+    message = r"could not write the predictions \(No space left on device\); nothing was written"
+    with pytest.raises(DataError, match=message):
+        write_predictions(rows, str(out))
+    assert list(tmp_path.iterdir()) == []  # neither the file nor its temporary sibling

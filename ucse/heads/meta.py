@@ -1,0 +1,112 @@
+"""The ``meta`` fields of a saved head's ``config.json`` that ucse itself reads, checked as untrusted input.
+
+``label_names`` names the logits (one unique string per class, in logit order: duplicates would merge two
+classes' probabilities under one key, a string would be read letter by letter) and ``backbone`` names the
+model whose token states the head was trained on (fields of :class:`ucse.config.BackboneConfig`), with
+``instruction`` for its prompt. Every other ``meta`` key is the caller's and is returned as saved.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from ucse.config import BackboneConfig
+
+MAX_TOKENS = 1 << 24
+"""Upper bound of the token counts a stored backbone config may ask for (``max_length``, batch sizes)."""
+REEXPORT = "re-export the head with this ucse version (ucse train)"
+
+_RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "max_length": (lambda v: 1 <= v <= MAX_TOKENS, f"an integer in [1, {MAX_TOKENS}]"),
+    "batch_size": (lambda v: v is None or 1 <= v <= MAX_TOKENS, f"null or an integer in [1, {MAX_TOKENS}]"),
+    "max_batch_tokens": (lambda v: 1 <= v <= MAX_TOKENS, f"an integer in [1, {MAX_TOKENS}]"),
+    "prompt": (lambda v: "{text}" in v, "a template containing {text}"),
+}
+
+
+def check_label_names(meta: dict[str, Any], num_classes: int, where: Path) -> None:
+    """``meta.label_names``, when present, must be ``num_classes`` unique non-empty strings.
+
+    Raises:
+        ValueError: naming the file, the value and the fix.
+    """
+    if "label_names" not in meta:
+        return  # a head saved without names: the classes are named by their ids
+    names = meta["label_names"]
+    if not isinstance(names, list) or not all(isinstance(n, str) and n.strip() for n in names):
+        shown = repr(names)[:80]
+        raise ValueError(
+            f"{where}: meta.label_names must be a list of non-empty strings (one per class), got {shown}; "
+            f"{REEXPORT}."
+        )
+    if len(names) != num_classes:
+        raise ValueError(
+            f"{where}: meta.label_names holds {len(names)} names but the head has num_classes={num_classes} "
+            f"outputs; {REEXPORT}."
+        )
+    twice = sorted(n for n, count in Counter(names).items() if count > 1)
+    if twice:
+        raise ValueError(
+            f"{where}: meta.label_names repeats {twice[:5]} (each class needs its own name, or two classes' "
+            f"probabilities merge under one key); {REEXPORT}."
+        )
+
+
+def stored_backbone(meta: dict[str, Any], where: Path) -> dict[str, Any]:
+    """``meta.backbone`` checked against :class:`BackboneConfig`: known keys, right types, sane ranges.
+
+    Returns:
+        The stored fields, as saved (the caller merges its own overrides over them).
+
+    Raises:
+        ValueError: on a missing or non-object ``backbone``, an unknown key, or a bad value; naming the file.
+    """
+    stored = meta.get("backbone")
+    if not isinstance(stored, dict):
+        got = "no meta.backbone" if stored is None else f"meta.backbone of type {type(stored).__name__}"
+        raise ValueError(
+            f"{where} has {got}: the head does not say which backbone it was trained on; {REEXPORT}."
+        )
+    known = list(BackboneConfig.__dataclass_fields__)
+    unknown = sorted(str(k) for k in stored if k not in known)
+    if unknown:
+        raise ValueError(
+            f"{where}: meta.backbone has unknown key(s) {unknown} (known: {', '.join(known)}); remove "
+            f"them or {REEXPORT}."
+        )
+    try:
+        cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(BackboneConfig), stored))
+    except OmegaConfBaseException as err:
+        key = getattr(err, "full_key", None) or "?"
+        reason = str(getattr(err, "msg", err)).splitlines()[0]  # OmegaConf appends full_key/object_type lines
+        raise ValueError(
+            f"{where}: meta.backbone.{key}={stored.get(key)!r} is invalid ({reason}); {REEXPORT}."
+        ) from None
+    for key, (ok, allowed) in _RANGES.items():
+        value = getattr(cfg, key)
+        if not ok(value):
+            raise ValueError(
+                f"{where}: meta.backbone.{key}={value!r} is out of range (allowed: {allowed}); {REEXPORT}."
+            )
+    return dict(stored)
+
+
+def stored_instruction(meta: dict[str, Any], where: Path) -> str:
+    """``meta.instruction`` (the task instruction of instruction-style prompts): a string, ``""`` if absent.
+
+    Raises:
+        ValueError: when it is not a string, naming the file.
+    """
+    value = meta.get("instruction", "")
+    if not isinstance(value, str):
+        raise ValueError(
+            f"{where}: meta.instruction is {repr(value)[:60]}, expected a string (the task instruction); "
+            f"{REEXPORT}."
+        )
+    return value
