@@ -83,7 +83,16 @@ class HeadType(str, Enum):
     mean = "mean"  # mean-pooled state + Linear
     mlp = "mlp"  # MLP adapter with the TextCNN's parameter count
     attention = "attention"  # attention pooling + Linear
-    logreg = "logreg"  # scikit-learn LogisticRegression on pooled states (no Lightning training)
+    logreg = "logreg"  # L2-normalised pooled states + LogisticRegression with C chosen by cross-validation
+    blend = "blend"  # calibrated average of a Gaussian TextCNN and the logreg probe (head=auto may pick it)
+    auto = "auto"  # fit textcnn, logreg and their blend on the cached states; keep the best by validation NLL
+
+
+class Recipe(str, Enum):
+    """How a head is trained: adapted to the data size, or exactly the paper's settings."""
+
+    auto = "auto"  # training length in optimiser steps from the data size, best state by validation NLL
+    paper = "paper"  # the configs' epochs / batch / lr as they are (reproduces the paper's Table 7)
 
 
 class ContrastiveType(str, Enum):
@@ -203,6 +212,9 @@ class HeadConfig:
     """MLP adapter width; ``None`` matches the TextCNN's parameter count."""
     logreg_max_iter: int = 2000
     """Iterations for ``head=logreg`` (fitted to convergence, unlike MTEB's 100)."""
+    logreg_folds: int = 5
+    """Cross-validation folds that choose ``head=logreg``'s inverse regularisation C (fewer when the
+    smallest class has fewer rows)."""
     normalize_states: bool = False
     """Standardise each hidden dimension of the token states with the training split's mean and std before
     the head (fixed buffers saved with the head). Needed for decoder LLM states, whose large common offset
@@ -305,6 +317,11 @@ class TrainConfig:
     """Hidden-state cache."""
     uncertainty: UncertaintyConfig = field(default_factory=UncertaintyConfig)
     """Calibration, abstention, conformal sets and the default score fitted after training."""
+    recipe: Recipe = Recipe.auto
+    """``auto``: trainable heads train for a number of optimiser steps set by the training-set size (at
+    least ~300, about 5 epochs on full data) with the best state by validation NLL kept, and ``head=auto``
+    chooses between textcnn, the tuned logreg probe and their blend; ``paper``: ``optim.epochs`` etc. as
+    configured and ``head=auto`` means ``textcnn`` (the paper's Table 7)."""
     seed: int = 0
     """Global seed (data split, init, dropout, sampling)."""
     name: str | None = None

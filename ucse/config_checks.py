@@ -11,7 +11,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from ucse.config import ConfigError, Device, TrainConfig
+from ucse.config import ConfigError, Device, HeadType, Recipe, TrainConfig
 
 
 def leaf_keys(node: DictConfig, prefix: str = "") -> list[str]:
@@ -107,6 +107,7 @@ def validate_config(cfg: TrainConfig) -> None:
         value = getattr(h, key)
         _check(value is None or value >= 1, f"head.{key}", value, ">= 1 or null")
     _check(h.logreg_max_iter >= 1, "head.logreg_max_iter", h.logreg_max_iter, "an integer >= 1")
+    _check(2 <= h.logreg_folds <= 100, "head.logreg_folds", h.logreg_folds, "an integer in [2, 100]")
     _check(0 < d.val_fraction < 1, "data.val_fraction", d.val_fraction, "0 < val_fraction < 1")
     _check(0 < d.test_fraction < 1, "data.test_fraction", d.test_fraction, "0 < test_fraction < 1")
     for key in ("max_train_samples", "max_eval_samples"):
@@ -120,6 +121,22 @@ def validate_config(cfg: TrainConfig) -> None:
     if Device(cfg.device) is Device.cuda and not _cuda_available():
         raise ConfigError(
             "Invalid value device='cuda': no CUDA GPU is visible; use device=auto or device=cpu."
+        )
+    if Recipe(cfg.recipe) is Recipe.auto and HeadType(h.type) in (HeadType.auto, HeadType.blend):
+        if cfg.devices > 1:
+            raise ConfigError(
+                f"head.type={HeadType(h.type).value} fits several heads in one process; use devices=1, or a "
+                "single head (head=textcnn) to train on several devices."
+            )
+        if cfg.ckpt_path:
+            raise ConfigError(
+                f"ckpt_path={cfg.ckpt_path!r}: head.type={HeadType(h.type).value} trains in memory and "
+                "writes no checkpoint to resume; rerun without ckpt_path (it takes minutes on cached states)."
+            )
+    if Recipe(cfg.recipe) is Recipe.paper and HeadType(h.type) is HeadType.blend:
+        raise ConfigError(
+            "head.type=blend with recipe=paper: the blend is fitted by recipe=auto only; use recipe=auto "
+            "or head=textcnn."
         )
     if cfg.overwrite and cfg.ckpt_path:
         raise ConfigError(

@@ -44,22 +44,12 @@ def fit_uncertainty(run_dir: Path, cfg: TrainConfig, data: TaskData) -> Uncertai
     """
     from ucse.backbone.device import resolve_device
     from ucse.export.encoder import UcseEncoder
-    from ucse.uncertainty.fit import classifier_weight, encode_splits, fit_profile
+    from ucse.uncertainty.fit import fit_for_run
 
     encoder = UcseEncoder.from_dir(
         run_dir / "head", device=resolve_device(cfg.device), trust_remote_code=cfg.backbone.trust_remote_code
     )
-    outs = encode_splits(cfg, encoder, data, ("train", "validation"))
-    profile = fit_profile(
-        outs["validation"],
-        data.labels("validation"),
-        cfg.uncertainty,
-        weight=classifier_weight(encoder.head),
-        train=outs["train"],
-        train_labels=data.labels("train"),
-    )
-    profile.save(run_dir / "head")
-    return profile
+    return fit_for_run(run_dir, cfg, cfg.uncertainty, data, encoder)
 
 
 def run_training(cfg: TrainConfig, source: Any = None) -> tuple[RunResult, UncertaintyProfile | None]:
@@ -71,7 +61,7 @@ def run_training(cfg: TrainConfig, source: Any = None) -> tuple[RunResult, Uncer
             ``None`` loads ``cfg.data.path`` / ``data.root`` / the hub.
 
     Returns:
-        The run and its profile (``None`` with ``uncertainty.enabled=false`` or for ``head=logreg``).
+        The run and its profile (``None`` with ``uncertainty.enabled=false``).
     """
     from ucse.data import load_classification, load_task_data
     from ucse.training import train

@@ -7,12 +7,23 @@ from dataclasses import dataclass
 from ucse.config import HeadConfig, HeadType, Pooling, did_you_mean
 from ucse.heads.attention import AttentionPoolHead
 from ucse.heads.base import Head
+from ucse.heads.blend import BlendHead
 from ucse.heads.mlp import MLPHead
 from ucse.heads.pooled import PooledHead
+from ucse.heads.probe import ProbeHead
 from ucse.heads.state_norm import attach_state_norm
 from ucse.heads.textcnn import GaussianTextCNN
 
-NN_HEADS = (HeadType.textcnn, HeadType.linear, HeadType.mean, HeadType.mlp, HeadType.attention)
+NN_HEADS = (
+    HeadType.textcnn,
+    HeadType.linear,
+    HeadType.mean,
+    HeadType.mlp,
+    HeadType.attention,
+    HeadType.logreg,
+    HeadType.blend,
+)
+"""Head types with a module (``auto`` is a choice among them, made in training)."""
 
 
 @dataclass(frozen=True)
@@ -72,22 +83,30 @@ def build_head(cfg: HeadConfig, hidden_size: int, num_classes: int, pooling: Poo
         The head, with ``head.spec`` (a :class:`HeadSpec`) attached for :func:`ucse.heads.io.save_head`.
 
     Raises:
-        ValueError: on an unknown head type or pooling, on ``logreg`` (not an nn head), or on invalid sizes.
+        ValueError: on an unknown head type or pooling, on ``auto`` (a choice made in training), or on
+            invalid sizes.
     """
     head_type = _enum(HeadType, cfg.type, "head.type")
     pooling = _enum(Pooling, pooling, "backbone.pooling")
-    if head_type is HeadType.logreg:
+    if head_type is HeadType.auto:
         raise ValueError(
-            "head.type=logreg is a scikit-learn LogisticRegression on pooled embeddings, not an nn head; "
-            "fit it through ucse.training (the logreg path), or choose one of "
+            "head.type=auto is a choice made in training (ucse.training.auto), not a head; build one of "
             f"{', '.join(t.value for t in NN_HEADS)}."
         )
     _check(cfg, hidden_size, num_classes)
     common = {"embed_dim": cfg.embed_dim, "uncertainty": cfg.uncertainty, "dropout": cfg.dropout}
-    if head_type is HeadType.textcnn:
+    if head_type in (HeadType.textcnn, HeadType.blend):
         head: Head = GaussianTextCNN(
             hidden_size, num_classes, cfg.kernel_sizes, num_filters=cfg.num_filters, **common
         )
+        if head_type is HeadType.blend:
+            # The probe reads raw pooled states (as LogisticRegressionCV was fitted); only the TextCNN gets
+            # the standardisation of head.normalize_states.
+            if cfg.normalize_states:
+                attach_state_norm(head, hidden_size)
+            head = BlendHead(head, ProbeHead(hidden_size, num_classes, pooling))
+    elif head_type is HeadType.logreg:
+        head = ProbeHead(hidden_size, num_classes, pooling)
     elif head_type is HeadType.linear:
         head = PooledHead(hidden_size, num_classes, pooling, **common)
     elif head_type is HeadType.mean:
@@ -104,7 +123,7 @@ def build_head(cfg: HeadConfig, hidden_size: int, num_classes: int, pooling: Poo
         )
     else:
         head = AttentionPoolHead(hidden_size, num_classes, **common)
-    if cfg.normalize_states:
+    if cfg.normalize_states and head_type not in (HeadType.blend, HeadType.logreg):
         attach_state_norm(head, hidden_size)
     head.spec = HeadSpec(cfg, hidden_size, num_classes, pooling)
     return head

@@ -52,6 +52,7 @@ _HEAD_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "dropout": (lambda v: type(v) in (int, float) and math.isfinite(v) and 0 <= v < 1, "a number in [0, 1)"),
     "mlp_hidden": (_width, WIDTH),
     "logreg_max_iter": (lambda v: type(v) is int and v >= 1, "an integer >= 1"),
+    "logreg_folds": (lambda v: type(v) is int and 2 <= v <= 100, "an integer in [2, 100]"),
     "normalize_states": (lambda v: type(v) is bool, "true or false"),
 }
 """Type and range of every ``head`` field of config.json."""
@@ -62,12 +63,16 @@ def _head_config(fields: Any, path: Path) -> HeadConfig:
     if not isinstance(fields, dict):
         raise ValueError(f"{path}: field 'head' must be an object, got {type(fields).__name__}; {REEXPORT}.")
     known = {f.name for f in dataclasses.fields(HeadConfig)}
-    unknown, missing = sorted(set(fields) - known), sorted(known - set(fields))
-    if unknown or missing:
+    unknown = sorted(set(fields) - known)
+    if unknown or "type" not in fields:
         raise ValueError(
-            f"{path}: field 'head' has unknown keys {unknown} / missing keys {missing} for this ucse version "
+            f"{path}: field 'head' has unknown keys {unknown} (or no 'type') for this ucse version "
             f"(valid: {sorted(known)}); re-export the head with this version."
         )
+    # A head saved by an older version lacks the fields added since; they take their defaults, which are
+    # the values those versions used.
+    defaults = dataclasses.asdict(HeadConfig())
+    fields = {**{k: v.value if hasattr(v, "value") else v for k, v in defaults.items()}, **fields}
     for name, (ok, allowed) in _HEAD_FIELDS.items():
         if not ok(fields[name]):
             raise ValueError(

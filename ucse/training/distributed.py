@@ -36,8 +36,8 @@ def check_devices(cfg: TrainConfig) -> None:
 
 
 def is_distributed(cfg: TrainConfig) -> bool:
-    """Whether the head is trained by several processes (logreg is fitted by scikit-learn in one)."""
-    return cfg.devices > 1 and cfg.head.type != HeadType.logreg
+    """Whether the head is trained by several processes (logreg, blend, auto are fitted in one)."""
+    return cfg.devices > 1 and HeadType(cfg.head.type) not in (HeadType.logreg, HeadType.blend, HeadType.auto)
 
 
 def is_rank_zero() -> bool:

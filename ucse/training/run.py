@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from ucse.config import (
     HeadType,
     Precision,
     ProfilerType,
+    Recipe,
     TrainConfig,
     to_yaml,
 )
@@ -34,7 +36,8 @@ from ucse.heads import build_head, save_head
 from ucse.interrupt import TerminatedError
 from ucse.training.datamodule import StatesDataModule
 from ucse.training.distributed import LazyStates, check_devices, is_distributed, is_rank_zero
-from ucse.training.logreg import fit_logreg
+from ucse.training.auto_run import fit_auto_run
+from ucse.training.fit_head import auto_batch_size, step_budget
 from ucse.training.module import UcseModule
 from ucse.training.run_folder import (
     RelocatableCheckpoint,
@@ -181,6 +184,8 @@ def check_run(cfg: TrainConfig) -> tuple[torch.device, Path]:
         The device to train on and the run folder.
     """
     validate_config(cfg)  # again: a config built by hand (Python API) skips build_config
+    if Recipe(cfg.recipe) is Recipe.paper and HeadType(cfg.head.type) is HeadType.auto:
+        cfg.head.type = HeadType.textcnn  # the paper's head; its Table 7 runs keep their folder names
     device = resolve_device(cfg.device)
     run_dir = run_dir_for(cfg)
     if cfg.cache.enabled:
@@ -247,8 +252,26 @@ def _stopped(stop: TerminatedError, cfg: TrainConfig, run_dir: Path, swap: bool)
     )
 
 
+IN_MEMORY = (HeadType.auto, HeadType.blend, HeadType.logreg)
+"""Heads fitted in memory by :func:`ucse.training.auto_run.fit_auto_run` (no Lightning checkpoints)."""
+
+
+def schedule(cfg: TrainConfig, n_train: int) -> None:
+    """``recipe=auto`` for a Lightning-trained head: batch size and epochs from the training-set size.
+
+    The epochs cover :func:`ucse.training.fit_head.step_budget` steps; the best epoch by validation
+    accuracy is kept as under the paper's recipe. ``recipe=paper`` leaves the config as it is.
+    """
+    if Recipe(cfg.recipe) is not Recipe.auto or HeadType(cfg.head.type) in IN_MEMORY:
+        return
+    bs = auto_batch_size(cfg, n_train)
+    cfg.optim.batch_size = bs
+    cfg.optim.epochs = max(1, math.ceil(step_budget(n_train, bs) * bs / max(n_train, 1)))
+
+
 def _run(cfg: TrainConfig, data: TaskData, run_dir: Path, device: torch.device, t0: float) -> dict:
     """The run itself, writing into ``run_dir`` (the run folder, or its temporary sibling)."""
+    schedule(cfg, len(data.splits["train"]))
     if is_rank_zero():
         atomic.write_text(run_dir / "config.yaml", to_yaml(cfg))
     L.seed_everything(cfg.seed, workers=True, verbose=False)
@@ -269,10 +292,8 @@ def _run(cfg: TrainConfig, data: TaskData, run_dir: Path, device: torch.device, 
     states_peak = _peak_gpu_mib(device)
     labels = {s: data.labels(s) for s in SPLITS}
 
-    if cfg.head.type == HeadType.logreg:
-        metrics = fit_logreg(
-            cfg, states, labels, data.num_classes, backbone.hidden_size, run_dir, head_meta(cfg, data)
-        )
+    if HeadType(cfg.head.type) in IN_MEMORY:
+        metrics = fit_auto_run(cfg, run_dir, device, states, labels, data.num_classes, head_meta(cfg, data))
     else:
         metrics = _fit_lightning(cfg, run_dir, device, states, labels, data, backbone.hidden_size)
     if distributed:

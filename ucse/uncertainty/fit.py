@@ -23,6 +23,7 @@ import torch
 from ucse.config import TrainConfig, from_yaml
 from ucse.data import TaskData, load_classification
 from ucse.export.encoder import EncodedBatch, UcseEncoder
+from ucse.training.auto_run import HELDOUT_FILE, load_heldout
 from ucse.training.run import build_states, resolve_device
 from ucse.uncertainty import conformal
 from ucse.uncertainty.calibration import fit_calibrator
@@ -136,6 +137,32 @@ def encode_splits(
     return {s: encoder.run_states(states[s]) for s in splits}
 
 
+def fit_for_run(
+    run: Path, train_cfg: TrainConfig, ucfg: UncertaintyConfig, data: TaskData, encoder: UcseEncoder
+) -> UncertaintyProfile:
+    """Fit and save the profile of the run in ``run`` for the head ``encoder`` holds.
+
+    A run whose head was selected and refitted by cross-validation (``head=auto`` on a small validation
+    split) saved the out-of-fold outputs of every train + validation row in ``heldout.safetensors``: they
+    are what the profile is calibrated on, since those rows trained the head (the density scores, which
+    need the shipped head's own training means, are left out then).
+    """
+    c = len(data.label_names)
+    heldout = load_heldout(run / HELDOUT_FILE, c)
+    if heldout is not None:
+        val, val_labels = heldout
+        train, train_labels = None, None
+    else:
+        outs = encode_splits(train_cfg, encoder, data, ("train", "validation"))
+        val, val_labels = outs["validation"], data.labels("validation")
+        train, train_labels = outs["train"], data.labels("train")
+    profile = fit_profile(
+        val, val_labels, ucfg, weight=classifier_weight(encoder.head), train=train, train_labels=train_labels
+    )
+    profile.save(run / "head")
+    return profile
+
+
 def fit_run_uncertainty(
     run_dir: str | Path,
     cfg: UncertaintyConfig | None = None,
@@ -167,15 +194,6 @@ def fit_run_uncertainty(
         run / "head", device=resolve_device(train_cfg.device), trust_remote_code=trust_remote_code
     )
     data = load_classification(train_cfg.task, train_cfg.data, train_cfg.seed)
-    outs = encode_splits(train_cfg, encoder, data, ("train", "validation"))
-    profile = fit_profile(
-        outs["validation"],
-        data.labels("validation"),
-        ucfg,
-        weight=classifier_weight(encoder.head),
-        train=outs["train"],
-        train_labels=data.labels("train"),
-    )
-    profile.save(run / "head")
+    profile = fit_for_run(run, train_cfg, ucfg, data, encoder)
     log.info("uncertainty profile (score %s) saved in %s", profile.score.value, run / "head")
     return profile

@@ -1,0 +1,240 @@
+"""``head=auto``: fit the Gaussian TextCNN, the tuned logreg probe and their blend; keep the best.
+
+All three are fitted on the cached token states, so choosing costs head fits only, never a backbone pass.
+The choice is the blend weight w in {0, 0.25, 0.5, 0.75, 1} (0 = the probe alone, 1 = the TextCNN alone)
+with the lowest held-out NLL after a temperature per model, taken back toward the probe by the one-standard-
+error rule: the probe is kept unless the better model's NLL gain exceeds one standard error of the paired
+per-text difference. Held out means the validation split when it has at least max(200, 5C) texts, else
+k-fold cross-validation over train + validation (out-of-fold predictions), after which the chosen models are
+refitted on every row and the out-of-fold predictions are kept for calibrating the uncertainty profile.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from scipy.optimize import minimize_scalar
+from scipy.special import log_softmax
+from sklearn.model_selection import StratifiedKFold
+
+from ucse.backbone.states import SubsetStates, TokenStates
+from ucse.config import HeadConfig, HeadType, TrainConfig
+from ucse.heads import build_head
+from ucse.heads.base import Head
+from ucse.heads.outputs import Outputs, run_head
+from ucse.training.fit_head import fit_head
+from ucse.training.logreg import cv_folds, fit_probe, probe_features, probe_head
+
+log = logging.getLogger(__name__)
+WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
+"""Candidate TextCNN shares w of the blend, the probe's end first."""
+HOLDOUT_MIN = 200
+"""A validation split of at least max(HOLDOUT_MIN, 5C) texts selects on its own; smaller ones pool with
+train into cross-validation (8 examples per class of 77 labels leave 0-1 validation texts per class)."""
+
+
+def fit_temperature(logits: np.ndarray, y: np.ndarray) -> float:
+    """The T > 0 minimising the NLL of softmax((N, C) logits / T) on (N,) labels (bounded 1-D search)."""
+    rows = np.arange(len(y))
+
+    def nll(log_t: float) -> float:
+        return float(-log_softmax(logits / math.exp(log_t), axis=1)[rows, y].mean())
+
+    return float(math.exp(minimize_scalar(nll, bounds=(-4.0, 4.0), method="bounded").x))
+
+
+def _probs(logits: np.ndarray, t: float) -> np.ndarray:
+    return np.exp(log_softmax(logits / t, axis=1))
+
+
+def choose_blend(
+    gaussian: np.ndarray, probe: np.ndarray, y: np.ndarray, weights: tuple[float, ...] = WEIGHTS
+) -> dict:
+    """Pick w among ``weights`` from held-out (N, C) logits of the TextCNN and the probe and (N,) labels.
+
+    Returns:
+        ``weight`` (chosen), ``best_weight`` (lowest NLL), the two temperatures and per-w NLL / accuracy.
+    """
+    y = np.asarray(y)
+    t_a, t_b = fit_temperature(gaussian, y), fit_temperature(probe, y)
+    p_a, p_b = _probs(gaussian, t_a), _probs(probe, t_b)
+    rows = np.arange(len(y))
+    losses, acc = {}, {}
+    for w in weights:
+        p = w * p_a + (1 - w) * p_b  # (N, C)
+        losses[w] = -np.log(np.clip(p[rows, y], 1e-12, None))
+        acc[w] = float((p.argmax(1) == y).mean())
+    best = min(weights, key=lambda w: losses[w].mean())
+    chosen = best
+    for w in weights:  # the probe's end first: the simplest model within one standard error of the best
+        d = losses[w] - losses[best]
+        se = d.std(ddof=1) / math.sqrt(len(d)) if len(d) > 1 else 0.0
+        if d.mean() <= se:
+            chosen = w
+            break
+    return {
+        "weight": chosen,
+        "best_weight": best,
+        "t_gaussian": t_a,
+        "t_probe": t_b,
+        "nll": {str(w): float(v.mean()) for w, v in losses.items()},
+        "accuracy": {str(w): a for w, a in acc.items()},
+    }
+
+
+def blend_logits(choice: dict, gaussian: np.ndarray | None, probe: np.ndarray | None) -> np.ndarray:
+    """(N, C) logits of the head :func:`compose` builds from ``choice``, given its parts' logits."""
+    w = choice["weight"]
+    if w == 0.0:
+        return probe
+    if w == 1.0:
+        return gaussian
+    p = w * _probs(gaussian, choice["t_gaussian"]) + (1 - w) * _probs(probe, choice["t_probe"])
+    return np.log(np.clip(p, 1e-12, None))
+
+
+def compose(head_cfg: HeadConfig, choice: dict, gaussian: Head | None, probe: Head | None, c: int) -> Head:
+    """The head to ship: the probe (w = 0), the TextCNN (w = 1) or their :class:`BlendHead`."""
+    w = choice["weight"]
+    if w == 0.0:
+        return probe
+    if w == 1.0:
+        return gaussian
+    cfg = dataclasses.replace(head_cfg, type=HeadType.blend)
+    head = build_head(cfg, gaussian.spec.hidden_size, c, gaussian.spec.pooling)
+    head.gaussian.load_state_dict(gaussian.state_dict())
+    head.probe.load_state_dict(probe.state_dict())
+    head.set_blend(w, choice["t_gaussian"], choice["t_probe"])
+    return head
+
+
+@dataclass
+class AutoResult:
+    """What :func:`fit_auto` chose and fitted.
+
+    Attributes:
+        head: the head to save.
+        report: mode, folds, the choice and the candidates' held-out figures (saved in metrics.json).
+        heldout: out-of-fold outputs of the shipped head's recipe on every train + validation row
+            (cross-validation mode), for fitting the uncertainty profile; ``None`` in holdout mode.
+        heldout_labels: their labels.
+    """
+
+    head: Head
+    report: dict
+    heldout: Outputs | None = None
+    heldout_labels: np.ndarray | None = None
+
+
+def _join(a: TokenStates, b: TokenStates) -> TokenStates:
+    """Rows of ``a`` then ``b``: both are views of one cached pool (``build_states``)."""
+    if isinstance(a, SubsetStates) and isinstance(b, SubsetStates) and a.base is b.base:
+        return SubsetStates(a.base, np.concatenate([a.indices, b.indices]).tolist())
+    raise TypeError("head=auto needs the splits as views of one token-state pool (ucse.training.run).")
+
+
+def _gaussian_cfg(cfg: TrainConfig) -> HeadConfig:
+    return dataclasses.replace(cfg.head, type=HeadType.textcnn)
+
+
+def _probe(cfg: TrainConfig, x: np.ndarray, y: np.ndarray, c: int, h: int) -> tuple[Head, dict]:
+    clf, info = fit_probe(x, y, c, cfg.head.logreg_folds, cfg.seed, cfg.head.logreg_max_iter)
+    head = probe_head(clf, h, cfg.backbone.pooling)
+    head.spec = build_head(dataclasses.replace(cfg.head, type=HeadType.logreg), h, c, cfg.backbone.pooling).spec
+    return head, info
+
+
+def _probe_logits(head: Head, x: np.ndarray) -> np.ndarray:
+    w = head.linear.weight.detach().double().numpy()
+    return x @ w.T + head.linear.bias.detach().double().numpy()  # (N, C)
+
+
+def fit_auto(
+    cfg: TrainConfig,
+    states: dict[str, TokenStates],
+    labels: dict[str, np.ndarray],
+    num_classes: int,
+    device: torch.device,
+    weights: tuple[float, ...] = WEIGHTS,
+) -> AutoResult:
+    """Fit the candidates on train (+ validation), choose w among ``weights``, return the head to ship."""
+    c, h = num_classes, states["train"].hidden_size
+    n_val = len(labels["validation"])
+    if n_val >= max(HOLDOUT_MIN, 5 * c):
+        return _holdout(cfg, states, labels, c, h, device, weights)
+    return _cross_validated(cfg, states, labels, c, h, device, weights)
+
+
+def _holdout(cfg, states, labels, c, h, device, weights) -> AutoResult:
+    x_tr = probe_features(states["train"], cfg.backbone.pooling)
+    x_va = probe_features(states["validation"], cfg.backbone.pooling)
+    probe, probe_info = _probe(cfg, x_tr, labels["train"], c, h)
+    fit = fit_head(
+        cfg,
+        _gaussian_cfg(cfg),
+        (states["train"], labels["train"]),
+        (states["validation"], labels["validation"]),
+        c,
+        device,
+    )
+    a = run_head(fit.head, states["validation"]).logits
+    choice = choose_blend(a, _probe_logits(probe, x_va), labels["validation"], weights)
+    head = compose(cfg.head, choice, fit.head, probe, c)
+    report = {
+        "mode": "holdout",
+        "n_heldout": len(labels["validation"]),
+        "probe": probe_info,
+        "textcnn": {"steps": fit.steps, "best_step": fit.best_step, "best_val_nll": fit.best_val_nll},
+        **choice,
+    }
+    return AutoResult(head, report)
+
+
+def _cross_validated(cfg, states, labels, c, h, device, weights) -> AutoResult:
+    rows = _join(states["train"], states["validation"])
+    y = np.concatenate([labels["train"], labels["validation"]])
+    x = probe_features(rows, cfg.backbone.pooling)
+    k = cv_folds(y, 5)
+    folds = StratifiedKFold(k, shuffle=True, random_state=cfg.seed).split(np.zeros(len(y)), y)
+    oof_a, oof_b = np.zeros((len(y), c)), np.zeros((len(y), c))
+    oof_mean, oof_var = None, None
+    for tr, te in folds:
+        probe, _ = _probe(cfg, x[tr], y[tr], c, h)
+        oof_b[te] = _probe_logits(probe, x[te])
+        fit = fit_head(cfg, _gaussian_cfg(cfg), (SubsetStates(rows, tr.tolist()), y[tr]), None, c, device)
+        out = run_head(fit.head, SubsetStates(rows, te.tolist()))
+        oof_a[te] = out.logits
+        if oof_mean is None:
+            oof_mean = np.zeros((len(y), out.mean.shape[1]))
+            oof_var = None if out.var is None else np.zeros_like(oof_mean)
+        oof_mean[te] = out.mean
+        if oof_var is not None:
+            oof_var[te] = out.var
+    choice = choose_blend(oof_a, oof_b, y, weights)
+    w = choice["weight"]
+    probe, probe_info = _probe(cfg, x, y, c, h) if w < 1 else (None, None)
+    gaussian, steps = None, None
+    if w > 0:
+        fit = fit_head(cfg, _gaussian_cfg(cfg), (rows, y), None, c, device)
+        gaussian, steps = fit.head, fit.steps
+    head = compose(cfg.head, choice, gaussian, probe, c)
+    if w == 0.0:  # the probe's own outputs: its unit vectors are its mean
+        heldout = Outputs(x.astype(np.float32), None, oof_b.astype(np.float32))
+    else:
+        logits = blend_logits(choice, oof_a, oof_b)
+        var = None if oof_var is None else oof_var.astype(np.float32)
+        heldout = Outputs(oof_mean.astype(np.float32), var, logits.astype(np.float32))
+    report = {
+        "mode": "cross-validation",
+        "folds": k,
+        "n_heldout": len(y),
+        "probe": probe_info,
+        "textcnn": {"steps": steps},
+        **choice,
+    }
+    return AutoResult(head, report, heldout, y)

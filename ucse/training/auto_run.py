@@ -1,0 +1,124 @@
+"""The run body of ``recipe=auto`` heads fitted in memory: ``head=auto``, ``head=blend``, ``head=logreg``.
+
+Writes ``head/`` (the chosen head, saved like any other) and, after cross-validated selection,
+``heldout.safetensors``: the out-of-fold outputs the uncertainty profile is calibrated on, since every
+train and validation row then trained the shipped head.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save
+from sklearn.metrics import accuracy_score, f1_score
+
+from ucse import atomic
+from ucse.backbone.states import TokenStates
+from ucse.config import HeadType, TrainConfig
+from ucse.heads import save_head
+from ucse.heads.outputs import Outputs, run_head
+from ucse.training.auto import WEIGHTS, _probe, fit_auto
+from ucse.training.logreg import probe_features
+
+HELDOUT_FILE = "heldout.safetensors"
+
+
+def _scores(logits: np.ndarray, y: np.ndarray) -> dict:
+    pred = logits.argmax(1)
+    return {"accuracy": float(accuracy_score(y, pred)), "f1_macro": float(f1_score(y, pred, average="macro"))}
+
+
+def fit_auto_run(
+    cfg: TrainConfig,
+    run_dir: Path,
+    device: torch.device,
+    states: dict[str, TokenStates],
+    labels: dict[str, np.ndarray],
+    num_classes: int,
+    meta: dict,
+) -> dict:
+    """Fit ``cfg.head`` (auto, blend or logreg), save it in ``run_dir/head``, return the run's metrics."""
+    t0 = time.perf_counter()
+    head_type = HeadType(cfg.head.type)
+    heldout, heldout_labels = None, None
+    if head_type is HeadType.logreg:
+        x = probe_features(states["train"], cfg.backbone.pooling)
+        head, info = _probe(cfg, x, labels["train"], num_classes, states["train"].hidden_size)
+        report = {"probe": info}
+    else:
+        weights = WEIGHTS if head_type is HeadType.auto else tuple(w for w in WEIGHTS if 0 < w < 1)
+        result = fit_auto(cfg, states, labels, num_classes, device, weights)
+        head, report = result.head, result.report
+        heldout, heldout_labels = result.heldout, result.heldout_labels
+    fit_s = time.perf_counter() - t0
+    metrics: dict = {}
+    for split, key in (("validation", "val"), ("test", "test")):
+        metrics[key] = _scores(run_head(head, states[split]).logits, labels[split])
+    if heldout is not None:  # the validation rows trained the head: report the cross-validated estimate
+        metrics["val"] = {**_scores(heldout.logits, heldout_labels), "estimate": "cross-validated"}
+        save_heldout(run_dir / HELDOUT_FILE, heldout, heldout_labels)
+    save_head(head, run_dir / "head", meta)
+    metrics["head"] = head.spec.config.type.value
+    metrics["selection"] = report
+    metrics["fit_s"] = round(fit_s, 3)
+    metrics["trainable_params"] = sum(p.numel() for p in head.parameters())
+    return metrics
+
+
+def save_heldout(path: Path, out: Outputs, labels: np.ndarray) -> None:
+    """Write the out-of-fold outputs and labels as safetensors (atomically)."""
+    tensors = {
+        "mean": torch.as_tensor(np.ascontiguousarray(out.mean, dtype=np.float32)),
+        "logits": torch.as_tensor(np.ascontiguousarray(out.logits, dtype=np.float32)),
+        "labels": torch.as_tensor(np.asarray(labels, dtype=np.int64)),
+    }
+    if out.var is not None:
+        tensors["var"] = torch.as_tensor(np.ascontiguousarray(out.var, dtype=np.float32))
+    with atomic.atomic_file(path, "wb") as f:
+        f.write(save(tensors))
+
+
+def load_heldout(path: Path, num_classes: int) -> tuple[Outputs, np.ndarray] | None:
+    """The out-of-fold outputs a run saved, checked (an untrusted file: shapes, finiteness, label range).
+
+    Returns:
+        ``None`` when the run has none (holdout selection, or another head).
+
+    Raises:
+        ValueError: naming the file and what is wrong with it.
+    """
+    if not path.is_file():
+        return None
+    fix = "delete it and retrain, or refit with the run's own files"
+    try:
+        t = load_file(str(path))
+    except (SafetensorError, OSError) as err:
+        raise ValueError(f"{path}: not a readable safetensors file ({err}); {fix}.") from None
+    need = {"mean", "logits", "labels"}
+    if not need <= set(t) or set(t) - need - {"var"}:
+        raise ValueError(f"{path}: holds {sorted(t)}, expected mean, logits, labels (and var); {fix}.")
+    n = t["labels"].shape[0]
+    shapes_ok = (
+        t["labels"].dim() == 1
+        and t["logits"].shape == (n, num_classes)
+        and t["mean"].dim() == 2
+        and t["mean"].shape[0] == n
+        and ("var" not in t or t["var"].shape == t["mean"].shape)
+    )
+    if not shapes_ok or n < 2:
+        shapes = [tuple(v.shape) for v in t.values()]
+        raise ValueError(f"{path}: shapes {shapes} do not fit a {num_classes}-class head; {fix}.")
+    floats = [t[k] for k in ("mean", "logits", "var") if k in t]
+    if not all(v.is_floating_point() and bool(torch.isfinite(v).all()) for v in floats):
+        raise ValueError(f"{path}: holds non-finite or non-float values; {fix}.")
+    y = t["labels"]
+    if y.dtype != torch.int64 or int(y.min()) < 0 or int(y.max()) >= num_classes:
+        raise ValueError(f"{path}: labels outside 0..{num_classes - 1}; {fix}.")
+    if "var" in t and bool((t["var"] <= 0).any()):
+        raise ValueError(f"{path}: variances must be > 0; {fix}.")
+    out = Outputs(t["mean"].numpy(), t["var"].numpy() if "var" in t else None, t["logits"].numpy())
+    return out, y.numpy()
