@@ -35,12 +35,14 @@ class BlendHead(Head):
     def set_blend(self, weight: float, t_gaussian: float, t_probe: float) -> None:
         """Store the fitted weight w in [0, 1] and the two temperatures (> 0)."""
         if not (0.0 <= weight <= 1.0 and t_gaussian > 0 and t_probe > 0):
-            raise ValueError(f"blend needs 0 <= w <= 1 and temperatures > 0, got {weight}, {t_gaussian}, {t_probe}")
+            raise ValueError(
+                f"blend needs 0 <= w <= 1 and temperatures > 0, got {weight}, {t_gaussian}, {t_probe}"
+            )
         self.weight.fill_(weight)
         self.temperatures.copy_(torch.tensor([t_gaussian, t_probe]))
 
     def forward(self, hidden: torch.Tensor, mask: torch.Tensor) -> HeadOutput:
-        """mean / var / z of the TextCNN (B, D); logits (B, C) = log of the blended probabilities."""
+        """The TextCNN's mean / var / z (B, D); logits (B, C) = log of the blended probabilities."""
         a = self.gaussian(hidden, mask)
         b = self.probe(hidden, mask)
         w = self.weight.to(a.logits.dtype)

@@ -34,7 +34,7 @@ class ProbeHead(Head):
         return nn.functional.normalize(pooled, dim=-1)
 
     def forward(self, hidden: torch.Tensor, mask: torch.Tensor) -> HeadOutput:
-        """mean = z = the (B, H) unit vector, var ``None``, logits (B, C)."""
+        """The (B, H) unit vector as mean and z, var ``None``, logits (B, C)."""
         check_inputs(hidden, mask)
         x = self.features(hidden, mask)
         return HeadOutput(mean=x, var=None, logits=self.linear(x), z=x)

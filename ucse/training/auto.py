@@ -145,7 +145,8 @@ def _gaussian_cfg(cfg: TrainConfig) -> HeadConfig:
 def _probe(cfg: TrainConfig, x: np.ndarray, y: np.ndarray, c: int, h: int) -> tuple[Head, dict]:
     clf, info = fit_probe(x, y, c, cfg.head.logreg_folds, cfg.seed, cfg.head.logreg_max_iter)
     head = probe_head(clf, h, cfg.backbone.pooling)
-    head.spec = build_head(dataclasses.replace(cfg.head, type=HeadType.logreg), h, c, cfg.backbone.pooling).spec
+    probe_cfg = dataclasses.replace(cfg.head, type=HeadType.logreg)
+    head.spec = build_head(probe_cfg, h, c, cfg.backbone.pooling).spec  # what save_head stores
     return head, info
 
 

@@ -54,6 +54,7 @@ class KeepBest(Callback):
         self.step = 0
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """Copy the head's state when this epoch's validation NLL is the lowest so far."""
         nll = trainer.callback_metrics.get("val/ce")
         if nll is not None and float(nll) < self.best:
             self.best, self.step = float(nll), trainer.global_step

@@ -34,9 +34,9 @@ from ucse.config_checks import validate_config
 from ucse.data import TaskData, load_classification
 from ucse.heads import build_head, save_head
 from ucse.interrupt import TerminatedError
+from ucse.training.auto_run import fit_auto_run
 from ucse.training.datamodule import StatesDataModule
 from ucse.training.distributed import LazyStates, check_devices, is_distributed, is_rank_zero
-from ucse.training.auto_run import fit_auto_run
 from ucse.training.fit_head import auto_batch_size, step_budget
 from ucse.training.module import UcseModule
 from ucse.training.run_folder import (
