@@ -102,6 +102,7 @@ def tiny_run_cfg(tiny_task_root: Path, tiny_bert_dir: Path, tmp_path: Path):
                 "optim.batch_size=16",
                 "progress_bar=false",
                 f"output_dir={tmp_path / 'run'}",
+                "recipe=paper",  # the tests of the Lightning path pin its epochs; recipe=auto has its own
                 *overrides,
             ]
         )
@@ -118,6 +119,7 @@ def tiny_overrides(tiny_bert_dir: Path, out: Path) -> dict:
         "backbone": {"model": str(tiny_bert_dir), "name": "tiny-bert", "precision": "fp32", "batch_size": 32},
         "optim": {"lr": 1e-2, "epochs": 4, "batch_size": 16},
         "progress_bar": False,
+        "recipe": "paper",  # fast and fixed (recipe=auto is tested in tests/training/test_auto.py)
     }
 
 

@@ -54,7 +54,7 @@ def test_every_config_field_is_in_the_command_help(command, schema, capsys):
         assert f"\n  {key}: " in out, key
     # Type, default and docstring come with each field.
     assert "  optim.lr: float = 0.0008\n      Peak learning rate." in out or command != "train"
-    assert "  head.type: HeadType {textcnn,linear,mean,mlp,attention,logreg} = textcnn" in out or (
+    assert "  head.type: HeadType {textcnn,linear,mean,mlp,attention,logreg,blend,auto} = textcnn" in out or (
         command != "train"
     )
     assert "  top_k: int | None = null\n      Keep only the" in out or command != "predict"

@@ -40,8 +40,8 @@ def test_textcnn_defaults_follow_hidden_size():
 
 
 def test_bad_configs_are_rejected_with_guidance():
-    with pytest.raises(ValueError, match="ucse.training"):
-        build_head(HeadConfig(type=HeadType.logreg), 8, 3, Pooling.mean)
+    with pytest.raises(ValueError, match="ucse.training.auto"):
+        build_head(HeadConfig(type=HeadType.auto), 8, 3, Pooling.mean)
     with pytest.raises(ValueError, match="Did you mean 'textcnn'"):
         build_head(HeadConfig(type="textcnm"), 8, 3, Pooling.mean)
     with pytest.raises(ValueError, match="backbone.pooling"):

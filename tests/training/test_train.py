@@ -142,8 +142,10 @@ def test_decoder_backbone_last_token(tiny_run_cfg, tiny_qwen3_dir):
 
 
 def test_logreg_probe(tiny_run_cfg):
-    m = train(tiny_run_cfg("head=logreg")).metrics
-    assert m["logreg"]["converged"] and m["test"]["accuracy"] > 0.6
+    result = train(tiny_run_cfg("head=logreg"))
+    m = result.metrics
+    assert m["selection"]["probe"]["converged"] and m["test"]["accuracy"] > 0.6
+    assert (result.run_dir / "head" / "model.safetensors").is_file()  # a head like any other
 
 
 def test_cache_off_recomputes(tiny_run_cfg):

@@ -42,11 +42,27 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
     test, val = metrics["test"], metrics.get("val", {})
     data = metrics.get("data", {})
     sizes = data.get("sizes", {})
+    estimate = (
+        "cross-validated accuracy" if val.get("estimate") == "cross-validated" else "validation accuracy"
+    )
     lines = [
         f"run: {run_dir}",
         f"test accuracy {test['accuracy']:.4f}  macro-F1 {test['f1_macro']:.4f}"
-        + (f"   (validation accuracy {val['accuracy']:.4f})" if "accuracy" in val else ""),
+        + (f"   ({estimate} {val['accuracy']:.4f})" if "accuracy" in val else ""),
     ]
+    sel = metrics.get("selection") or {}
+    if "weight" in sel:
+        acc, nll, w = sel["accuracy"], sel["nll"], str(sel["weight"])
+        lines.append(
+            f"head: {metrics.get('head')} chosen by {sel['mode']} over {sel['n_heldout']} texts "
+            f"(held-out accuracy / NLL: logreg {100 * acc['0.0']:.2f} % / {nll['0.0']:.3f}, textcnn "
+            f"{100 * acc['1.0']:.2f} % / {nll['1.0']:.3f}, blend w={sel['weight']:g} "
+            f"{100 * acc[w]:.2f} % / {nll[w]:.3f})"
+            if "0.0" in acc and "1.0" in acc
+            else f"head: {metrics.get('head')} (w={sel['weight']:g}, held-out NLL {nll[w]:.3f})"
+        )
+    elif "probe" in sel:
+        lines.append(f"head: logreg, C={sel['probe']['C']:.3g} chosen by {sel['probe']['folds']}-fold CV")
     if sizes:
         lines.append(
             f"data: {data.get('num_classes')} labels; train {sizes.get('train')} / validation "

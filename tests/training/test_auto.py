@@ -1,0 +1,135 @@
+"""recipe=auto and head=auto: the choice rule by hand, the step budget, and end-to-end runs on the tiny BERT."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import save_file
+from scipy.special import log_softmax
+
+from ucse.config import ConfigError, HeadType
+from ucse.heads import load_head
+from ucse.training import auto as auto_mod
+from ucse.training import train
+from ucse.training.auto import choose_blend, fit_temperature
+from ucse.training.auto_run import HELDOUT_FILE, load_heldout
+from ucse.training.fit_head import step_budget
+from ucse.training.run import schedule
+
+
+def test_step_budget_by_hand():
+    # 8 per class of Banking77 (616 texts) at batch 32: max(10000, min(4928, 20000)) = 10000 samples
+    assert step_budget(616, 32) == math.ceil(10_000 / 32)
+    # full Banking77 train (9002) at 64: min(72016, max(45010, 20000)) = 45010 samples = 5 epochs
+    assert step_budget(9002, 64) == math.ceil(45_010 / 64)
+    # a few dozen texts: 25 epochs at most
+    assert step_budget(40, 32) == math.ceil(1000 / 32)
+
+
+def test_temperature_is_the_nll_minimiser():
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 4, 300)
+    logits = rng.normal(size=(300, 4)) + 3.0 * np.eye(4)[y]  # overconfident-ish
+    t = fit_temperature(logits, y)
+
+    def nll(tt):
+        return -log_softmax(logits / tt, axis=1)[np.arange(300), y].mean()
+
+    grid = np.exp(np.linspace(-3, 3, 2001))  # brute force, step 0.3 % in T
+    assert nll(t) <= min(nll(g) for g in grid) + 1e-6
+
+
+def _logits(y, c, strength, rng):
+    return rng.normal(size=(len(y), c)) + strength * np.eye(c)[y]
+
+
+def test_choice_prefers_the_probe_unless_the_other_model_is_clearly_better():
+    rng = np.random.default_rng(1)
+    y = rng.integers(0, 5, 600)
+    good, noise = _logits(y, 5, 4.0, rng), _logits(y, 5, 0.0, rng)
+    assert choose_blend(noise, good, y)["weight"] == 0.0  # TextCNN useless: the probe alone
+    clear = choose_blend(good, noise, y)
+    assert clear["weight"] == 1.0 and clear["best_weight"] == 1.0  # the TextCNN alone
+    same = choose_blend(good, good.copy(), y)
+    assert same["weight"] == 0.0  # a tie goes to the simpler model
+    # NLLs reported per weight are those of the tempered blend, recomputed here by hand.
+    ta, tb = clear["t_gaussian"], clear["t_probe"]
+    p = 0.5 * np.exp(log_softmax(good / ta, 1)) + 0.5 * np.exp(log_softmax(noise / tb, 1))
+    assert clear["nll"]["0.5"] == pytest.approx(-np.log(p[np.arange(600), y]).mean(), rel=1e-9)
+
+
+def test_auto_cross_validates_on_a_small_validation_split(tiny_run_cfg):
+    cfg = tiny_run_cfg("recipe=auto", "head=auto")
+    result = train(cfg)
+    m, run = result.metrics, result.run_dir
+    sel = m["selection"]
+    assert sel["mode"] == "cross-validation" and sel["folds"] == 5
+    assert sel["n_heldout"] == m["data"]["sizes"]["train"] + m["data"]["sizes"]["validation"]
+    assert m["head"] == {0.0: "logreg", 1.0: "textcnn"}.get(sel["weight"], "blend")
+    assert m["val"]["estimate"] == "cross-validated"
+    # The saved head is the one measured: its test accuracy from the files equals metrics.json's.
+    head, meta = load_head(run / "head")
+    assert head.spec.config.type.value == m["head"]
+    heldout, labels = load_heldout(run / HELDOUT_FILE, 3)
+    assert len(labels) == sel["n_heldout"] and heldout.logits.shape == (len(labels), 3)
+    assert m["test"]["accuracy"] > 0.6  # the cue task is learnable by every candidate
+    assert not (run / "checkpoints").exists()  # fitted in memory
+
+
+def test_auto_selects_on_the_validation_split_when_it_is_large(tiny_run_cfg, monkeypatch):
+    monkeypatch.setattr(auto_mod, "HOLDOUT_MIN", 5)
+    result = train(tiny_run_cfg("recipe=auto", "head=auto", "data.val_fraction=0.3"))
+    sel = result.metrics["selection"]
+    assert sel["mode"] == "holdout" and sel["n_heldout"] == result.metrics["data"]["sizes"]["validation"]
+    assert sel["textcnn"]["best_step"] >= 1 and sel["textcnn"]["best_val_nll"] > 0
+    assert not (result.run_dir / HELDOUT_FILE).exists()
+
+
+def test_paper_recipe_keeps_the_configured_schedule(tiny_run_cfg):
+    cfg = tiny_run_cfg("recipe=paper", "head=auto", "optim.epochs=2")
+    from ucse.training.run import check_run
+
+    check_run(cfg)
+    assert cfg.head.type is HeadType.textcnn  # the paper's head
+    schedule(cfg, 616)
+    assert cfg.optim.epochs == 2 and cfg.optim.batch_size == 16
+    auto = tiny_run_cfg("recipe=auto", "head=textcnn", "optim.batch_size=64")
+    schedule(auto, 616)
+    assert auto.optim.batch_size == 32 and auto.optim.epochs == math.ceil(step_budget(616, 32) * 32 / 616)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "match"),
+    [
+        (("recipe=paper", "head=blend"), "recipe=auto only"),
+        (("recipe=auto", "head=auto", "devices=2"), "devices=1"),
+        (("recipe=auto", "head=auto", "ckpt_path=last"), "no checkpoint"),
+        (("head.logreg_folds=1",), "logreg_folds"),
+    ],
+)
+def test_contradictions_fail_before_anything_runs(tiny_run_cfg, overrides, match):
+    with pytest.raises(ConfigError, match=match):
+        tiny_run_cfg(*overrides)
+
+
+def test_tampered_heldout_file_is_refused(tmp_path):
+    good = {"mean": torch.zeros(4, 2), "logits": torch.zeros(4, 3), "labels": torch.tensor([0, 1, 2, 0])}
+    save_file(good, str(tmp_path / "ok.safetensors"))
+    out, y = load_heldout(tmp_path / "ok.safetensors", 3)
+    assert y.tolist() == [0, 1, 2, 0]
+    for name, bad in [
+        ("nan", {**good, "logits": torch.full((4, 3), float("nan"))}),
+        ("shape", {**good, "logits": torch.zeros(4, 2)}),
+        ("label", {**good, "labels": torch.tensor([0, 1, 2, 3])}),
+        ("extra", {**good, "x": torch.zeros(1)}),
+    ]:
+        save_file(bad, str(tmp_path / f"{name}.safetensors"))
+        with pytest.raises(ValueError, match=f"{name}.safetensors"):
+            load_heldout(tmp_path / f"{name}.safetensors", 3)
+    (tmp_path / "junk.safetensors").write_bytes(b"not a file")
+    with pytest.raises(ValueError, match="not a readable"):
+        load_heldout(tmp_path / "junk.safetensors", 3)
+    assert load_heldout(tmp_path / "absent.safetensors", 3) is None
