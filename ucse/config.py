@@ -177,6 +177,10 @@ class BackboneConfig:
     initialisation over half of a TextCNN's filters took their max over them (SmolLM2, docs/RESULTS.md)."""
     padding_side: PaddingSide = PaddingSide.auto
     """Tokenizer padding side override."""
+    layer: int | None = None
+    """Which layer's token states the head reads: ``None`` the last (``last_hidden_state``), else an index
+    into the model's hidden states (0 = the embeddings, L = the last of L layers, negative counts from the
+    end). A decoder LLM's middle layers often classify better than its last (SmolLM2, docs/RESULTS.md)."""
     max_length: int = 512
     """Truncation length in tokens, prompt included (paper Sec. 5.3)."""
     batch_size: int | None = None

@@ -140,6 +140,8 @@ class HiddenStateCache:
         """Everything that determines the cached states (JSON-serialisable)."""
         cfg = backbone.cfg
         extra = {"skip_prompt_prefix": True} if cfg.skip_prompt_prefix else {}  # absent: old keys stay
+        if cfg.layer is not None:
+            extra["layer"] = backbone.layer  # resolved to a non-negative index: -1 and L share an entry
         return {
             **extra,
             "format": CACHE_FORMAT,

@@ -66,6 +66,7 @@ class FrozenBackbone:
         self.precision = effective_precision(cfg.precision, self.device)  # fp32 or bf16, never auto
         self.model, self.tokenizer = load_backbone(cfg, self.device)
         self.fingerprint = model_fingerprint(cfg)
+        self.layer = self._resolve_layer(cfg.layer)
         self.forward_calls = 0
         params = inspect.signature(self.model.forward).parameters
         self._accepts_position_ids = "position_ids" in params
@@ -75,6 +76,24 @@ class FrozenBackbone:
         limits = [getattr(self.model.config, "max_position_embeddings", None)]
         limits.append(self.tokenizer.model_max_length)
         self.max_length = min([cfg.max_length] + [x for x in limits if isinstance(x, int) and 0 < x < 10**7])
+
+    def _resolve_layer(self, layer: int | None) -> int | None:
+        """``backbone.layer`` as an index into ``hidden_states`` (0..L), ``None`` for the last layer.
+
+        Raises:
+            ValueError: naming the value and the model's valid range.
+        """
+        if layer is None:
+            return None
+        config = self.model.config
+        text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
+        n = int(text_config.num_hidden_layers)
+        if not -(n + 1) <= layer <= n:
+            raise ValueError(
+                f"backbone.layer={layer} is out of range for {self.cfg.model}, which has {n} layers: use 0 "
+                f"(embeddings) to {n} (the last), a negative index from -{n + 1}, or null for the last."
+            )
+        return layer % (n + 1)
 
     def with_instruction(self, instruction: str) -> FrozenBackbone:
         """A view of this backbone (same model, no reload) with another task instruction."""
@@ -156,7 +175,12 @@ class FrozenBackbone:
             inputs["position_ids"] = (mask.cumsum(dim=1) - 1).clamp_min(0)
         bf16 = self.precision is Precision.bf16
         with torch.inference_mode(), torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=bf16):
-            hidden = self.model(**inputs, return_dict=True).last_hidden_state  # (B, T, H)
+            if self.layer is None:
+                hidden = self.model(**inputs, return_dict=True).last_hidden_state  # (B, T, H)
+            else:  # (L + 1) x (B, T, H): the embeddings, then every layer's output
+                hidden = self.model(**inputs, return_dict=True, output_hidden_states=True).hidden_states[
+                    self.layer
+                ]
         self.forward_calls += 1
         hidden = hidden.float().masked_fill(mask.unsqueeze(-1) == 0, 0.0)  # (B, T, H)
         return hidden, mask
