@@ -106,8 +106,8 @@ def embed(texts: list[str]) -> np.ndarray:
     return np.concatenate(out)
 
 
-def features(task: str, split: str, texts: list[str], cache: Path) -> dict[str, np.ndarray]:
-    """text -> vector for every text of a split, computed once per task and split."""
+def features(task: str, split: str, texts: list[str], cache: Path) -> np.ndarray:
+    """(N, H) vectors of ``texts``, from the whole split's vectors computed once per task and split."""
     f = cache / f"{task}-{split}.npz"
     all_texts, _ = read(task, split)
     if not f.is_file():
@@ -235,7 +235,8 @@ def table(out: Path) -> str:
     lines = [
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores",
         "",
-        "| task | per class | seeds | auto acc / F1 / ECE (choice) | tuned logreg acc / F1 / ECE | paper acc / F1 / ECE | auto - logreg |",
+        "| task | per class | seeds | auto acc / F1 / ECE (choice) | tuned logreg acc / F1 / ECE "
+        "| paper acc / F1 / ECE | auto - logreg |",
         "|---|---|---|---|---|---|---|",
     ]
     deltas = []
@@ -261,7 +262,8 @@ def table(out: Path) -> str:
         if d is not None:
             deltas.append(d)
         lines.append(
-            f"| {task.replace('Classification', '')} | {shots} | {len(seeds)} | {auto} ({choice}) | {lr} | {paper} | "
+            f"| {task.replace('Classification', '')} | {shots} | {len(seeds)} | {auto} ({choice}) | {lr} "
+            f"| {paper} | "
             f"{'' if d is None else f'{d:+.2f}'} |"
         )
     if deltas:
