@@ -227,13 +227,27 @@ def main() -> None:
     print(table(args.out))
 
 
+def machine() -> str:
+    """CPU model, its AVX/AMX flags and the core count (float results differ between AVX2 and AVX-512)."""
+    model, flags = platform.machine(), []
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name") and model == platform.machine():
+                model = line.split(":", 1)[1].strip()
+            if line.startswith("flags"):
+                flags = sorted(f for f in line.split(":", 1)[1].split() if f.startswith(("avx", "amx")))
+                break
+    return f"{model}, {' '.join(flags) or 'no AVX'}, {os.cpu_count()} cores"
+
+
 def table(out: Path) -> str:
     rows = [json.loads(p.read_text()) for p in sorted((out / "rows").glob("*.json"))]
     groups: dict = {}
     for r in rows:
         groups.setdefault((r["task"], r["shots"]), {}).setdefault(r["method"], []).append(r)
     lines = [
-        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores",
+        f"machine: {machine()}",
         "",
         "| task | per class | seeds | auto acc / F1 / ECE (choice) | tuned logreg acc / F1 / ECE "
         "| paper acc / F1 / ECE | auto - logreg |",
