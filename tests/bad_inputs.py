@@ -49,6 +49,7 @@ class Workspace:
             "backbone.name=tiny-bert",
             "backbone.precision=fp32",
             "optim.epochs=1",
+            "recipe=paper",
             "optim.batch_size=16",
             "progress_bar=false",
             "uncertainty.enabled=false",
@@ -95,7 +96,7 @@ def _data_file(name: str, content: bytes) -> Callable[[Workspace], list[str]]:
         path = ws.root / "files" / name
         path.parent.mkdir(exist_ok=True)
         path.write_bytes(content)
-        return [f"data.path={path}", "optim.epochs=1", f"output_dir={ws.root / 'never'}"]
+        return [f"data.path={path}", "optim.epochs=1", "recipe=paper", f"output_dir={ws.root / 'never'}"]
 
     return make
 
@@ -104,7 +105,7 @@ def _truncated_ckpt(ws: Workspace) -> list[str]:
     run = ws.copy_run("run-truncated")
     last = run / "checkpoints" / "last.ckpt"
     last.write_bytes(last.read_bytes()[:2000])
-    return ws.train_args(run, "optim.epochs=2", "ckpt_path=last")
+    return ws.train_args(run, "optim.epochs=2", "recipe=paper", "ckpt_path=last")
 
 
 def _foreign_folder(ws: Workspace) -> list[str]:
@@ -301,6 +302,7 @@ CASES: list[Case] = [
         lambda ws: ["seeds=1", "variants=textcnn-both", "optim.epochs=0", f"out={ws.root / 'sw'}"],
         2,
         "optim.epochs=0: allowed",
+        "recipe=paper",
     ),
 ]
 

@@ -10,6 +10,7 @@ from ucse.config import (
     ConfigError,
     HeadType,
     Pooling,
+    Recipe,
     build_config,
     from_yaml,
     group_choices,
@@ -32,10 +33,11 @@ def test_every_group_yaml_loads(group):
 
 def test_root_yaml_defaults():
     cfg = build_config([])
-    assert (cfg.task.name, cfg.backbone.name, cfg.head.type) == (
+    assert (cfg.task.name, cfg.backbone.name, cfg.head.type, cfg.recipe) == (
         "Banking77Classification",
         "minilm-l6",
-        HeadType.textcnn,
+        HeadType.auto,
+        Recipe.auto,
     )
     assert cfg.optim.epochs == 3 and cfg.optim.batch_size == 64
     assert cfg.loss.kl_weight == pytest.approx(1e-3) and cfg.loss.temperature == 2.0

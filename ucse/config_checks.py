@@ -122,6 +122,11 @@ def validate_config(cfg: TrainConfig) -> None:
         raise ConfigError(
             "Invalid value device='cuda': no CUDA GPU is visible; use device=auto or device=cpu."
         )
+    if cfg.overwrite and cfg.ckpt_path:
+        raise ConfigError(
+            f"overwrite=true and ckpt_path={cfg.ckpt_path!r} contradict each other: overwrite starts the run "
+            "afresh, ckpt_path resumes it; give one of them."
+        )
     if Recipe(cfg.recipe) is Recipe.auto and HeadType(h.type) in (HeadType.auto, HeadType.blend):
         if cfg.devices > 1:
             raise ConfigError(
@@ -137,9 +142,4 @@ def validate_config(cfg: TrainConfig) -> None:
         raise ConfigError(
             "head.type=blend with recipe=paper: the blend is fitted by recipe=auto only; use recipe=auto "
             "or head=textcnn."
-        )
-    if cfg.overwrite and cfg.ckpt_path:
-        raise ConfigError(
-            f"overwrite=true and ckpt_path={cfg.ckpt_path!r} contradict each other: overwrite starts the run "
-            "afresh, ckpt_path resumes it; give one of them."
         )

@@ -149,6 +149,7 @@ def test_train_prints_a_short_summary_then_predict_uses_it(tiny_bert_dir, tmp_pa
         "backbone.precision=fp32",
         "optim.lr=1e-2",
         "optim.epochs=2",
+        "recipe=paper",
         "optim.batch_size=16",
     ]
     assert main(["train", f"data.path={data}", f"output_dir={run}", *fast]) == 0

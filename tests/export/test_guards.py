@@ -48,6 +48,7 @@ def run(tiny_task_root, tiny_bert_dir, tmp_path_factory) -> Path:
             "backbone.name=tiny-bert",
             "backbone.precision=fp32",
             "optim.epochs=1",
+            "recipe=paper",
             "optim.batch_size=16",
             "progress_bar=false",
             f"output_dir={out}",

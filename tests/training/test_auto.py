@@ -1,4 +1,4 @@
-"""recipe=auto and head=auto: the choice rule by hand, the step budget, and end-to-end runs on the tiny BERT."""
+"""recipe=auto and head=auto: the choice rule by hand, the step budget, end-to-end runs on the tiny BERT."""
 
 from __future__ import annotations
 

@@ -97,6 +97,7 @@ def test_ddp_on_two_processes_gives_the_head_of_one_process_with_the_global_batc
         "backbone.batch_size=16",
         f"optim.lr={LR}",
         "optim.epochs=2",
+        "recipe=paper",
         "progress_bar=false",
         "head_precision=fp32",  # the same arithmetic on every CPU (auto is bf16 on AVX512-BF16 only)
         *DETERMINISTIC,
@@ -144,6 +145,7 @@ def test_ddp_on_two_processes_gives_the_head_of_one_process_with_the_global_batc
         f"cache.dir={tmp_path / 'c2'}",
         f"output_dir={ddp_dir}",
         "optim.epochs=3",
+        "recipe=paper",
         "ckpt_path=last",
     )
     resumed_one = train(
@@ -154,6 +156,7 @@ def test_ddp_on_two_processes_gives_the_head_of_one_process_with_the_global_batc
                 f"cache.dir={tmp_path / 'c1'}",
                 f"output_dir={tmp_path / 'one'}",
                 "optim.epochs=3",
+                "recipe=paper",
                 "ckpt_path=last",
             ]
         )

@@ -81,6 +81,7 @@ def args(tiny_task_root, tiny_bert_dir, tmp_path):
             "backbone.precision=fp32",
             "optim.batch_size=16",
             "optim.epochs=3",
+            "recipe=paper",
             "progress_bar=false",
             "uncertainty.enabled=false",
             f"cache.dir={tmp_path / 'cache'}",
@@ -231,6 +232,7 @@ def test_a_full_disk_during_export_keeps_the_earlier_export(args, tmp_path, monk
     export = [f"run={run}", f"export={texts}", f"out={out}"]
     assert eval_main(export, command="export") == 0
     before = _snapshot(out)
+
     def full(path, obj, **kw):
         raise enospc()
 

@@ -30,7 +30,7 @@ def _fast(tiny_bert_dir: Path, out: Path, learn: bool = False) -> list[str]:
         "backbone.name=tiny-bert",
         "backbone.precision=fp32",
         "backbone.batch_size=32",
-        *(LEARNS if learn else ("optim.lr=1e-2", "optim.epochs=4", "optim.batch_size=16")),
+        *(LEARNS if learn else ("optim.lr=1e-2", "optim.epochs=4", "optim.batch_size=16", "recipe=paper")),
         "progress_bar=false",
         f"output_dir={out}",
     ]

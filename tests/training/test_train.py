@@ -135,6 +135,7 @@ def test_decoder_backbone_last_token(tiny_run_cfg, tiny_qwen3_dir):
         "backbone.padding_side=left",
         "head=linear",
         "optim.epochs=3",
+        "recipe=paper",
         model_dir=tiny_qwen3_dir,
     )
     result = train(cfg)
@@ -163,6 +164,7 @@ def test_sweep_trains_the_grid_resumes_and_writes_the_table(tiny_task_root, tiny
         "backbone.name=tiny-bert",
         "backbone.precision=fp32",
         "optim.epochs=2",
+        "recipe=paper",
         "optim.batch_size=16",
         "optim.lr=5e-3",
         f"cache.dir={tmp_path / 'cache'}",
