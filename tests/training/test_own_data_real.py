@@ -33,7 +33,7 @@ def _rows(root: Path, split: str) -> list[dict]:
 
 
 def _common(out: Path) -> list[str]:
-    return ["backbone=minilm-l6", "seed=0", "progress_bar=false", f"output_dir={out}"]
+    return ["backbone=minilm-l6", "seed=0", "progress_bar=false", "recipe=paper", f"output_dir={out}"]
 
 
 def test_minilm_on_a_csv_with_word_labels_matches_the_shared_route(tmp_path):
