@@ -204,8 +204,9 @@ def main() -> None:
                 by_split = [("train", t_tr)]
                 if shots == "full":
                     t_va, y_va = read(task, "validation")
-                    by_split.append(("validation", t_va))
-                    t_tr, y_tr = t_tr + t_va, np.concatenate([y_tr, y_va])
+                    if t_va:  # Banking77 has none: ucse carves one from train, logreg uses train alone
+                        by_split.append(("validation", t_va))
+                        t_tr, y_tr = t_tr + t_va, np.concatenate([y_tr, y_va])
                 train = {"texts": t_tr, "y": y_tr, "shots": shots, "by_split": by_split}
                 for method in args.methods:
                     f = args.out / "rows" / f"{task}-{shots}-s{seed}-{method}.json"
