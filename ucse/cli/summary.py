@@ -52,14 +52,14 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
     ]
     sel = metrics.get("selection") or {}
     if "weight" in sel:
-        acc, nll, w = sel["accuracy"], sel["nll"], str(sel["weight"])
+        acc, nll = sel["accuracy"], sel["nll"]
+        shown = [("logreg", "0.0"), ("textcnn", "1.0"), ("blend w=0.5", "0.5")]
+        if 0 < sel["weight"] < 1 and str(sel["weight"]) != "0.5":
+            shown.append((f"blend w={sel['weight']:g}", str(sel["weight"])))
+        figures = ", ".join(f"{name} {100 * acc[w]:.2f} % / {nll[w]:.3f}" for name, w in shown if w in acc)
         lines.append(
             f"head: {metrics.get('head')} chosen by {sel['mode']} over {sel['n_heldout']} texts "
-            f"(held-out accuracy / NLL: logreg {100 * acc['0.0']:.2f} % / {nll['0.0']:.3f}, textcnn "
-            f"{100 * acc['1.0']:.2f} % / {nll['1.0']:.3f}, blend w={sel['weight']:g} "
-            f"{100 * acc[w]:.2f} % / {nll[w]:.3f})"
-            if "0.0" in acc and "1.0" in acc
-            else f"head: {metrics.get('head')} (w={sel['weight']:g}, held-out NLL {nll[w]:.3f})"
+            f"(held-out accuracy / NLL: {figures})"
         )
     elif "probe" in sel:
         lines.append(f"head: logreg, C={sel['probe']['C']:.3g} chosen by {sel['probe']['folds']}-fold CV")
@@ -92,9 +92,10 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
             lines.append(
                 f"  conformal sets: {profile.conformal.method.value}, alpha {profile.conformal.alpha}"
             )
-    lines.append(
-        f"files: {run_dir / 'metrics.json'}, {run_dir / 'head'} (head + calibration), config.yaml, logs/"
+    extra = ", ".join(
+        n for n in ("config.yaml", "heldout.safetensors", "logs/") if (run_dir / n.rstrip("/")).exists()
     )
+    lines.append(f"files: {run_dir / 'metrics.json'}, {run_dir / 'head'} (head + calibration), {extra}")
     lines.append(
         f"next: ucse predict run={run_dir} input=<texts.txt> out=<predictions.jsonl>   |   "
         f"ucse eval run={run_dir}"
