@@ -26,6 +26,7 @@ from ucse.backbone.states import SubsetStates, TokenStates
 from ucse.config import HeadConfig, HeadType, TrainConfig
 from ucse.heads import build_head
 from ucse.heads.base import Head
+from ucse.heads.factory import HeadSpec
 from ucse.heads.outputs import Outputs, run_head
 from ucse.training.fit_head import fit_head
 from ucse.training.logreg import cv_folds, fit_probe, probe_features, probe_head
@@ -142,11 +143,12 @@ def _gaussian_cfg(cfg: TrainConfig) -> HeadConfig:
     return dataclasses.replace(cfg.head, type=HeadType.textcnn)
 
 
-def _probe(cfg: TrainConfig, x: np.ndarray, y: np.ndarray, c: int, h: int) -> tuple[Head, dict]:
+def fit_probe_head(cfg: TrainConfig, x: np.ndarray, y: np.ndarray, c: int, h: int) -> tuple[Head, dict]:
+    """The tuned logreg probe on (N, H) unit vectors ``x`` as a saveable head, and its CV report."""
     clf, info = fit_probe(x, y, c, cfg.head.logreg_folds, cfg.seed, cfg.head.logreg_max_iter)
     head = probe_head(clf, h, cfg.backbone.pooling)
     probe_cfg = dataclasses.replace(cfg.head, type=HeadType.logreg)
-    head.spec = build_head(probe_cfg, h, c, cfg.backbone.pooling).spec  # what save_head stores
+    head.spec = HeadSpec(probe_cfg, h, c, cfg.backbone.pooling)  # what save_head stores
     return head, info
 
 
@@ -174,7 +176,7 @@ def fit_auto(
 def _holdout(cfg, states, labels, c, h, device, weights) -> AutoResult:
     x_tr = probe_features(states["train"], cfg.backbone.pooling)
     x_va = probe_features(states["validation"], cfg.backbone.pooling)
-    probe, probe_info = _probe(cfg, x_tr, labels["train"], c, h)
+    probe, probe_info = fit_probe_head(cfg, x_tr, labels["train"], c, h)
     fit = fit_head(
         cfg,
         _gaussian_cfg(cfg),
@@ -205,7 +207,7 @@ def _cross_validated(cfg, states, labels, c, h, device, weights) -> AutoResult:
     oof_a, oof_b = np.zeros((len(y), c)), np.zeros((len(y), c))
     oof_mean, oof_var = None, None
     for tr, te in folds:
-        probe, _ = _probe(cfg, x[tr], y[tr], c, h)
+        probe, _ = fit_probe_head(cfg, x[tr], y[tr], c, h)
         oof_b[te] = _probe_logits(probe, x[te])
         fit = fit_head(cfg, _gaussian_cfg(cfg), (SubsetStates(rows, tr.tolist()), y[tr]), None, c, device)
         out = run_head(fit.head, SubsetStates(rows, te.tolist()))
@@ -218,7 +220,7 @@ def _cross_validated(cfg, states, labels, c, h, device, weights) -> AutoResult:
             oof_var[te] = out.var
     choice = choose_blend(oof_a, oof_b, y, weights)
     w = choice["weight"]
-    probe, probe_info = _probe(cfg, x, y, c, h) if w < 1 else (None, None)
+    probe, probe_info = fit_probe_head(cfg, x, y, c, h) if w < 1 else (None, None)
     gaussian, steps = None, None
     if w > 0:
         fit = fit_head(cfg, _gaussian_cfg(cfg), (rows, y), None, c, device)

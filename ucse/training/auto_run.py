@@ -21,7 +21,7 @@ from ucse.backbone.states import TokenStates
 from ucse.config import HeadType, TrainConfig
 from ucse.heads import save_head
 from ucse.heads.outputs import Outputs, run_head
-from ucse.training.auto import WEIGHTS, _probe, fit_auto
+from ucse.training.auto import WEIGHTS, fit_auto, fit_probe_head
 from ucse.training.logreg import probe_features
 
 HELDOUT_FILE = "heldout.safetensors"
@@ -47,7 +47,7 @@ def fit_auto_run(
     heldout, heldout_labels = None, None
     if head_type is HeadType.logreg:
         x = probe_features(states["train"], cfg.backbone.pooling)
-        head, info = _probe(cfg, x, labels["train"], num_classes, states["train"].hidden_size)
+        head, info = fit_probe_head(cfg, x, labels["train"], num_classes, states["train"].hidden_size)
         report = {"probe": info}
     else:
         weights = WEIGHTS if head_type is HeadType.auto else tuple(w for w in WEIGHTS if 0 < w < 1)
