@@ -69,11 +69,11 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="ucse-bench-predict-") as tmp:
         head_dir = Path(opts["run"]) if "run" in opts else random_head_dir(Path(tmp))
         clf = UcseClassifier.from_pretrained(head_dir, device="cpu")
-        backbone = clf.encoder.backbone
+        backbone = clf.encoder_.backbone
         print(
             f"{n} Banking77 test texts; backbone {backbone.cfg.model} ({backbone.precision.value}, "
-            f"batch {backbone.cfg.batch_size or 64}); head {head_dir}; profile fitted: {clf.profile.fitted} "
-            f"(score {clf.uncertainty_score}); torch threads {torch.get_num_threads()}"
+            f"batch {backbone.cfg.batch_size or 64}); head {head_dir}; profile fitted: {clf.profile_.fitted} "
+            f"(score {clf.uncertainty_score_}); torch threads {torch.get_num_threads()}"
         )
         warm = texts[:200]
         backbone.pooled(warm)

@@ -136,4 +136,4 @@ def tiny_clf_run(tiny_bert_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
 
     out = tmp_path_factory.mktemp("clf") / "run"
     result = ucse.train(pd.DataFrame(own_rows(150)), **tiny_overrides(tiny_bert_dir, out))
-    return result.run_dir
+    return result.run_dir_

@@ -273,7 +273,8 @@ class DataConfig:
     val_fraction: float = 0.1
     """Stratified, seeded share of train used for validation when the task has no validation split."""
     test_fraction: float = 0.2
-    """Stratified, seeded share of a ``data.path`` source carved as the test split when it has none."""
+    """Stratified, seeded share of a ``data.path`` source carved as the test split when it has none; 0 carves
+    none (the run reports no test figures: ``UcseClassifier.fit`` trains on all rows but validation)."""
     exclude_labels: Any = None
     """Labels held out for out-of-distribution checks: a list of label names, or a fraction in (0, 1) of
     the train labels picked at random with ``seed``. Their rows leave train and validation; their test

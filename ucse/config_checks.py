@@ -109,7 +109,7 @@ def validate_config(cfg: TrainConfig) -> None:
     _check(h.logreg_max_iter >= 1, "head.logreg_max_iter", h.logreg_max_iter, "an integer >= 1")
     _check(2 <= h.logreg_folds <= 100, "head.logreg_folds", h.logreg_folds, "an integer in [2, 100]")
     _check(0 < d.val_fraction < 1, "data.val_fraction", d.val_fraction, "0 < val_fraction < 1")
-    _check(0 < d.test_fraction < 1, "data.test_fraction", d.test_fraction, "0 < test_fraction < 1")
+    _check(0 <= d.test_fraction < 1, "data.test_fraction", d.test_fraction, "0 <= test_fraction < 1")
     for key in ("max_train_samples", "max_eval_samples"):
         value = getattr(d, key)
         _check(value is None or value >= 1, f"data.{key}", value, ">= 1 or null")

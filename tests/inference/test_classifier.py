@@ -97,7 +97,7 @@ def test_without_calibration_it_falls_back_to_the_softmax(clf, tiny_clf_run, tmp
     logits, _ = _reference_probs(tiny_clf_run, texts)
     ref = softmax(logits, axis=1)
     rows = plain.predict_with_uncertainty(texts)
-    assert plain.uncertainty_score == "msp"
+    assert plain.uncertainty_score_ == "msp"
     for row, p in zip(rows, ref):
         assert row["confidence"] == pytest.approx(p.max(), abs=1e-6)
         assert row["uncertainty"] == pytest.approx(1 - p.max(), abs=1e-6)
@@ -121,10 +121,11 @@ def test_ucse_train_then_predict_label_names(form, train_overrides, tmp_path):
         pd.DataFrame(rows).to_csv(data, index=False)
     else:
         data = ([r["text"] for r in rows], [r["label"] for r in rows])
-    run = ucse.train(data, **train_overrides(tmp_path / "run"), seed=1)
-    assert run.metrics["data"]["num_classes"] == 3
-    clf = ucse.UcseClassifier.from_pretrained(run.run_dir, device="cpu")
-    assert list(clf.classes_) == NAMES
+    trained = ucse.train(data, **train_overrides(tmp_path / "run"), seed=1, device="cpu")
+    assert trained.metrics_["data"]["num_classes"] == 3
+    assert trained.profile_.fitted  # the one pipeline: the head ships with its uncertainty profile
+    clf = ucse.UcseClassifier.from_pretrained(trained.run_dir_, device="cpu")
+    assert list(clf.classes_) == NAMES == list(trained.classes_)
     fresh = own_rows(30, seed=9)
     got = clf.predict([r["text"] for r in fresh])
     assert np.mean([g == r["label"] for g, r in zip(got, fresh)]) > 0.5

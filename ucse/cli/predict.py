@@ -66,7 +66,7 @@ def main(argv: list[str]) -> int:
         if cfg.out != "-":
             abstained = sum(r["abstain"] for r in rows)
             print(
-                f"{len(rows)} predictions -> {cfg.out} (uncertainty score: {clf.uncertainty_score}; "
+                f"{len(rows)} predictions -> {cfg.out} (uncertainty score: {clf.uncertainty_score_}; "
                 f"abstain on {abstained})",
                 file=sys.stderr,
             )

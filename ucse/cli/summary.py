@@ -5,32 +5,9 @@ The full figures stay in the run folder (``metrics.json``, ``eval.json``); the t
 
 from __future__ import annotations
 
-import logging
 import math
-import warnings
 from pathlib import Path
 from typing import Any
-
-
-def quiet_lightning() -> None:
-    """Hide Lightning's start-up tips and dataloader hints so the summary is what the terminal shows.
-
-    Errors and real warnings still show; ``UCSE_DEBUG=1`` (checked by the caller) keeps everything.
-    """
-    # The run folder's INFO line repeats what the summary prints.
-    for name in (
-        "lightning.pytorch.utilities.rank_zero",
-        "lightning.fabric.utilities.rank_zero",
-        "ucse.training.run",
-    ):
-        logging.getLogger(name).setLevel(logging.WARNING)
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()  # "Loading weights" bars, once per model load
-    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
-    warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
-    warnings.filterwarnings("ignore", message=r".*The number of training batches.*")
-    warnings.filterwarnings("ignore", message=r".*litlogger.*", category=UserWarning)
 
 
 def _pct(x: float | None) -> str:
@@ -39,16 +16,18 @@ def _pct(x: float | None) -> str:
 
 def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
     """What ``ucse train`` prints: test/validation scores, the uncertainty profile, the run's files."""
-    test, val = metrics["test"], metrics.get("val", {})
+    test, val = metrics.get("test"), metrics.get("val", {})
     data = metrics.get("data", {})
     sizes = data.get("sizes", {})
     estimate = (
         "cross-validated accuracy" if val.get("estimate") == "cross-validated" else "validation accuracy"
     )
+    tested = "no test split"
+    if test:
+        tested = f"test accuracy {test['accuracy']:.4f}  macro-F1 {test['f1_macro']:.4f}"
     lines = [
         f"run: {run_dir}",
-        f"test accuracy {test['accuracy']:.4f}  macro-F1 {test['f1_macro']:.4f}"
-        + (f"   ({estimate} {val['accuracy']:.4f})" if "accuracy" in val else ""),
+        tested + (f"   ({estimate} {val['accuracy']:.4f})" if "accuracy" in val else ""),
     ]
     sel = metrics.get("selection") or {}
     if "weight" in sel:

@@ -227,7 +227,9 @@ def load_task_data(
     train = enc["train"]
     if "test" not in enc or "validation" not in enc:
         check_carvable(train["label"], label_names, raws["train"].where)
-    if "test" not in enc:
+    if "test" not in enc and data.test_fraction == 0:  # no test split wanted (an estimator's fit)
+        enc["test"] = train.select([])
+    elif "test" not in enc:
         train, enc["test"] = carve(train, data.test_fraction, "data.test_fraction", seed, origin)
     if "validation" not in enc:
         train, enc["validation"] = carve(train, data.val_fraction, "data.val_fraction", seed, origin)

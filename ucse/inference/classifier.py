@@ -18,10 +18,16 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
+import tempfile
+import weakref
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.validation import check_is_fitted
 from tqdm.auto import tqdm
 
 from ucse.backbone.device import resolve_device
@@ -30,7 +36,6 @@ from ucse.export.encoder import EncodedBatch, UcseEncoder
 from ucse.heads.io import resolve_head_dir
 from ucse.uncertainty.profile import (
     UncertaintyOutput,
-    UncertaintyProfile,
     load_uncertainty_profile,
     warn_if_uncertifiable,
 )
@@ -41,32 +46,137 @@ CHUNK = 1024
 """Texts per progress step; chunks are cut from the length-sorted order, so batching is unchanged."""
 
 
+_UNPICKLED = ("encoder_", "profile_", "_cleanup")
+"""Attributes rebuilt on unpickling rather than pickled (the backbone's weights, a finalizer)."""
+
+
+def _sorted_unique(y: np.ndarray) -> list[Any]:
+    """The distinct labels, sorted (numbers numerically, anything else by ``str``)."""
+    values = list(dict.fromkeys(y.tolist()))
+    try:
+        return sorted(values)
+    except TypeError:  # mixed types
+        return sorted(values, key=str)
+
+
 def as_texts(texts: str | list[str] | Any) -> list[str]:
     """A bare string is one text; any other iterable of strings is a list of texts."""
     return [texts] if isinstance(texts, str) else list(texts)
 
 
-class UcseClassifier:
-    """A saved head + its frozen backbone + its uncertainty profile, with a scikit-learn-like interface.
+class UcseClassifier(ClassifierMixin, BaseEstimator):
+    """A frozen backbone + a trained head + its uncertainty profile, as a scikit-learn classifier.
+
+    ``__init__`` only stores the parameters (scikit-learn's contract: ``clone``, ``get_params``,
+    ``GridSearchCV`` over any of them); ``fit`` runs the one training pipeline (:mod:`ucse.pipeline`) into
+    ``output_dir`` (a private temporary folder when ``None``, removed with the estimator) and loads the
+    result; ``from_pretrained`` loads a run someone already trained. Pickling stores the head folder
+    (kilobytes to a few MB), never the backbone's weights: unpickled, it reloads the backbone its head names.
+
+    Args:
+        backbone: a ``configs/backbone`` name (``minilm-l6``...) or a ``.yaml`` path; ``None`` = the default.
+        head: a ``configs/head`` name: ``auto`` (default), ``logreg``, ``textcnn``, ``blend``...
+        recipe: ``auto`` (step budget, model selection) or ``paper`` (the paper's fixed schedule).
+        seed: seed of the carved validation slice, the head's initialisation and the CV folds.
+        overrides: any other train config fields, nested (``{"optim": {"lr": 1e-3}}``) or dotted
+            (``{"optim.lr": 1e-3}``), as ``ucse.train`` takes them.
+        output_dir: where ``fit`` writes the run folder (kept); ``None`` = a temporary folder.
+        device: ``auto`` (CUDA when present), ``cpu`` or ``cuda``.
+        batch_size: texts per backbone forward at prediction time; ``None`` keeps the run's setting.
+        trust_remote_code: let the backbone's own model code run (only from you: a saved run asking for it
+            is ignored).
 
     Attributes:
-        classes_: (C,) label names, in the order of ``predict_proba``'s columns.
-        encoder: the :class:`UcseEncoder` (head + backbone).
-        profile: the :class:`UncertaintyProfile` (``profile.fitted`` is False for the softmax fallback).
-        head_dir: where the head was loaded from.
-        uncertainty_score: name of the score reported as ``uncertainty`` (higher = less sure).
+        classes_: (C,) the labels, in the order of ``predict_proba``'s columns (``fit``: the sorted unique
+            values of ``y``, with their own type; ``from_pretrained``: the saved label names).
+        encoder_: the :class:`UcseEncoder` (head + backbone).
+        profile_: the :class:`UncertaintyProfile` (``profile_.fitted`` is False for the softmax fallback).
+        head_dir_: where the head was loaded from.
+        run_dir_: the run folder ``fit`` wrote (``None`` after ``from_pretrained`` of a bare head folder).
+        metrics_: that run's ``metrics.json`` (validation figures, the head ``auto`` chose...), or ``{}``.
+        uncertainty_score_: name of the score reported as ``uncertainty`` (higher = less sure).
     """
 
-    def __init__(self, encoder: UcseEncoder, profile: UncertaintyProfile, head_dir: Path) -> None:
-        self.encoder = encoder
-        self.profile = profile
-        self.head_dir = head_dir
-        names = encoder.label_names
-        if not names:  # a head saved without label names: ids as names
-            n = int(json.loads((head_dir / "config.json").read_text())["num_classes"])
-            names = [str(i) for i in range(n)]
-        self.classes_ = np.asarray(names, dtype=object)
-        self.uncertainty_score = profile.score.value
+    def __init__(
+        self,
+        backbone: str | None = None,
+        head: str = "auto",
+        recipe: str = "auto",
+        seed: int = 0,
+        overrides: dict[str, Any] | None = None,
+        output_dir: str | None = None,
+        device: str = "auto",
+        batch_size: int | None = None,
+        trust_remote_code: bool = False,
+    ) -> None:
+        self.backbone = backbone
+        self.head = head
+        self.recipe = recipe
+        self.seed = seed
+        self.overrides = overrides
+        self.output_dir = output_dir
+        self.device = device
+        self.batch_size = batch_size
+        self.trust_remote_code = trust_remote_code
+
+    # -- fitting -----------------------------------------------------------------------------------------
+
+    def fit(self, X: Any, y: Any) -> UcseClassifier:  # noqa: N803 (scikit-learn's name)
+        """Train on texts ``X`` with labels ``y`` (any hashable values; strings or integers), return ``self``.
+
+        A seeded, stratified ``data.val_fraction`` of the rows is held out for model selection and the
+        uncertainty profile (``head=auto`` on a small set cross-validates over all rows instead); no test
+        slice is carved: score the estimator on data it did not see (``score``, ``cross_val_score``).
+
+        Raises:
+            ValueError: bad texts or labels (naming the row), a bad parameter (naming it).
+        """
+        from ucse.pipeline import quiet_lightning, run_training, training_config
+
+        texts = as_texts(X)
+        given = np.asarray(y)
+        y = np.asarray(y, dtype=object)
+        if y.ndim != 1 or len(y) != len(texts):
+            raise ValueError(f"y has shape {y.shape}; fit needs one label per text ({len(texts)} texts).")
+        classes = _sorted_unique(y)
+        names = [str(c) for c in classes]
+        if len(set(names)) != len(names):
+            raise ValueError(f"labels {classes!r} print alike; give labels whose str() differ.")
+        run_dir = self._fit_folder()
+        cfg = training_config(self._tokens(run_dir))
+        if not os.environ.get("UCSE_DEBUG"):
+            quiet_lightning()
+        result, _ = run_training(cfg, (texts, [str(v) for v in y]))
+        self._load(resolve_head_dir(result.run_dir), self.batch_size, warn=False)  # the fit warned already
+        saved = [str(c) for c in self.classes_]
+        if sorted(saved) != sorted(names):
+            raise RuntimeError(f"the run saved labels {saved}, expected {names}")  # an internal error
+        # The saved head numbers its labels in its own order (names sorted as text); classes_ keep y's.
+        self.columns_ = np.asarray([saved.index(n) for n in names])
+        self.classes_ = np.asarray(classes, dtype=given.dtype if given.dtype.kind in "iufb" else object)
+        self.run_dir_, self.metrics_ = result.run_dir, result.metrics
+        return self
+
+    def _tokens(self, run_dir: Path) -> list[str]:
+        from ucse.pipeline import overrides_to_tokens
+
+        tokens = [] if self.backbone is None else [f"backbone={self.backbone}"]
+        tokens += [f"head={self.head}", f"recipe={self.recipe}", f"seed={self.seed}", f"device={self.device}"]
+        tokens += overrides_to_tokens(self.overrides or {})
+        tokens += [f"output_dir={run_dir}", "progress_bar=false", "data.test_fraction=0"]
+        if self.trust_remote_code:
+            tokens.append("backbone.trust_remote_code=true")
+        return tokens
+
+    def _fit_folder(self) -> Path:
+        """``output_dir``, or a fresh temporary folder that goes when this estimator does."""
+        if self.output_dir is not None:
+            return Path(self.output_dir)
+        tmp = Path(tempfile.mkdtemp(prefix="ucse-fit-"))
+        self._cleanup = weakref.finalize(self, shutil.rmtree, tmp, True)
+        return tmp / "run"
+
+    # -- loading ------------------------------------------------------------------------------------------
 
     @classmethod
     def from_pretrained(
@@ -79,7 +189,7 @@ class UcseClassifier:
         """Load a run folder (or its ``head/``), the backbone it names and its uncertainty profile.
 
         Args:
-            path: a run folder written by ``ucse train`` / ``train.py``, or its ``head/`` folder.
+            path: a run folder written by ``ucse train`` / ``train.py`` / ``fit``, or its ``head/`` folder.
             device: ``auto`` (CUDA when present), ``cpu`` or ``cuda``.
             batch_size: texts per backbone forward; ``None`` keeps the run's backbone setting.
             trust_remote_code: let the backbone's own model code run (only from you: a run or head asking for
@@ -88,13 +198,57 @@ class UcseClassifier:
         Raises:
             FileNotFoundError: when ``path`` is not a run or head folder.
         """
+        clf = cls(device=Device(device).value, batch_size=batch_size, trust_remote_code=trust_remote_code)
         head_dir = resolve_head_dir(path)
+        clf._load(head_dir, batch_size)
+        clf.run_dir_ = head_dir.parent if (head_dir.parent / "config.yaml").is_file() else None
+        metrics = None if clf.run_dir_ is None else clf.run_dir_ / "metrics.json"
+        clf.metrics_ = json.loads(metrics.read_text()) if metrics is not None and metrics.is_file() else {}
+        return clf
+
+    def _load(self, head_dir: Path, batch_size: int | None, warn: bool = True) -> None:
         overrides = {} if batch_size is None else {"batch_size": batch_size}
-        device = resolve_device(Device(device))
-        encoder = UcseEncoder.from_dir(head_dir, device, overrides, trust_remote_code=trust_remote_code)
-        profile = load_uncertainty_profile(head_dir, num_classes=len(encoder.label_names) or None)
-        warn_if_uncertifiable(profile, head_dir)
-        return cls(encoder, profile, head_dir)
+        device = resolve_device(Device(self.device))
+        self.encoder_ = UcseEncoder.from_dir(
+            head_dir, device, overrides, trust_remote_code=self.trust_remote_code
+        )
+        self.profile_ = load_uncertainty_profile(head_dir, num_classes=len(self.encoder_.label_names) or None)
+        if warn:
+            warn_if_uncertifiable(self.profile_, head_dir)
+        self.head_dir_ = head_dir
+        names = self.encoder_.label_names
+        if not names:  # a head saved without label names: ids as names
+            n = int(json.loads((head_dir / "config.json").read_text())["num_classes"])
+            names = [str(i) for i in range(n)]
+        self.classes_ = np.asarray(names, dtype=object)
+        self.columns_ = np.arange(len(names))
+        self.uncertainty_score_ = self.profile_.score.value
+
+    # -- pickling: the head folder travels, the backbone is reloaded ---------------------------------------
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = {k: v for k, v in self.__dict__.items() if k not in _UNPICKLED}
+        if "head_dir_" in self.__dict__:
+            state["head_dir_"] = None
+            state["_head_files"] = {
+                f.name: f.read_bytes() for f in sorted(self.head_dir_.iterdir()) if f.is_file()
+            }
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        files = state.pop("_head_files", None)
+        self.__dict__.update(state)
+        if files is None:
+            return
+        tmp = Path(tempfile.mkdtemp(prefix="ucse-head-"))
+        self._cleanup = weakref.finalize(self, shutil.rmtree, tmp, True)
+        for name, data in files.items():
+            if Path(name).name != name:  # an untrusted pickle must not write outside its folder
+                raise ValueError(f"pickled head file name {name!r} is not a plain file name")
+            (tmp / name).write_bytes(data)
+        classes, columns = self.classes_, self.columns_
+        self._load(tmp, self.batch_size, warn=False)
+        self.classes_, self.columns_ = classes, columns
 
     def encode_gaussian(self, texts: str | list[str], progress: bool = False) -> EncodedBatch:
         """Texts -> head outputs: mean (N, D), variance (N, D) or ``None``, logits (N, C), in input order.
@@ -103,9 +257,10 @@ class UcseClassifier:
         the backbone's batching); a bare string is one text.
         """
         texts = as_texts(texts)
+        check_is_fitted(self, "encoder_")
         n = len(texts)
         if n <= CHUNK:
-            return self.encoder.run_texts(texts)
+            return self.encoder_.run_texts(texts)
         order = np.argsort([-len(t) for t in texts], kind="stable")
         parts: list[tuple[np.ndarray, EncodedBatch]] = []
         with tqdm(
@@ -113,7 +268,7 @@ class UcseClassifier:
         ) as bar:
             for start in range(0, n, CHUNK):
                 idx = order[start : start + CHUNK]
-                parts.append((idx, self.encoder.run_texts([texts[i] for i in idx])))
+                parts.append((idx, self.encoder_.run_texts([texts[i] for i in idx])))
                 bar.update(len(idx))
         first = parts[0][1]
         mean = np.empty((n, first.mean.shape[1]), dtype=first.mean.dtype)
@@ -129,15 +284,16 @@ class UcseClassifier:
         self, texts: str | list[str], sets: bool = False, progress: bool = False
     ) -> UncertaintyOutput:
         out = self.encode_gaussian(texts, progress=progress)
-        return self.profile.apply(out.mean, out.var, out.logits, sets=sets)
+        return self.profile_.apply(out.mean, out.var, out.logits, sets=sets)
 
-    def predict_proba(self, texts: str | list[str]) -> np.ndarray:
+    def predict_proba(self, X: str | list[str]) -> np.ndarray:  # noqa: N803
         """(N, C) probabilities (calibrated when the head has a profile), columns in ``classes_`` order."""
-        return self._decide(texts).probs
+        return self._decide(X).probs[:, self.columns_]
 
-    def predict(self, texts: str | list[str]) -> list[str]:
-        """The most probable label name of each text."""
-        return [str(self.classes_[i]) for i in self._decide(texts).prediction]
+    def predict(self, X: str | list[str]) -> np.ndarray:  # noqa: N803
+        """(N,) the most probable label of each text (values of ``classes_``)."""
+        head_to_class = np.argsort(self.columns_)  # head column -> position in classes_
+        return self.classes_[head_to_class[self._decide(X).prediction]]
 
     def predict_with_uncertainty(
         self,
@@ -165,7 +321,7 @@ class UcseClassifier:
         """
         texts = as_texts(texts)
         out = self._decide(texts, sets=sets, progress=progress)
-        names = [str(c) for c in self.classes_]
+        names = [str(c) for c in self.classes_[np.argsort(self.columns_)]]  # in head column order
         k = len(names) if top_k is None else min(top_k, len(names))
         top = np.argsort(-out.probs, axis=1, kind="stable")[:, :k]  # (N, k)
         set_labels = out.set_labels(names) if sets else None

@@ -57,6 +57,8 @@ def fit_auto_run(
     fit_s = time.perf_counter() - t0
     metrics: dict = {}
     for split, key in (("validation", "val"), ("test", "test")):
+        if len(labels[split]) == 0:  # data.test_fraction=0: no test split, no test figures
+            continue
         metrics[key] = _scores(run_head(head, states[split]).logits, labels[split])
     if heldout is not None:  # the validation rows trained the head: report the cross-validated estimate
         metrics["val"] = {**_scores(heldout.logits, heldout_labels), "estimate": "cross-validated"}

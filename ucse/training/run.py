@@ -231,7 +231,7 @@ def train(cfg: TrainConfig, data: TaskData | None = None) -> RunResult:
     except TerminatedError as stop:
         raise TerminatedError(_stopped(stop, cfg, run_dir, swap), stop.signum) from None
     if rank0:
-        log.info("run folder: %s  test: %s", run_dir, metrics["test"])
+        log.info("run folder: %s  test: %s", run_dir, metrics.get("test", "none (no test split)"))
     return RunResult(run_dir, metrics)
 
 
@@ -349,12 +349,14 @@ def _fit_lightning(
         best = str(moved) if moved.is_file() else None
     # validate/test reload the best checkpoint's weights into `module`, so the exported head is the best one.
     val = trainer.validate(module, datamodule=dm, ckpt_path=best, verbose=False, weights_only=True)[0]
-    test = trainer.test(module, datamodule=dm, ckpt_path=best, verbose=False, weights_only=True)[0]
+    scores = {"val": {"accuracy": val["val/acc"], "f1_macro": val["val/f1_macro"]}}
+    if len(labels["test"]):  # data.test_fraction=0: no test split, no test figures
+        test = trainer.test(module, datamodule=dm, ckpt_path=best, verbose=False, weights_only=True)[0]
+        scores["test"] = {"accuracy": test["test/acc"], "f1_macro": test["test/f1_macro"]}
     if trainer.is_global_zero:
         save_head(module.head.cpu().float(), run_dir / "head", head_meta(cfg, data))
     return {
-        "val": {"accuracy": val["val/acc"], "f1_macro": val["val/f1_macro"]},
-        "test": {"accuracy": test["test/acc"], "f1_macro": test["test/f1_macro"]},
+        **scores,
         "best_checkpoint": Path(best).name if best else None,
         "fit_s": round(fit_s, 3),
         "trainable_params": sum(p.numel() for p in head.parameters() if p.requires_grad),

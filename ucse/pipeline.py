@@ -1,0 +1,131 @@
+"""The one training pipeline: data -> train the head -> fit the uncertainty profile -> save the run folder.
+
+``ucse train``, ``train.py``, ``ucse.train``, the sweep, ``UcseClassifier.fit`` and the benches all call
+:func:`run_training`, so every head they write carries its profile (calibration, abstention threshold,
+conformal quantile) unless ``uncertainty.enabled=false``. :func:`ucse.training.train` is the step below
+it: it trains and saves the head only.
+
+torch, Lightning, transformers and ``datasets`` are imported inside the functions, so importing this
+module (from the CLI, before the arguments are checked) costs nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ucse.config import TrainConfig, build_config
+from ucse.uncertainty.config import check_uncertainty_config
+
+if TYPE_CHECKING:
+    from ucse.data import TaskData
+    from ucse.training.run import RunResult
+    from ucse.uncertainty.profile import UncertaintyProfile
+
+
+def overrides_to_tokens(overrides: dict[str, Any], prefix: str = "") -> list[str]:
+    """``{"optim": {"epochs": 2}, "seed": 1, "optim.lr": 1e-3}`` -> ``["optim.epochs=2", "seed=1", ...]``."""
+    out = []
+    for key, value in overrides.items():
+        if isinstance(value, dict):
+            out += overrides_to_tokens(value, f"{prefix}{key}.")
+            continue
+        if value is None:
+            text = "null"
+        elif isinstance(value, bool):
+            text = str(value).lower()
+        elif isinstance(value, (list, tuple)):
+            text = "[" + ",".join(str(v) for v in value) + "]"
+        else:
+            text = str(value)
+        out.append(f"{prefix}{key}={text}")
+    return out
+
+
+def quiet_lightning() -> None:
+    """Hide Lightning's start-up tips and dataloader hints so the summary is what the terminal shows.
+
+    Errors and real warnings still show; ``UCSE_DEBUG=1`` (checked by the caller) keeps everything.
+    """
+    # The run folder's INFO line repeats what the summary prints.
+    for name in (
+        "lightning.pytorch.utilities.rank_zero",
+        "lightning.fabric.utilities.rank_zero",
+        "ucse.training.run",
+    ):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # "Loading weights" bars, once per model load
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
+    warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
+    warnings.filterwarnings("ignore", message=r".*The number of training batches.*")
+    warnings.filterwarnings("ignore", message=r".*litlogger.*", category=UserWarning)
+
+
+def training_config(tokens: list[str]) -> TrainConfig:
+    """The config of a run on in-memory data (no task file merged) from ``key=value`` tokens."""
+    return build_config(tokens, own_data=True)
+
+
+def fit_uncertainty(run_dir: Path, cfg: TrainConfig, data: TaskData) -> UncertaintyProfile:
+    """Fit the uncertainty profile of a finished run on its validation split and save it in ``head/``.
+
+    Uses the data already in hand (it may have been in memory), with the states the run cached.
+    """
+    from ucse.backbone.device import resolve_device
+    from ucse.export.encoder import UcseEncoder
+    from ucse.uncertainty.fit import fit_for_run
+
+    encoder = UcseEncoder.from_dir(
+        run_dir / "head", device=resolve_device(cfg.device), trust_remote_code=cfg.backbone.trust_remote_code
+    )
+    return fit_for_run(run_dir, cfg, cfg.uncertainty, data, encoder)
+
+
+def run_training(cfg: TrainConfig, source: Any = None) -> tuple[RunResult, UncertaintyProfile | None]:
+    """Load the data (``source`` in memory, else ``cfg``'s), train, then fit and save the uncertainty profile.
+
+    Args:
+        cfg: the resolved config.
+        source: in-memory data for :func:`ucse.data.load_task_data` (DataFrame, Dataset, (texts, labels)...);
+            ``None`` loads ``cfg.data.path`` / ``data.root`` / the hub.
+
+    Returns:
+        The run and its profile (``None`` with ``uncertainty.enabled=false``).
+    """
+    from ucse.data import load_classification, load_task_data
+    from ucse.training import train
+    from ucse.training.distributed import is_rank_zero
+    from ucse.training.run import check_run
+    from ucse.training.run_lock import hold_run_folder
+
+    check_uncertainty_config(cfg.uncertainty)  # before training, not after it
+    _, run_dir = check_run(cfg)  # e.g. a finished run is refused before the data are loaded
+    if source is None:
+        data = load_classification(cfg.task, cfg.data, cfg.seed)
+    else:
+        data = load_task_data(source, cfg.task, cfg.data, cfg.seed)
+    if not is_rank_zero():
+        return train(cfg, data=data), None  # devices=N: rank 0 alone fits the profile, writes the run folder
+    with hold_run_folder(run_dir):  # the profile is part of the run: no other process in between
+        result = train(cfg, data=data)
+        profile = None
+        if cfg.uncertainty.enabled and (result.run_dir / "head" / "model.safetensors").is_file():
+            profile = fit_uncertainty(result.run_dir, cfg, data)
+    return result, profile
+
+
+def train_from(data: Any, **overrides: Any) -> RunResult:
+    """:func:`ucse.train`: a path or in-memory data + config overrides -> a finished run with its profile."""
+    tokens = overrides_to_tokens(overrides)
+    in_memory = not isinstance(data, (str, Path))
+    if not in_memory:
+        tokens.append(f"data.path={data}")
+    cfg = build_config(tokens, own_data=in_memory)
+    if not os.environ.get("UCSE_DEBUG"):
+        quiet_lightning()
+    return run_training(cfg, data if in_memory else None)[0]
