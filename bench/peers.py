@@ -137,9 +137,9 @@ def run_ucse(task, train, test, seed, method, out) -> dict:
     from datasets import ClassLabel, Dataset, DatasetDict, Features, Value
 
     from ucse.backbone.device import resolve_device
-    from ucse.cli.train import run_training
     from ucse.config import build_config
     from ucse.export.encoder import UcseEncoder
+    from ucse.pipeline import run_training
     from ucse.training.run import build_states
     from ucse.uncertainty.profile import load_uncertainty_profile
 

@@ -49,8 +49,7 @@ def run_sweep(
         )
     # Imported once every argument is checked (torch, Lightning, datasets): a typo answers at once.
     from ucse.evaluation.ablation import write_ablation
-    from ucse.training import train
-    from ucse.uncertainty.fit import fit_run_uncertainty
+    from ucse.pipeline import run_training
 
     for task in tasks:
         for v in variants:
@@ -72,11 +71,7 @@ def run_sweep(
                     ]
                 )
                 t0 = time.perf_counter()
-                acc = train(cfg).metrics["test"]["accuracy"]
-                if cfg.uncertainty.enabled and (run_dir / "head" / "model.safetensors").is_file():
-                    fit_run_uncertainty(
-                        run_dir, trust_remote_code=cfg.backbone.trust_remote_code
-                    )  # calibration, threshold, conformal quantile into head/
+                acc = run_training(cfg)[0].metrics["test"]["accuracy"]  # with its uncertainty profile
                 log.info("%s %s seed%d: test acc %.4f (%.1f s)", task, v, seed, acc, time.perf_counter() - t0)
                 write_ablation(out, variants)
     if evaluate:

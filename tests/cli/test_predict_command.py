@@ -37,7 +37,7 @@ def test_txt_in_jsonl_out_in_input_order(tiny_clf_run, reference, tmp_path, caps
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["text"] for r in rows] == texts
     assert all(set(r) == FIELDS and r["label"] in NAMES for r in rows)
-    assert [r["label"] for r in rows] == reference.predict(texts)
+    assert [r["label"] for r in rows] == list(reference.predict(texts))
     assert f"25 predictions -> {out}" in capsys.readouterr().err
 
 
@@ -49,7 +49,7 @@ def test_table_in_csv_out_with_text_column_and_top_k(tiny_clf_run, reference, tm
     assert main(["predict", *args, f"out={out}"]) == 0
     rows = list(csv.DictReader(io.StringIO(out.read_text())))
     assert [r["text"] for r in rows] == texts
-    assert [r["label"] for r in rows] == reference.predict(texts)
+    assert [r["label"] for r in rows] == list(reference.predict(texts))
     assert all(list(json.loads(r["probs"])) == [r["label"]] for r in rows)
     assert {r["abstain"] for r in rows} <= {"True", "False"}
 
@@ -59,7 +59,7 @@ def test_stdin_to_stdout(tiny_clf_run, reference, monkeypatch, capsys):
     monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(texts)))
     assert main(["predict", f"run={tiny_clf_run}", "input=-"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert [r["label"] for r in rows] == reference.predict(texts)
+    assert [r["label"] for r in rows] == list(reference.predict(texts))
 
 
 def test_the_trained_text_column_is_the_default(tiny_clf_run, tmp_path):

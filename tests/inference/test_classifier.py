@@ -37,7 +37,7 @@ def _reference_probs(run: Path, texts: list[str]) -> tuple[np.ndarray, np.ndarra
 def test_classes_and_predictions_are_label_names(clf, tiny_clf_run):
     assert list(clf.classes_) == NAMES
     texts = [r["text"] for r in own_rows(30, seed=7)]
-    labels = clf.predict(texts)
+    labels = list(clf.predict(texts))
     assert len(labels) == 30 and set(labels) <= set(NAMES)
     probs = clf.predict_proba(texts)
     assert probs.shape == (30, 3)
@@ -51,7 +51,7 @@ def test_classes_and_predictions_are_label_names(clf, tiny_clf_run):
 
 def test_a_bare_string_is_one_text(clf):
     text = "my bank card kalo"
-    assert clf.predict(text) == clf.predict([text])
+    assert list(clf.predict(text)) == list(clf.predict([text]))
     assert clf.predict_proba(text).shape == (1, 3)
     assert len(clf.predict_with_uncertainty(text)) == 1
     assert clf.encode_gaussian(text).mean.shape[0] == 1

@@ -145,7 +145,7 @@ def test_hidden_user_files_that_look_temporary_are_not_ours(tiny_run_cfg, tmp_pa
 
 def test_every_artifact_of_a_run_follows_the_umask(tiny_run_cfg):
     # safetensors writes its file 0600 whatever the umask: head/model.safetensors was the one exception.
-    from ucse.cli.train import run_training
+    from ucse.pipeline import run_training
 
     old = os.umask(0o027)
     try:

@@ -3,7 +3,7 @@
     from ucse import UcseClassifier
     clf = UcseClassifier.from_pretrained("runs/my-run")           # a run folder or its head/ folder
     clf.classes_                                                  # label names, in probability-column order
-    clf.predict(["where is my card?"])                            # -> ["delivery"]
+    clf.predict(["where is my card?"])                            # -> array(["delivery"], dtype=object)
     clf.predict_proba(texts)                                      # (N, C) calibrated probabilities
     clf.predict_with_uncertainty(texts)                           # rows: label, confidence, uncertainty, ...
 
@@ -292,8 +292,8 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
 
     def predict(self, X: str | list[str]) -> np.ndarray:  # noqa: N803
         """(N,) the most probable label of each text (values of ``classes_``)."""
-        head_to_class = np.argsort(self.columns_)  # head column -> position in classes_
-        return self.classes_[head_to_class[self._decide(X).prediction]]
+        prediction = self._decide(X).prediction  # (N,) head columns
+        return self.classes_[np.argsort(self.columns_)[prediction]]  # head column -> its class
 
     def predict_with_uncertainty(
         self,

@@ -1,0 +1,140 @@
+"""``UcseClassifier`` as a scikit-learn estimator: clone, Pipeline, cross_val_score, GridSearchCV, pickle.
+
+The references are scikit-learn's own machinery (``clone``, ``get_params``, ``accuracy_score``) and a
+brute-force recount of what the estimator returns; the data are the toy task's cue-word texts, learnable
+by the tiny random BERT (a cue word per class), so accuracy well above chance is a property, not a value.
+"""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.metrics import accuracy_score
+from sklearn.model_selection import GridSearchCV, cross_val_score
+from sklearn.pipeline import Pipeline
+from toy_tasks import OWN_CUES, own_rows
+
+from ucse.inference.classifier import UcseClassifier
+
+CHANCE = 1 / len(OWN_CUES)
+
+
+@pytest.fixture(scope="module")
+def tiny_params(tiny_bert_dir: Path) -> dict:
+    """Constructor arguments for a fast estimator on the tiny BERT (the probe head: seconds per fit)."""
+    backbone = {"model": str(tiny_bert_dir), "name": "tiny-bert", "precision": "fp32", "batch_size": 64}
+    return {"head": "logreg", "device": "cpu", "overrides": {"backbone": backbone}}
+
+
+@pytest.fixture(scope="module")
+def rows() -> tuple[list[str], np.ndarray]:
+    data = own_rows(240, seed=3)
+    return [r["text"] for r in data], np.asarray([r["label"] for r in data], dtype=object)
+
+
+def test_init_stores_parameters_only_and_clone_round_trips(tiny_params, tmp_path):
+    est = UcseClassifier(**tiny_params, seed=4)
+    assert not [k for k in vars(est) if k.endswith("_")]  # nothing learnt, nothing read
+    params = est.get_params()
+    assert params["head"] == "logreg" and params["seed"] == 4 and params["output_dir"] is None
+    twin = clone(est)
+    assert twin is not est and twin.get_params() == params
+    twin.set_params(head="textcnn", output_dir=str(tmp_path))
+    assert twin.head == "textcnn" and est.head == "logreg"
+
+
+def test_fit_predict_score_with_integer_labels(tiny_params, rows):
+    texts, names = rows
+    ids = np.asarray([sorted(OWN_CUES).index(n) * 5 + 2 for n in names])  # 2, 7, 12: not 0..C-1
+    clf = UcseClassifier(**tiny_params).fit(texts[:180], ids[:180])
+    assert clf.classes_.tolist() == [2, 7, 12] and clf.classes_.dtype.kind == "i"
+    assert "test" not in clf.metrics_ and clf.profile_.fitted  # no test slice carved; profile fitted
+    pred = clf.predict(texts[180:])
+    assert isinstance(pred, np.ndarray) and pred.shape == (60,) and set(pred.tolist()) <= {2, 7, 12}
+    proba = clf.predict_proba(texts[180:])
+    np.testing.assert_allclose(proba.sum(1), 1.0, atol=1e-6)
+    np.testing.assert_array_equal(clf.classes_[proba.argmax(1)], pred)  # columns follow classes_
+    assert clf.score(texts[180:], ids[180:]) == accuracy_score(ids[180:], pred) > CHANCE + 0.2
+
+
+def test_labels_that_sort_differently_as_text_keep_their_columns(tiny_params, rows):
+    """Labels 9 and 10 sort 10 < 9 as text (the saved head's order): classes_ must stay numeric order."""
+    texts, names = rows
+    lookup = {n: v for n, v in zip(sorted(OWN_CUES), (9, 10, 100))}
+    y = np.asarray([lookup[n] for n in names])
+    clf = UcseClassifier(**tiny_params).fit(texts[:180], y[:180])
+    assert clf.classes_.tolist() == [9, 10, 100]
+    proba, pred = clf.predict_proba(texts[180:]), clf.predict(texts[180:])
+    np.testing.assert_array_equal(clf.classes_[proba.argmax(1)], pred)
+    assert accuracy_score(y[180:], pred) > CHANCE + 0.2
+    rows_out = clf.predict_with_uncertainty(texts[180:185])
+    assert [r["label"] for r in rows_out] == [str(p) for p in pred[:5]]
+
+
+def test_pipeline_and_cross_val_score(tiny_params, rows):
+    texts, y = rows
+    pipe = Pipeline([("clf", UcseClassifier(**tiny_params))])
+    scores = cross_val_score(pipe, texts, y, cv=3)
+    assert scores.shape == (3,) and (scores > CHANCE + 0.2).all()
+
+
+def test_grid_search_over_the_head(tiny_params, rows):
+    texts, y = rows
+    params = dict(tiny_params, overrides={**tiny_params["overrides"], "recipe": "paper", "optim.epochs": 3})
+    search = GridSearchCV(UcseClassifier(**params), {"head": ["logreg", "textcnn"]}, cv=2)
+    search.fit(texts[:150], y[:150])
+    assert set(search.cv_results_["param_head"]) == {"logreg", "textcnn"}
+    assert search.best_params_["head"] in {"logreg", "textcnn"}
+    assert search.best_estimator_.head == search.best_params_["head"]
+    assert search.score(texts[150:], y[150:]) > CHANCE + 0.2
+
+
+def test_pickle_is_small_and_predicts_the_same(tiny_params, rows):
+    texts, y = rows
+    clf = UcseClassifier(**tiny_params).fit(texts[:180], y[:180])
+    blob = pickle.dumps(clf)
+    assert len(blob) < 1_000_000
+    back = pickle.loads(blob)
+    assert back.head_dir_ != clf.head_dir_  # its own copy of the head folder
+    np.testing.assert_array_equal(back.predict(texts[180:]), clf.predict(texts[180:]))
+    np.testing.assert_allclose(back.predict_proba(texts[180:]), clf.predict_proba(texts[180:]), atol=1e-6)
+
+
+def test_temporary_run_folder_goes_with_the_estimator(tiny_params, rows):
+    import gc
+
+    texts, y = rows
+    clf = UcseClassifier(**tiny_params).fit(texts[:120], y[:120])
+    folder = clf.run_dir_.parent
+    assert folder.is_dir()
+    del clf
+    gc.collect()
+    assert not folder.exists()
+
+
+def test_output_dir_keeps_the_run(tiny_params, rows, tmp_path):
+    texts, y = rows
+    clf = UcseClassifier(**tiny_params, output_dir=str(tmp_path / "run")).fit(texts[:120], y[:120])
+    assert clf.run_dir_ == tmp_path / "run" and (tmp_path / "run" / "head" / "calibration.json").is_file()
+    again = UcseClassifier.from_pretrained(tmp_path / "run", device="cpu")
+    np.testing.assert_array_equal(again.predict(texts[120:]), clf.predict(texts[120:]))
+
+
+def test_bad_fit_inputs_are_clear_errors(tiny_params):
+    with pytest.raises(ValueError, match="one label per text"):
+        UcseClassifier(**tiny_params).fit(["a", "b"], ["x"])
+    with pytest.raises(ValueError, match="print alike"):
+        UcseClassifier(**tiny_params).fit(["a b", "c d", "e f", "g h"], [1, "1", 1, "1"])
+    with pytest.raises(ValueError, match="hed"):
+        UcseClassifier(**dict(tiny_params, head="hed")).fit(["a b", "c d"], ["x", "y"])
+
+
+def test_unfitted_predict_says_fit_first(tiny_params):
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):
+        UcseClassifier(**tiny_params).predict(["a"])
