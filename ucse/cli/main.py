@@ -14,6 +14,10 @@ COMMANDS = {
         "ucse.cli.train",
         "train a head on your data (data.path=...) or an MTEB task; fits its uncertainty",
     ),
+    "calibrate": (
+        "ucse.cli.calibrate",
+        "refit a run's uncertainty profile (abstention target, sets...) in seconds, no retraining",
+    ),
     "predict": (
         "ucse.cli.predict",
         "label texts with a trained run: label, confidence, uncertainty, abstain, probs",

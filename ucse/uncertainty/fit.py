@@ -197,3 +197,84 @@ def fit_run_uncertainty(
     profile = fit_for_run(run, train_cfg, ucfg, data, encoder)
     log.info("uncertainty profile (score %s) saved in %s", profile.score.value, run / "head")
     return profile
+
+
+def refit_run_profile(
+    run_dir: str | Path,
+    overrides: list[str],
+    data_root: str | None = None,
+    trust_remote_code: bool = False,
+) -> tuple[UncertaintyProfile, UncertaintyProfile]:
+    """Refit a finished run's profile with changed ``uncertainty.*`` fields, without retraining the head.
+
+    The head's outputs come from the hidden states the run cached (or its saved out-of-fold outputs), so
+    this takes seconds. The new settings are checked before anything is read; the profile files and the
+    ``uncertainty`` section of the run's ``config.yaml`` are then replaced, each atomically.
+
+    Args:
+        run_dir: a run folder written by ``ucse train``.
+        overrides: ``uncertainty.<field>=<value>`` tokens (``uncertainty.abstain.target_error=0.1``).
+        data_root: local data folder, when it moved since training.
+        trust_remote_code: let the backbone's model code run (the caller's choice).
+
+    Returns:
+        (the profile before, the profile saved now).
+
+    Raises:
+        ValueError: a token that is not an ``uncertainty.*`` field or a bad value (naming it).
+        FileNotFoundError: ``run_dir`` is not a finished run.
+    """
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    from ucse import atomic
+    from ucse.config import ConfigError, to_yaml
+    from ucse.uncertainty.profile import load_uncertainty_profile
+
+    run = Path(run_dir)
+    for need in ("config.yaml", "head/config.json", "head/model.safetensors"):
+        if not (run / need).is_file():
+            raise FileNotFoundError(f"run={run} is not a finished ucse run: {need} is missing.")
+    for tok in overrides:
+        if "=" not in tok or not tok.startswith("uncertainty."):
+            raise ConfigError(
+                f"'{tok}': calibrate changes only uncertainty.<field>=<value> settings "
+                "(e.g. uncertainty.abstain.target_error=0.1); see `ucse calibrate --help`."
+            )
+    train_cfg = from_yaml(run / "config.yaml")
+    try:
+        merged = OmegaConf.merge(
+            OmegaConf.structured(train_cfg.uncertainty),
+            OmegaConf.from_dotlist([t.removeprefix("uncertainty.") for t in overrides]),
+        )
+    except OmegaConfBaseException as err:
+        key = str(getattr(err, "full_key", "") or "")
+        problem = str(err).splitlines()[0]
+        raise ConfigError(f"uncertainty.{key}: {problem}; see `ucse calibrate --help`.") from None
+    ucfg = OmegaConf.to_object(merged)
+    asks_error = any(t.startswith("uncertainty.abstain.target_error=") for t in overrides)
+    if asks_error and not any(t.startswith("uncertainty.abstain.coverage=") for t in overrides):
+        ucfg.abstain.coverage = None  # an error target replaces the run's coverage rule (coverage wins)
+    check_uncertainty_config(ucfg)
+    if (
+        train_cfg.data.path is None
+        and train_cfg.task.hf_path is None
+        and not (data_root or train_cfg.data.root)
+    ):
+        raise ConfigError(
+            f"run={run} was trained on data passed in memory, which calibrate cannot read back; refit from "
+            "Python with ucse.uncertainty.fit.fit_profile, or retrain from a file (data.path=...)."
+        )
+    recorded_root = train_cfg.data.root
+    if data_root:
+        train_cfg.data.root = data_root
+    encoder = UcseEncoder.from_dir(
+        run / "head", device=resolve_device(train_cfg.device), trust_remote_code=trust_remote_code
+    )
+    before = load_uncertainty_profile(run / "head", num_classes=len(encoder.label_names) or None)
+    data = load_classification(train_cfg.task, train_cfg.data, train_cfg.seed)
+    profile = fit_for_run(run, train_cfg, ucfg, data, encoder)
+    train_cfg.uncertainty = ucfg
+    train_cfg.data.root = recorded_root  # the run's record keeps its own
+    atomic.write_text(run / "config.yaml", to_yaml(train_cfg))
+    return before, profile

@@ -1,0 +1,85 @@
+"""``ucse calibrate``: refit a trained run's uncertainty profile with new settings, without retraining.
+
+Usage:
+    ucse calibrate run=runs/reviews uncertainty.abstain.target_error=0.1
+    ucse calibrate run=runs/reviews uncertainty.abstain.coverage=0.9 uncertainty.conformal.alpha=0.05
+    ucse calibrate run=runs/reviews uncertainty.calibration.method=vector data_root=/data/moved
+
+The head's outputs come from the hidden states the run cached, so this takes seconds; the calibration,
+default score, abstention threshold and conformal quantile are refitted on the validation split (the
+out-of-fold outputs for a head chosen by cross-validation) and replace the old profile in ``head/``; the
+run's ``config.yaml`` records the new ``uncertainty`` settings. Besides ``run=``: ``data_root=`` (the data
+moved since training), ``trust_remote_code=true`` (the backbone's own model code; only from you).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from ucse.cli import run_cli
+from ucse.cli.help import format_fields, show, wants_help
+from ucse.config import ConfigError
+
+if TYPE_CHECKING:
+    from ucse.uncertainty.profile import UncertaintyProfile
+
+OWN_KEYS = ("run", "data_root", "trust_remote_code")
+
+
+def help_text() -> str:
+    """``ucse calibrate --help``: usage and every ``uncertainty.*`` field."""
+    from ucse.uncertainty.config import UncertaintyConfig
+
+    fields = format_fields(UncertaintyConfig, "Settings (uncertainty.<field>=<value>)")
+    return f"ucse calibrate: {__doc__.strip()}\n\n{fields}"
+
+
+def _threshold(profile: UncertaintyProfile) -> str:
+    """``target_error 0.05: threshold 0.274 (validation coverage 87.5 %, error 3.08 %)``."""
+    a = profile.abstain
+    if a is None:
+        return "no abstention"
+    if not a.achievable:
+        t = "none certifiable"
+    else:
+        t = "inf" if math.isinf(a.threshold) else f"{a.threshold:.4g}"
+    answered = f"validation coverage {100 * a.val_coverage:.1f} %, error {100 * a.val_error:.2f} %"
+    return f"{a.rule} {a.target:g}: threshold {t} ({answered})"
+
+
+def main(argv: list[str]) -> int:
+    """Parse ``run=`` and ``uncertainty.*`` tokens, refit, print what changed."""
+    if wants_help(argv):
+        return show(help_text())
+
+    def body() -> int:
+        own = {}
+        rest = []
+        for tok in argv:
+            key, _, value = tok.partition("=")
+            if key in OWN_KEYS and value:
+                own[key] = value
+            else:
+                rest.append(tok)
+        if "run" not in own:
+            raise ConfigError("calibrate needs run=<run folder> (written by ucse train).")
+        if not rest:
+            raise ConfigError(
+                "calibrate needs at least one uncertainty.<field>=<value> "
+                "(e.g. uncertainty.abstain.target_error=0.1); see `ucse calibrate --help`."
+            )
+        trust = own.get("trust_remote_code", "false").lower()
+        if trust not in ("true", "false"):
+            raise ConfigError(f"trust_remote_code={own['trust_remote_code']}: give true or false.")
+        from ucse.pipeline import quiet_lightning
+        from ucse.uncertainty.fit import refit_run_profile
+
+        quiet_lightning()
+        before, after = refit_run_profile(own["run"], rest, own.get("data_root"), trust == "true")
+        print(f"run: {own['run']}")
+        print(f"abstention: {_threshold(before)} -> {_threshold(after)}")
+        print(f"score: {before.score.value} -> {after.score.value}; profile saved in {own['run']}/head")
+        return 0
+
+    return run_cli(body)
