@@ -1,7 +1,7 @@
 """Print the "bad input" table of docs/RESULTS.md section 10 by running every case of tests/bad_inputs.py.
 
 Usage: ``PYTHONPATH=. python bench/bad_inputs.py`` (about a minute on 2 CPU cores: one tiny training run, then
-each case through ``train.py`` / ``eval.py`` / ``python -m ucse.sweep``'s ``main``).
+each case through ``train.py`` / ``eval.py`` / ``ucse sweep``'s ``main``).
 """
 
 from __future__ import annotations

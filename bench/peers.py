@@ -138,7 +138,7 @@ def run_ucse(task, train, test, seed, method, out) -> dict:
 
     from ucse.backbone.device import resolve_device
     from ucse.config import build_config
-    from ucse.export.encoder import UcseEncoder
+    from ucse.core.encoder import UcseEncoder
     from ucse.pipeline import run_training
     from ucse.training.run import build_states
     from ucse.uncertainty.profile import load_uncertainty_profile

@@ -36,9 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from train_cost import measure, report  # noqa: E402
 
 from ucse.config import build_config  # noqa: E402
+from ucse.core.encoder import UcseEncoder  # noqa: E402
 from ucse.data import load_classification  # noqa: E402
 from ucse.evaluation.efficiency import measure_throughput  # noqa: E402
-from ucse.export.encoder import UcseEncoder  # noqa: E402
 from ucse.heads import build_head  # noqa: E402
 from ucse.training import train  # noqa: E402
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ucse.export.gaussian import GaussianEmbeddings
+from ucse.core.gaussian import GaussianEmbeddings
 from ucse.uec.config import MemberScales, load_ensemble_config
 from ucse.uec.convolution import convolve, paper_temperature
 from ucse.uec.ensemble_members import build_members

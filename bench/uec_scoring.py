@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 import torch
 
-from ucse.export.gaussian import GaussianEmbeddings
+from ucse.core.gaussian import GaussianEmbeddings
 from ucse.uec.similarity import cosine_topk, topk
 
 

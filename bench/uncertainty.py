@@ -31,8 +31,8 @@ from scipy.stats import spearmanr
 
 from ucse.backbone.cache import SubsetStates
 from ucse.config import build_config, from_yaml
+from ucse.core.encoder import UcseEncoder
 from ucse.data import load_classification
-from ucse.export.encoder import UcseEncoder
 from ucse.heads import bottleneck
 from ucse.training import train
 from ucse.training.run import build_states, task_pool

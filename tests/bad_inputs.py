@@ -1,4 +1,4 @@
-"""Bad-input cases run through the real entry points (``train.py``, ``eval.py``, ``python -m ucse.sweep``).
+"""Bad-input cases run through the real entry points (``train.py``, ``eval.py``, ``ucse sweep``).
 
 Each case prepares what it needs in a workspace (a tiny BERT, the tiny cue task and one finished run),
 calls the command's ``main(argv)`` and records the exit code and the ``error:`` line. Used by
@@ -22,9 +22,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def entry_point(name: str) -> Callable[[list[str]], int]:
-    """``main`` of ``train.py`` / ``eval.py`` at the repository root, or of ``ucse.sweep``."""
+    """``main`` of ``train.py`` / ``eval.py`` at the repository root, or of ``ucse.cli.sweep``."""
     if name == "sweep":
-        from ucse.sweep import main
+        from ucse.cli.sweep import main
 
         return main
     spec = importlib.util.spec_from_file_location(f"_ucse_{name}_entry", ROOT / f"{name}.py")

@@ -26,7 +26,9 @@ LAYERS: list[set[str]] = [
     {"pipeline"},  # data -> train -> profile -> run folder
     {"inference", "evaluation"},  # the classifier; metrics, MTEB
     {"uec", "export"},  # ensembles over trained members; exporting embeddings
-    {"cli", "sweep", "__main__", "ucse"},  # commands and the package facade (`import ucse`)
+    {"ucse"},  # the package facade: `import ucse; ucse.train(...)`, `ucse.UcseClassifier`
+    {"cli"},  # the commands
+    {"__main__"},  # `python -m ucse`
 ]
 """Units (the first folder or module under ``ucse/``) from the bottom layer up."""
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ucse.config import TrainConfig, build_config
-from ucse.uncertainty.config import check_uncertainty_config
+from ucse.config.uncertainty import check_uncertainty_config
 
 if TYPE_CHECKING:
     from ucse.data import TaskData
@@ -77,7 +77,7 @@ def fit_uncertainty(run_dir: Path, cfg: TrainConfig, data: TaskData) -> Uncertai
     Uses the data already in hand (it may have been in memory), with the states the run cached.
     """
     from ucse.backbone.device import resolve_device
-    from ucse.export.encoder import UcseEncoder
+    from ucse.core.encoder import UcseEncoder
     from ucse.uncertainty.fit import fit_for_run
 
     encoder = UcseEncoder.from_dir(

@@ -13,7 +13,7 @@ from pathlib import Path
 from toy_tasks import own_rows
 
 from ucse.cli.main import main
-from ucse.export.encoder import UcseEncoder
+from ucse.core.encoder import UcseEncoder
 from ucse.inference.classifier import UcseClassifier
 
 THEIRS = '{"text": "the other run", "label": "pets"}\n'

@@ -176,7 +176,7 @@ def test_an_existing_out_file_is_kept_unless_overwrite(tiny_clf_run, tmp_path, c
 
 
 def test_encoder_from_dir_accepts_the_run_folder(tiny_clf_run):
-    from ucse.export.encoder import UcseEncoder
+    from ucse.core.encoder import UcseEncoder
 
     via_run = UcseEncoder.from_dir(tiny_clf_run).run_texts(_texts(4))
     via_head = UcseEncoder.from_dir(tiny_clf_run / "head").run_texts(_texts(4))

@@ -128,7 +128,7 @@ FIRST_CALL = {
     "train": ["ucse.config.build_config", "ucse.cli.train.build_config"],
     "eval": ["ucse.evaluation.config.build_eval_config", "ucse.cli.evaluate.build_eval_config"],
     "predict": ["ucse.inference.config.build_predict_config", "ucse.cli.predict.build_predict_config"],
-    "sweep": ["ucse.sweep.parse"],
+    "sweep": ["ucse.cli.sweep.parse"],
 }
 
 

@@ -68,8 +68,8 @@ def test_eval_cli_rejects_unknown_key():
 
 def test_encoder_serves_known_texts_from_attached_states(tiny_run, tiny_task_root):
     from ucse.config import from_yaml
+    from ucse.core.encoder import UcseEncoder
     from ucse.data import load_classification
-    from ucse.export.encoder import UcseEncoder
     from ucse.training.run import build_states, task_pool
 
     cfg = from_yaml(tiny_run.run_dir / "config.yaml")
@@ -109,8 +109,8 @@ def test_mteb_classification_offline_on_the_tiny_run(tiny_run):
 
 def test_efficiency_runs_the_backbone_in_both_timed_paths(tiny_run, tmp_path):
     from ucse.backbone.cache import HiddenStateCache
+    from ucse.core.encoder import UcseEncoder
     from ucse.evaluation.evaluate import efficiency_report
-    from ucse.export.encoder import UcseEncoder
 
     enc = UcseEncoder.from_dir(tiny_run.run_dir / "head")
     texts = [f"bank dog guitar {i}" for i in range(12)]

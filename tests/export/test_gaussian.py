@@ -3,7 +3,7 @@ import json
 import pytest
 import torch
 
-from ucse.export.gaussian import GaussianEmbeddings
+from ucse.core.gaussian import GaussianEmbeddings
 
 META = {
     "member": "e5",

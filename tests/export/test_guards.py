@@ -13,7 +13,7 @@ import pytest
 from head_utils import resign
 
 from ucse.config import build_config
-from ucse.export.encoder import UcseEncoder
+from ucse.core.encoder import UcseEncoder
 from ucse.heads import build_head, save_head
 from ucse.training import train
 

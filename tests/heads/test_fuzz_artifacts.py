@@ -22,10 +22,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ucse.config import HeadConfig, Pooling
+from ucse.config.uncertainty import CalibrationMethod, ConformalConfig, ConformalMethod
 from ucse.heads import build_head, load_head, save_head
 from ucse.heads.meta import stored_backbone, stored_instruction
 from ucse.uncertainty.calibration import Calibrator
-from ucse.uncertainty.config import CalibrationMethod, ConformalConfig, ConformalMethod
 from ucse.uncertainty.density import fit_class_gaussians
 from ucse.uncertainty.profile import UncertaintyProfile, load_uncertainty_profile
 from ucse.uncertainty.selective import AbstainThreshold

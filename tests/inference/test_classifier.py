@@ -13,7 +13,7 @@ from tiny_models import sample_texts
 from toy_tasks import OWN_CUES, own_rows
 
 import ucse
-from ucse.export.encoder import UcseEncoder
+from ucse.core.encoder import UcseEncoder
 from ucse.inference import classifier as classifier_module
 from ucse.inference.classifier import UcseClassifier
 

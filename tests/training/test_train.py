@@ -14,7 +14,7 @@ from toy_tasks import LEARNS
 
 from ucse.backbone.cache import HiddenStateCache
 from ucse.config import from_yaml
-from ucse.export.encoder import UcseEncoder
+from ucse.core.encoder import UcseEncoder
 from ucse.training import train
 
 
@@ -156,7 +156,7 @@ def test_cache_off_recomputes(tiny_run_cfg):
 
 
 def test_sweep_trains_the_grid_resumes_and_writes_the_table(tiny_task_root, tiny_bert_dir, tmp_path):
-    from ucse.sweep import run_sweep
+    from ucse.cli.sweep import run_sweep
 
     overrides = [
         f"data.root={tiny_task_root}",

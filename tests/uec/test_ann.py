@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ucse.export.gaussian import GaussianEmbeddings
+from ucse.core.gaussian import GaussianEmbeddings
 from ucse.uec.similarity import topk
 
 faiss = pytest.importorskip("faiss")

@@ -7,7 +7,7 @@ import torch
 from scipy.optimize import minimize_scalar
 from scipy.stats import norm
 
-from ucse.export.gaussian import GaussianEmbeddings
+from ucse.core.gaussian import GaussianEmbeddings
 from ucse.uec.alignment import AlignmentError, fit_procrustes
 from ucse.uec.calibration import (
     contrastive_log_likelihood,

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from ucse.export.gaussian import GaussianEmbeddings
+from ucse.core.gaussian import GaussianEmbeddings
 from ucse.uec.convolution import convolve, paper_temperature
 
 

@@ -6,7 +6,7 @@ import torch
 from scipy import integrate, stats
 from scipy.spatial.distance import cosine as scipy_cosine
 
-from ucse.export.gaussian import GaussianEmbeddings
+from ucse.core.gaussian import GaussianEmbeddings
 from ucse.uec.distances import Metric, kl_divergence, pairwise_similarity
 
 

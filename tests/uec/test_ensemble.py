@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F  # noqa: N812
 
-from ucse.export.gaussian import GaussianEmbeddings
+from ucse.core.gaussian import GaussianEmbeddings
 from ucse.uec.convolution import convolve
 from ucse.uec.ensemble import UecEnsemble, Variant, VariantScorer, fixed_weight_convolution
 from ucse.uec.fusion import borda_count, reciprocal_rank_fusion, uniform_ensemble, weighted_ensemble

@@ -8,7 +8,7 @@ import pytest
 import torch
 from tiny_models import sample_texts
 
-from ucse.export.gaussian import GaussianEmbeddings
+from ucse.core.gaussian import GaussianEmbeddings
 from ucse.uec.alignment import AlignmentError
 from ucse.uec.config import AlignMode, FitConfig, MemberConfig, MemberKind
 from ucse.uec.ensemble_members import AlignedMember, FitPairs, align_members, build_member

@@ -15,9 +15,9 @@ import torch
 from scipy.stats import spearmanr
 
 from ucse.config import ConfigError, Device
+from ucse.core.gaussian import GaussianEmbeddings
 from ucse.evaluation import mteb_eval  # the UEC glue: UecMtebEncoder, local_*_task, evaluate_task
 from ucse.evaluation.config import EvalConfig
-from ucse.export.gaussian import GaussianEmbeddings
 from ucse.uec.config import load_ensemble_config
 from ucse.uec.convolution import convolve
 from ucse.uec.ensemble import UecEnsemble

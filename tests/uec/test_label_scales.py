@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from ucse.export.gaussian import GaussianEmbeddings
+from ucse.core.gaussian import GaussianEmbeddings
 from ucse.uec.label_scales import SCALE_GRID, fit_label_scales, fused_nll
 
 

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from ucse.export.gaussian import GaussianEmbeddings
+from ucse.core.gaussian import GaussianEmbeddings
 from ucse.uec.similarity import cosine_topk, probit_score, probit_similarity, similarity_moments, topk
 
 

@@ -3,8 +3,8 @@ import pytest
 import torch
 from sklearn.metrics import log_loss
 
+from ucse.config.uncertainty import CalibrationMethod
 from ucse.uncertainty import calibration as cal
-from ucse.uncertainty.config import CalibrationMethod
 
 RNG = np.random.default_rng(0)
 

@@ -1,7 +1,7 @@
 import pytest
 
 from ucse.config import ConfigError, build_config
-from ucse.uncertainty.config import ScoreName, check_uncertainty_config
+from ucse.config.uncertainty import ScoreName, check_uncertainty_config
 
 
 def test_uncertainty_keys_parse_and_bad_values_name_the_key():

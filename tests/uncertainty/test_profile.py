@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from ucse.config import from_yaml
+from ucse.core.encoder import UcseEncoder
 from ucse.data import load_classification
 from ucse.evaluation.config import build_eval_config
 from ucse.evaluation.evaluate import evaluate_run
-from ucse.export.encoder import UcseEncoder
 from ucse.heads import load_head, save_head
 from ucse.heads.io import CALIBRATION_ARRAYS, CALIBRATION_FILE
 from ucse.training import train

@@ -13,9 +13,9 @@ from head_utils import resign
 from safetensors.torch import load_file, save_file
 
 from ucse.config import HeadConfig, Pooling
+from ucse.config.uncertainty import CalibrationMethod, ConformalConfig, ConformalMethod
 from ucse.heads import build_head, save_head
 from ucse.uncertainty.calibration import Calibrator
-from ucse.uncertainty.config import CalibrationMethod, ConformalConfig, ConformalMethod
 from ucse.uncertainty.density import fit_class_gaussians
 from ucse.uncertainty.profile import UncertaintyProfile, load_uncertainty_profile
 from ucse.uncertainty.selective import AbstainThreshold

@@ -90,8 +90,8 @@ def test_coverage_threshold_guarantee_on_average():
 
 @pytest.mark.parametrize("fallback, abstains", [("answer", False), ("abstain", True)])
 def test_uncertifiable_target_follows_the_configured_fallback(fallback, abstains, caplog):
-    from ucse.export.encoder import EncodedBatch
-    from ucse.uncertainty.config import AbstainConfig, UncertaintyConfig, Uncertifiable
+    from ucse.config.uncertainty import AbstainConfig, UncertaintyConfig, Uncertifiable
+    from ucse.core.encoder import EncodedBatch
     from ucse.uncertainty.fit import fit_profile
 
     # 17 validation texts, 2 wrong: no threshold can bound the error below 5 % at delta 0.05.

@@ -29,7 +29,7 @@ OWN_KEYS = ("run", "data_root", "trust_remote_code")
 
 def help_text() -> str:
     """``ucse calibrate --help``: usage and every ``uncertainty.*`` field."""
-    from ucse.uncertainty.config import UncertaintyConfig
+    from ucse.config.uncertainty import UncertaintyConfig
 
     fields = format_fields(UncertaintyConfig, "Settings (uncertainty.<field>=<value>)")
     return f"ucse calibrate: {__doc__.strip()}\n\n{fields}"

@@ -1,6 +1,6 @@
 """``--help`` text generated from the config dataclasses: every field with its type, default and docstring.
 
-The field docstrings (the string literal under each field, as in ``ucse/config.py``) are read from the
+The field docstrings (the string literal under each field, as in ``ucse/config/schema.py``) are read from the
 dataclass's source with ``ast``, so the help can never drift from the schema.
 """
 

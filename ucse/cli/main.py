@@ -31,7 +31,7 @@ COMMANDS = {
         "export a run's Gaussian embeddings (mean, variance) of texts or a split",
     ),
     "ensemble": ("ucse.cli.evaluate", "evaluate a UEC ensemble (configs/ensemble/) on a task"),
-    "sweep": ("ucse.sweep", "train the ablation grid over tasks x variants x seeds (Table-7 summary)"),
+    "sweep": ("ucse.cli.sweep", "train the ablation grid over tasks x variants x seeds (Table-7 summary)"),
 }
 """Subcommand -> (module with ``main(argv)``, one-line description)."""
 

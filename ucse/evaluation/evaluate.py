@@ -10,13 +10,13 @@ import torch
 
 from ucse import atomic
 from ucse.config import TrainConfig, from_yaml
+from ucse.core.encoder import EncodedBatch, UcseEncoder
 from ucse.data import TaskData, load_classification
 from ucse.evaluation.config import EvalConfig
 from ucse.evaluation.efficiency import count_parameters, measure_throughput
 from ucse.evaluation.metrics import classification_metrics
 from ucse.evaluation.plots import plot_arc, plot_difficulty, plot_tsne
 from ucse.evaluation.uncertainty_report import actionable_report
-from ucse.export.encoder import EncodedBatch, UcseEncoder
 from ucse.training.logreg import pooled_embeddings
 from ucse.training.run import build_states, resolve_device, task_pool
 from ucse.uncertainty.fit import classifier_weight, fit_profile

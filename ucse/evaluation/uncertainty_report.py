@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ucse.core.encoder import EncodedBatch
 from ucse.evaluation.plots import plot_reliability, plot_risk_coverage
-from ucse.export.encoder import EncodedBatch
 from ucse.uncertainty.calibration import calibration_metrics, reliability_bins
 from ucse.uncertainty.profile import UncertaintyProfile
 from ucse.uncertainty.selective import aurc, e_aurc, risk_coverage_curve

@@ -1,1 +1,1 @@
-"""Exported artifacts: Gaussian embeddings and trained heads as text encoders."""
+"""Exporting a run's Gaussian embeddings of texts or a split (``ucse export``); a leaf nothing imports."""

@@ -9,10 +9,10 @@ import torch
 
 from ucse.backbone.device import resolve_device
 from ucse.config import from_yaml
+from ucse.core.encoder import UcseEncoder
+from ucse.core.gaussian import GaussianEmbeddings
 from ucse.data import load_classification
 from ucse.evaluation.config import EvalConfig
-from ucse.export.encoder import UcseEncoder
-from ucse.export.gaussian import GaussianEmbeddings
 
 SPLITS = ("train", "validation", "test")
 

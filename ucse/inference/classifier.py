@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 
 from ucse.backbone.device import resolve_device
 from ucse.config import Device
-from ucse.export.encoder import EncodedBatch, UcseEncoder
+from ucse.core.encoder import EncodedBatch, UcseEncoder
 from ucse.heads.io import resolve_head_dir
 from ucse.uncertainty.profile import (
     UncertaintyOutput,

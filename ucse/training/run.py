@@ -30,7 +30,7 @@ from ucse.config import (
     TrainConfig,
     to_yaml,
 )
-from ucse.config_checks import validate_config
+from ucse.config.checks import validate_config
 from ucse.data import TaskData, load_classification
 from ucse.heads import build_head, save_head
 from ucse.interrupt import TerminatedError

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ucse.export.gaussian import GaussianEmbeddings
+from ucse.core.gaussian import GaussianEmbeddings
 
 
 class AlignmentError(ValueError):

@@ -17,7 +17,7 @@ import math
 import numpy as np
 import torch
 
-from ucse.export.gaussian import GaussianEmbeddings
+from ucse.core.gaussian import GaussianEmbeddings
 from ucse.uec.similarity import check_gaussian, probit_score
 
 

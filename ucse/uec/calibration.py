@@ -36,7 +36,7 @@ from enum import Enum
 import torch
 from scipy.optimize import minimize_scalar
 
-from ucse.export.gaussian import GaussianEmbeddings
+from ucse.core.gaussian import GaussianEmbeddings
 
 VAR_FLOOR = 1e-12
 

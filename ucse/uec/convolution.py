@@ -37,7 +37,7 @@ from enum import Enum
 
 import torch
 
-from ucse.export.gaussian import GaussianEmbeddings
+from ucse.core.gaussian import GaussianEmbeddings
 
 
 class WeightRule(str, Enum):

@@ -13,7 +13,7 @@ from enum import Enum
 
 import torch
 
-from ucse.export.gaussian import GaussianEmbeddings
+from ucse.core.gaussian import GaussianEmbeddings
 from ucse.uec.similarity import check_gaussian, probit_similarity
 
 

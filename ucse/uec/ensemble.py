@@ -37,7 +37,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F  # noqa: N812
 
-from ucse.export.gaussian import GaussianEmbeddings
+from ucse.core.gaussian import GaussianEmbeddings
 from ucse.uec.convolution import ConvolutionResult, TemperatureMode, WeightRule, convolve
 from ucse.uec.distances import Metric, pairwise_similarity
 from ucse.uec.fusion import borda_count, reciprocal_rank_fusion, uniform_ensemble, weighted_ensemble

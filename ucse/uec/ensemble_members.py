@@ -24,6 +24,7 @@ from omegaconf import OmegaConf
 from ucse.atomic import write_json
 from ucse.backbone import FrozenBackbone
 from ucse.config import BackboneConfig, TaskConfig, TaskType, load_group
+from ucse.core.gaussian import GaussianEmbeddings
 from ucse.data.loading import read_jsonl
 from ucse.data.pairs import (
     label_positive_pairs,
@@ -33,7 +34,6 @@ from ucse.data.pairs import (
     sts_positive_pairs,
 )
 from ucse.data.tasks import task_folder
-from ucse.export.gaussian import GaussianEmbeddings
 from ucse.uec.alignment import AlignmentError, ProcrustesMap, fit_procrustes
 from ucse.uec.calibration import (
     ScaleFit,

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ucse.export.gaussian import GaussianEmbeddings
+from ucse.core.gaussian import GaussianEmbeddings
 from ucse.uec.convolution import convolve
 
 SCALE_GRID = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)

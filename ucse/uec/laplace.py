@@ -18,10 +18,8 @@ likelihood the embedding was trained with.
 
 from __future__ import annotations
 
-import os
 import time
 from enum import Enum
-from pathlib import Path
 
 import torch
 
@@ -316,7 +314,9 @@ class DiagonalLaplace:
 
     def _require_fit(self) -> None:
         if self.h_weight is None:
-            raise RuntimeError("DiagonalLaplace is not fitted: call fit() first (or DiagonalLaplace.load())")
+            raise RuntimeError(
+                "DiagonalLaplace is not fitted: call fit() first, or load_laplace()"
+            )
 
     # ------------------------------------------------------------------ evidence and posterior
     def log_marginal_likelihood(self, prior_precision: float | torch.Tensor) -> torch.Tensor:
@@ -376,18 +376,3 @@ class DiagonalLaplace:
         if self.cosine:
             mean, var = normalised_moments(mean, var)
         return mean.float(), var.float()
-
-    # ------------------------------------------------------------------ persistence
-    def save(self, directory: str | os.PathLike[str]) -> Path:
-        """Write ``laplace.safetensors`` + ``laplace.json`` (see :mod:`ucse.uec.laplace_io`)."""
-        from ucse.uec.laplace_io import save_laplace
-
-        self._require_fit()
-        return save_laplace(self, directory)
-
-    @classmethod
-    def load(cls, directory: str | os.PathLike[str]) -> DiagonalLaplace:
-        """Read and validate a posterior written by :meth:`save`."""
-        from ucse.uec.laplace_io import load_laplace
-
-        return load_laplace(directory)

@@ -29,7 +29,8 @@ class LaplaceFileError(ValueError):
 
 
 def save_laplace(la: DiagonalLaplace, directory: str | os.PathLike[str]) -> Path:
-    """Write the two files atomically (the folder may also hold a caller's files)."""
+    """Write the two files atomically (the folder may also hold a caller's files); ``la`` must be fitted."""
+    la._require_fit()
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
     tensors = {

@@ -23,9 +23,10 @@ from ucse import atomic
 from ucse.atomic import atomic_dir
 from ucse.backbone import FrozenBackbone
 from ucse.config import BackboneConfig
-from ucse.export.gaussian import GaussianEmbeddings
+from ucse.core.gaussian import GaussianEmbeddings
 from ucse.uec.digest import stable_digest
 from ucse.uec.laplace import DiagonalLaplace
+from ucse.uec.laplace_io import load_laplace, save_laplace
 from ucse.uec.pooled_store import PooledStore, pooled_key
 
 MEMBER_FILE = "member.json"
@@ -125,7 +126,7 @@ class LaplaceMember:
         """Write ``laplace.safetensors`` + ``laplace.json`` + ``member.json`` atomically."""
         self._require_fit()
         with atomic_dir(directory) as tmp:
-            self.laplace.save(tmp)
+            save_laplace(self.laplace, tmp)
             info = {
                 "member_id": self.member_id,
                 "fingerprint": self.backbone.fingerprint,
@@ -160,7 +161,7 @@ class LaplaceMember:
                 f"{folder / MEMBER_FILE}: field 'variance_scale' must be > 0 and finite, got {scale}"
             )
         cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(BackboneConfig), cfg_node))
-        laplace = DiagonalLaplace.load(folder)
+        laplace = load_laplace(folder)
         member = cls(cfg, info["member_id"], laplace, device, backbone, store_root, scale)
         if member.backbone.fingerprint != info["fingerprint"]:
             raise ValueError(

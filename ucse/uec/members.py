@@ -25,8 +25,8 @@ import torch
 from torch import nn
 
 from ucse.backbone import texts_hash, validate_texts
-from ucse.export.encoder import UcseEncoder
-from ucse.export.gaussian import GaussianEmbeddings
+from ucse.core.encoder import UcseEncoder
+from ucse.core.gaussian import GaussianEmbeddings
 from ucse.uec.digest import cache_root, stable_digest
 from ucse.uec.laplace_curvature import normalised_moments
 from ucse.uec.laplace_member import LaplaceMember

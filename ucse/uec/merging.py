@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import torch
 
 from ucse.backbone import FrozenBackbone
-from ucse.export.gaussian import GaussianEmbeddings
+from ucse.core.gaussian import GaussianEmbeddings
 from ucse.uec.digest import cache_root, stable_digest
 from ucse.uec.pooled_store import PooledStore
 

@@ -20,7 +20,7 @@ from enum import Enum
 
 import torch
 
-from ucse.export.gaussian import GaussianEmbeddings
+from ucse.core.gaussian import GaussianEmbeddings
 
 
 class TopkStrategy(str, Enum):

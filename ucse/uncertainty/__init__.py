@@ -13,6 +13,6 @@ Sits above ``training`` (it may import training, heads, backbone, data) and belo
 - ``profile``: the fitted profile saved with a head, and ``load_uncertainty_profile(head_dir)``.
 - ``fit``: fit a profile on a finished run's validation split and save it into ``run/head``.
 
-Nothing is imported here eagerly: ``ucse.config`` imports ``ucse.uncertainty.config``, and the package must
+Nothing is imported here eagerly: ``ucse.config`` imports ``ucse.config.uncertainty``, and the package must
 stay importable from it without pulling torch-heavy modules or creating an import cycle.
 """

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ucse.uncertainty.config import CalibrationMethod
+from ucse.config.uncertainty import CalibrationMethod
 from ucse.uncertainty.scores import Array, affine, as_f64
 
 ECE_BINS = 15

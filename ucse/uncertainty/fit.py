@@ -21,19 +21,19 @@ import numpy as np
 import torch
 
 from ucse.config import TrainConfig, from_yaml
-from ucse.data import TaskData, load_classification
-from ucse.export.encoder import EncodedBatch, UcseEncoder
-from ucse.training.auto_run import HELDOUT_FILE, load_heldout
-from ucse.training.run import build_states, resolve_device
-from ucse.uncertainty import conformal
-from ucse.uncertainty.calibration import fit_calibrator
-from ucse.uncertainty.config import (
+from ucse.config.uncertainty import (
     ConformalMethod,
     ScoreName,
     UncertaintyConfig,
     Uncertifiable,
     check_uncertainty_config,
 )
+from ucse.core.encoder import EncodedBatch, UcseEncoder
+from ucse.data import TaskData, load_classification
+from ucse.training.auto_run import HELDOUT_FILE, load_heldout
+from ucse.training.run import build_states, resolve_device
+from ucse.uncertainty import conformal
+from ucse.uncertainty.calibration import fit_calibrator
 from ucse.uncertainty.density import fit_class_gaussians
 from ucse.uncertainty.profile import UncertaintyProfile, row_uniforms
 from ucse.uncertainty.selective import aurc, threshold_for_coverage, threshold_for_error

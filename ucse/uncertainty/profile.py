@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from ucse.config.uncertainty import CalibrationMethod, ConformalConfig, ConformalMethod, ScoreName
 from ucse.heads.io import CALIBRATION_FILE, load_calibration, save_calibration, saved_sizes
 from ucse.uncertainty import conformal, density, scores
 from ucse.uncertainty.calibration import Calibrator
-from ucse.uncertainty.config import CalibrationMethod, ConformalConfig, ConformalMethod, ScoreName
 from ucse.uncertainty.saved_profile import check_saved_profile, threshold
 from ucse.uncertainty.selective import AbstainThreshold
 

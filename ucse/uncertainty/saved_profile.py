@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from ucse.uncertainty.config import CalibrationMethod, ConformalConfig, ConformalMethod, ScoreName
+from ucse.config.uncertainty import CalibrationMethod, ConformalConfig, ConformalMethod, ScoreName
 from ucse.uncertainty.selective import AbstainThreshold
 
 REFIT = "refit the calibration (ucse.uncertainty.fit.fit_run_uncertainty) or delete the two calibration files"

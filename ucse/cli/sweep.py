@@ -1,7 +1,7 @@
 """Train the ablation grid and write the Table-7-shaped summary.
 
 Usage:
-    python -m ucse.sweep task=Banking77Classification,MassiveIntentClassification backbone=minilm-l6 \
+    ucse sweep task=Banking77Classification,MassiveIntentClassification backbone=minilm-l6 \
         seeds=3 [variants=textcnn-both,linear-base] [out=runs/sweeps/minilm-l6] [optim.epochs=3 ...]
 
 Tokens other than task/backbone/seeds/variants/out are train-config overrides. Runs go to
@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 
 from ucse.config import ConfigError, build_config, did_you_mean
+from ucse.config.uncertainty import check_uncertainty_config
 from ucse.training.variants import EXTRAS, TABLE7, Variant, variant_overrides
-from ucse.uncertainty.config import check_uncertainty_config
 
-log = logging.getLogger("ucse.sweep")
+log = logging.getLogger("ucse.cli.sweep")
 SWEEP_KEYS = ("task", "backbone", "seeds", "variants", "out", "eval")
 
 

@@ -16,9 +16,9 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from ucse.uncertainty.config import UncertaintyConfig
+from ucse.config.uncertainty import UncertaintyConfig
 
-CONFIG_DIR = Path(os.environ.get("UCSE_CONFIG_DIR", Path(__file__).resolve().parents[1] / "configs"))
+CONFIG_DIR = Path(os.environ.get("UCSE_CONFIG_DIR", Path(__file__).resolve().parents[2] / "configs"))
 GROUPS = ("backbone", "head", "task")
 
 
@@ -360,20 +360,3 @@ class TrainConfig:
     """Show Lightning's progress bar."""
     profiler: ProfilerType = ProfilerType.none
     """Profile the training loop (``simple``, ``advanced``, ``pytorch``); report saved in the run folder."""
-
-
-# The builders are kept in ucse/config_build.py (this file is the schema); re-exported so that
-# `from ucse.config import build_config` stays the one public import.
-from ucse.config_build import (  # noqa: E402, F401
-    IN_MEMORY_TASK,
-    build_config,
-    default_task_name,
-    did_you_mean,
-    from_yaml,
-    group_choices,
-    group_path,
-    load_group,
-    parse_flat_config,
-    to_object,
-    to_yaml,
-)

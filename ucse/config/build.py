@@ -1,8 +1,8 @@
 """Building a run's config: group files, command-line overrides, merging and (de)serialising.
 
-The schema (the dataclass tree) is ``ucse/config.py``; this module turns ``configs/`` files and ``key=value``
-tokens into a validated :class:`~ucse.config.TrainConfig`. ``ucse.config`` re-exports every name here, so
-``from ucse.config import build_config`` is the public import.
+The schema (the dataclass tree) is ``ucse/config/schema.py``; this module turns ``configs/`` files and
+``key=value`` tokens into a validated :class:`~ucse.config.TrainConfig`. ``ucse.config`` re-exports the
+public names, so ``from ucse.config import build_config`` is the public import.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
-from ucse.config import CONFIG_DIR, GROUPS, ConfigError, TrainConfig
+from ucse.config.schema import CONFIG_DIR, GROUPS, ConfigError, TrainConfig
 
 
 def did_you_mean(value: str, choices: list[str] | tuple[str, ...]) -> str:
@@ -136,7 +136,7 @@ def build_config(
             groups[key] = value
         else:
             dotlist.append(tok)
-    from ucse.config_checks import parse_dotlist
+    from ucse.config.checks import parse_dotlist
 
     cli = _merge(OmegaConf.structured(TrainConfig), parse_dotlist(dotlist), "command line")
     keys = {t.split("=", 1)[0] for t in overrides}
@@ -153,7 +153,7 @@ def build_config(
         cfg.data.path = str(Path(cfg.data.path).expanduser().resolve())
     if own_data and "task.name" not in keys:
         cfg.task.name = default_task_name(cfg.data.path)
-    from ucse.config_checks import leaf_keys, validate_config
+    from ucse.config.checks import leaf_keys, validate_config
 
     missing = [k for k in leaf_keys(cfg) if OmegaConf.is_missing(cfg, k)]
     if missing:

@@ -1,6 +1,6 @@
 """Checks of a merged run config: value ranges and the device, unset keys, and literal string overrides.
 
-Kept beside ``ucse/config.py`` (the schema); ``build_config`` runs them before anything is loaded or written.
+Kept beside the schema (``schema.py``); ``build_config`` runs them before anything is loaded or written.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from ucse.config import ConfigError, Device, HeadType, Recipe, TrainConfig
+from ucse.config.schema import ConfigError, Device, HeadType, Recipe, TrainConfig
 
 
 def leaf_keys(node: DictConfig, prefix: str = "") -> list[str]:
