@@ -205,7 +205,7 @@ def test_load_validates_what_it_reads(tmp_path: Path):
     pa, pb, w, b = _tiny(seed=12)
     la = DiagonalLaplace(temperature=TAU, batch_size=5, refine_steps=0).fit(pa, pb, w, b)
     folder = save_laplace(la, tmp_path / "ok")
-    back = DiagonalLaplace.load(folder)
+    back = load_laplace(folder)
     torch.testing.assert_close(back.predict(pa)[1], la.predict(pa)[1])
 
     def broken(name, edit):
@@ -234,14 +234,14 @@ def test_load_validates_what_it_reads(tmp_path: Path):
     }
     for name, (edit, match) in cases.items():
         with pytest.raises(ValueError, match=match) as err:
-            DiagonalLaplace.load(broken(name, edit))
+            load_laplace(broken(name, edit))
         assert "laplace." in str(err.value)  # the error names the file
     trunc = tmp_path / "trunc"
     trunc.mkdir()
     (trunc / "laplace.json").write_text((folder / "laplace.json").read_text())
     (trunc / "laplace.safetensors").write_bytes((folder / "laplace.safetensors").read_bytes()[:100])
     with pytest.raises(ValueError, match="laplace.safetensors"):
-        DiagonalLaplace.load(trunc)
+        load_laplace(trunc)
 
 
 def test_laplace_torch_not_used():

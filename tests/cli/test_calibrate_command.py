@@ -1,0 +1,112 @@
+"""``ucse calibrate``: refitting a run's profile equals training with those settings, without retraining.
+
+Reference: a second run trained from scratch with the new ``uncertainty.*`` settings on the same seed (the
+head is deterministic on CPU, so its profile is what the refit must reproduce), and the run's own files.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from toy_tasks import own_rows, write_rows
+
+from ucse.cli.main import main
+from ucse.config import build_config, from_yaml
+from ucse.pipeline import run_training
+
+
+def _cfg(data: Path, out: Path, tiny_bert_dir: Path, *extra: str):
+    return build_config(
+        [
+            f"data.path={data}",
+            f"backbone.model={tiny_bert_dir}",
+            "backbone.name=tiny-bert",
+            "backbone.precision=fp32",
+            "backbone.batch_size=32",
+            "head=logreg",
+            "progress_bar=false",
+            "uncertainty.abstain.coverage=0.8",
+            f"output_dir={out}",
+            *extra,
+        ]
+    )
+
+
+@pytest.fixture(scope="module")
+def tickets(tmp_path_factory, tiny_bert_dir) -> tuple[Path, Path]:
+    """A csv of 240 rows and a finished run on it (validation: 10 % of the 80 % left after test)."""
+    root = tmp_path_factory.mktemp("calibrate")
+    data = write_rows(root / "tickets.csv", own_rows(240, seed=5))
+    run_training(_cfg(data, root / "run", tiny_bert_dir))
+    return data, root / "run"
+
+
+def _profile(run: Path) -> dict:
+    return json.loads((run / "head" / "calibration.json").read_text())
+
+
+def test_refit_equals_training_with_the_new_settings(tickets, tiny_bert_dir, tmp_path, capsys):
+    data, run = tickets
+    weights = (run / "head" / "model.safetensors").read_bytes()
+    new = ["uncertainty.abstain.coverage=0.5", "uncertainty.conformal.alpha=0.2"]
+    assert main(["calibrate", f"run={run}", *new]) == 0
+    shown = capsys.readouterr().out
+    assert "coverage 0.8" in shown and "coverage 0.5" in shown  # before -> after, named
+    assert (run / "head" / "model.safetensors").read_bytes() == weights  # the head was not retrained
+
+    fresh = tmp_path / "fresh"
+    run_training(_cfg(data, fresh, tiny_bert_dir, *new))
+    got, want = _profile(run), _profile(fresh)
+    assert got["abstain"] == want["abstain"] and got["conformal"] == want["conformal"]
+    assert got["abstain"]["target"] == 0.5 and got["conformal"]["alpha"] == 0.2
+    assert got["calibration"] == pytest.approx(want["calibration"])
+    recorded = from_yaml(run / "config.yaml").uncertainty
+    assert recorded.abstain.coverage == 0.5 and recorded.conformal.alpha == 0.2  # the run's record follows
+
+
+def test_an_error_target_replaces_the_coverage_rule(tickets):
+    _, run = tickets
+    assert main(["calibrate", f"run={run}", "uncertainty.abstain.target_error=0.3"]) == 0
+    a = _profile(run)["abstain"]
+    assert a["rule"] == "target_error" and a["target"] == 0.3
+    assert from_yaml(run / "config.yaml").uncertainty.abstain.coverage is None
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["uncertainty.abstain.coverage=0.5"], "calibrate needs run="),
+        (["run={run}"], "at least one uncertainty."),
+        (["run={run}", "optim.lr=0.1"], "only uncertainty.<field>"),
+        (["run={run}", "uncertainty.abstain.coverag=0.5"], "coverag"),
+        (["run={run}", "uncertainty.abstain.coverage=1.5"], "coverage"),
+        (["run={missing}", "uncertainty.abstain.coverage=0.5"], "not a finished ucse run"),
+    ],
+)
+def test_bad_arguments_are_one_line_and_change_nothing(tickets, tmp_path, capsys, args, needle):
+    _, run = tickets
+    before = _profile(run)
+    argv = [a.format(run=run, missing=tmp_path / "nope") for a in args]
+    assert main(["calibrate", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and needle in err[0]
+    assert _profile(run) == before
+
+
+def test_a_run_trained_in_memory_is_refused_clearly(tiny_bert_dir, tmp_path, capsys):
+    import ucse
+
+    rows = own_rows(120, seed=2)
+    backbone = {"model": str(tiny_bert_dir), "name": "tiny-bert", "precision": "fp32"}
+    clf = ucse.train(
+        ([r["text"] for r in rows], [r["label"] for r in rows]),
+        backbone=backbone,
+        head="logreg",
+        output_dir=str(tmp_path / "mem"),
+        progress_bar=False,
+        device="cpu",
+    )
+    assert main(["calibrate", f"run={clf.run_dir_}", "uncertainty.abstain.coverage=0.5"]) == 2
+    assert "in memory" in capsys.readouterr().err
