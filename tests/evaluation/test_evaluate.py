@@ -27,7 +27,13 @@ def tiny_run(tiny_run_cfg):
 
 def test_evaluate_run_writes_metrics_uncertainty_and_plots(tiny_run):
     cfg = build_eval_config(
-        [f"run={tiny_run.run_dir}", "tsne_samples=30", "efficiency_batches=2", "batch_size=8"]
+        [
+            f"run={tiny_run.run_dir}",
+            "tsne_samples=30",
+            "efficiency=true",
+            "efficiency_batches=2",
+            "batch_size=8",
+        ]
     )
     evaluate_run(cfg)
     report = json.loads((tiny_run.run_dir / "eval.json").read_text())

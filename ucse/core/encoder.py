@@ -98,8 +98,9 @@ class UcseEncoder:
                 folder from elsewhere can never make ucse execute code.
 
         Raises:
-            ValueError: when the head's files or its ``meta.backbone`` are invalid, or the backbone's hidden
-                size is not the one the head was trained on (checked before any text goes through it).
+            ValueError: when the head's files or its ``meta.backbone`` are invalid, or the backbone's weights
+                (their fingerprint) or hidden size are not the ones the head was trained on (checked before
+                any text goes through it).
         """
         head_dir = resolve_head_dir(head_dir)
         head, meta = load_head(head_dir)
@@ -117,6 +118,13 @@ class UcseEncoder:
         bcfg.trust_remote_code = trust
         instruction = stored_instruction(meta, head_dir / "config.json")
         backbone = FrozenBackbone(bcfg, device, instruction=instruction)
+        trained_on = meta.get("backbone_fingerprint")
+        if trained_on is not None and trained_on != backbone.fingerprint:  # heads saved before it: unchecked
+            raise ValueError(
+                f"The head in {head_dir} was trained on backbone weights {str(trained_on)[:80]!r} but "
+                f"'{bcfg.model}' now loads {backbone.fingerprint[:80]!r} (other weights or tokenizer files); "
+                "use the backbone the head was trained on, or retrain the head on this one."
+            )
         expected = int(head.spec.hidden_size)
         if backbone.hidden_size != expected:
             raise ValueError(

@@ -23,8 +23,9 @@ class EvalConfig:
     """Class-balanced test samples in the t-SNE plot (paper Fig. 4)."""
     sigma_thresholds: list[float] = field(default_factory=lambda: [0.8, 1.0])
     """Easy / Semi-hard / Hard sigma thresholds (paper Sec. 5.8)."""
-    efficiency: bool = True
-    """Measure backbone vs backbone + head latency and throughput (paper Table 5)."""
+    efficiency: bool = False
+    """Measure backbone vs backbone + head latency and throughput (paper Table 5); off by default, since
+    timing takes most of an evaluation's minutes."""
     efficiency_batches: int = 10
     """Batches timed per configuration in the efficiency measurement."""
     export: str | None = None

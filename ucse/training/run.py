@@ -21,6 +21,7 @@ from ucse import atomic
 from ucse.backbone.cache import Dist, HiddenStateCache, OnTheFlyStates, SubsetStates, TokenStates
 from ucse.backbone.device import resolve_device  # also imported from here (ucse.training)
 from ucse.backbone.encoder import FrozenBackbone
+from ucse.backbone.loading import model_fingerprint
 from ucse.backbone.precision import effective_precision
 from ucse.config import (
     HeadType,
@@ -123,6 +124,8 @@ def head_meta(cfg: TrainConfig, data: TaskData) -> dict:
     return {
         "label_names": list(data.label_names),
         "backbone": OmegaConf.to_container(OmegaConf.structured(cfg.backbone), enum_to_str=True),
+        # The weights' identity (memoised: the run's backbone hashed them already); loading checks it.
+        "backbone_fingerprint": model_fingerprint(cfg.backbone),
         "task": cfg.task.name,
         "instruction": cfg.task.instruction,
         "seed": cfg.seed,
