@@ -82,7 +82,7 @@ def test_an_error_target_replaces_the_coverage_rule(tickets):
         (["run={run}", "optim.lr=0.1"], "only uncertainty.<field>"),
         (["run={run}", "uncertainty.abstain.coverag=0.5"], "coverag"),
         (["run={run}", "uncertainty.abstain.coverage=1.5"], "coverage"),
-        (["run={missing}", "uncertainty.abstain.coverage=0.5"], "not a finished ucse run"),
+        (["run={missing}", "uncertainty.abstain.coverage=0.5"], "does not exist"),
     ],
 )
 def test_bad_arguments_are_one_line_and_change_nothing(tickets, tmp_path, capsys, args, needle):

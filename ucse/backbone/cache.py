@@ -31,7 +31,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from ucse.backbone.cache_folder import clean_stale, discard, publish, reserve, temp_folder
+from ucse.backbone.cache_folder import cache_root, clean_stale, discard, publish, reserve, temp_folder
 from ucse.backbone.encoder import FrozenBackbone, validate_texts
 from ucse.backbone.progress import PassProgress
 from ucse.backbone.states import (
@@ -128,7 +128,7 @@ class HiddenStateCache:
         """
         env = os.environ.get("UCSE_CACHE_DIR")
         source = "cache.dir" if root is not None else ("UCSE_CACHE_DIR" if env else "the default")
-        path = Path(root if root is not None else env or Path.home() / ".cache" / "ucse").expanduser()
+        path = cache_root(root)
         if path.exists() and not path.is_dir():
             raise CacheError(
                 f"Cache folder '{path}' (from {source}) is a file, not a folder; "

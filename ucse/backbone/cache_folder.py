@@ -18,6 +18,15 @@ from pathlib import Path
 STALE_SECONDS = 24 * 3600
 
 
+def cache_root(root: str | Path | None = None) -> Path:
+    """Where ucse caches: ``root`` (``cache.dir``), else env ``UCSE_CACHE_DIR``, else ``~/.cache/ucse``.
+
+    The one rule: hidden states, dequantised GGUF copies and UEC's stores all live under it.
+    """
+    default = os.environ.get("UCSE_CACHE_DIR") or Path.home() / ".cache" / "ucse"
+    return Path(root if root is not None else default).expanduser()
+
+
 def pid_alive(pid: int) -> bool:
     """Whether a process ``pid`` exists (one we may not signal counts as alive)."""
     try:

@@ -22,6 +22,7 @@ import torch
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from ucse import atomic
+from ucse.backbone.cache_folder import cache_root
 from ucse.config import BackboneConfig
 
 logger = logging.getLogger(__name__)
@@ -31,7 +32,7 @@ def dequantised_dir(fingerprint: str) -> Path | None:
     """Folder of the dequantised copy for a GGUF fingerprint (``None`` when ``UCSE_GGUF_CACHE=0``)."""
     if os.environ.get("UCSE_GGUF_CACHE", "1") == "0":
         return None
-    root = Path(os.environ.get("UCSE_CACHE_DIR") or Path.home() / ".cache" / "ucse").expanduser()
+    root = cache_root()
     return root / "gguf" / hashlib.sha256(fingerprint.encode()).hexdigest()[:32]
 
 

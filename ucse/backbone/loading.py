@@ -198,8 +198,8 @@ def load_backbone(
         raise BackboneLoadError(
             f"backbone.model='{cfg.model}' ships its own model code (auto_map), which is not run: "
             "trust_remote_code is off. If you trust that code, turn it on yourself "
-            "(train.py backbone.trust_remote_code=true, eval.py trust_remote_code=true); a value stored "
-            "in a run or head folder is never used."
+            "(ucse train ... backbone.trust_remote_code=true, ucse eval/predict ... trust_remote_code=true); "
+            "a value stored in a run or head folder is never used."
         ) from None
     except OSError as err:
         where = f"local folder '{folder}'" if folder is not None else f"hub id '{path}'"

@@ -15,9 +15,10 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from dataclasses import fields
 from pathlib import Path
 
-from ucse.config import ConfigError, build_config, did_you_mean
+from ucse.config import ConfigError, TrainConfig, build_config, did_you_mean
 from ucse.config.uncertainty import check_uncertainty_config
 from ucse.training.variants import EXTRAS, TABLE7, Variant, variant_overrides
 
@@ -92,6 +93,11 @@ def _evaluate_runs(out: Path, tasks: list[str], variants: list[str], seeds: int)
                 evaluate_run(build_eval_config([f"run={run_dir}", "plots=false", "efficiency=false"]))
 
 
+TRAIN_FIELDS = frozenset(f.name for f in fields(TrainConfig)) - {"seed", "output_dir", "task", "backbone"}
+"""Top-level train fields a sweep passes through (``devices=2``, ``strategy=ddp``, ``recipe=paper``...); the
+sweep sets the seed, the run folders, the task and the backbone itself."""
+
+
 def parse(argv: list[str]) -> tuple[dict, list[str]]:
     """Split ``key=value`` tokens into sweep options and train-config overrides."""
     opts: dict = {
@@ -108,7 +114,7 @@ def parse(argv: list[str]) -> tuple[dict, list[str]]:
         key, value = tok.split("=", 1)
         if key in SWEEP_KEYS:
             opts[key] = value
-        elif "." not in key and key not in ("device", "head_precision", "num_workers"):
+        elif "." not in key and key not in TRAIN_FIELDS:
             raise ConfigError(
                 f"Unknown sweep option '{key}'. Sweep options: {', '.join(SWEEP_KEYS)}; anything else must "
                 f"be a train override like optim.epochs=3.{did_you_mean(key, SWEEP_KEYS)}"

@@ -12,7 +12,7 @@ class EvalConfig:
     """``eval.py``: evaluate a run, export Gaussian embeddings, or run an ensemble (exactly one mode)."""
 
     run: str | None = None
-    """Run folder written by ``train.py`` (evaluation and export modes)."""
+    """Run folder written by ``ucse train`` (evaluation and export modes)."""
     split: str = "test"
     """Split to evaluate."""
     mteb: bool = False
@@ -51,7 +51,7 @@ class EvalConfig:
 
 def build_eval_config(overrides: list[str] | None = None) -> EvalConfig:
     """Parse ``key=value`` tokens of ``eval.py`` into a validated ``EvalConfig``."""
-    cfg: EvalConfig = parse_flat_config(EvalConfig, overrides, "eval.py")
+    cfg: EvalConfig = parse_flat_config(EvalConfig, overrides, "ucse eval")
     modes = [
         m
         for m, on in (("run", cfg.run and not cfg.export), ("export", cfg.export), ("ensemble", cfg.ensemble))
@@ -59,7 +59,7 @@ def build_eval_config(overrides: list[str] | None = None) -> EvalConfig:
     ]
     if len(modes) != 1:
         raise ConfigError(
-            "eval.py needs exactly one mode: run=<run folder> (evaluate), "
+            "ucse eval needs exactly one mode: run=<run folder> (evaluate), "
             "run=<run folder> export=<texts.jsonl|split> out=<dir> (export Gaussian embeddings), "
             f"or ensemble=<name> task=<task>; got {modes or 'none'}."
         )

@@ -11,6 +11,7 @@ import torch
 from ucse import atomic
 from ucse.config import TrainConfig, from_yaml
 from ucse.core.encoder import EncodedBatch, UcseEncoder
+from ucse.core.run_folder import finished_run
 from ucse.data import TaskData, load_classification
 from ucse.evaluation.config import EvalConfig
 from ucse.evaluation.efficiency import count_parameters, measure_throughput
@@ -49,16 +50,7 @@ class PooledBackboneEncoder:
 
 def load_run(run: str | Path, data_root: str | None = None) -> tuple[Path, TrainConfig]:
     """The run folder and its resolved training config; errors say what is missing."""
-    path = Path(run)
-    if not path.is_dir():
-        what = "is a file, not a run folder" if path.exists() else "does not exist"
-        raise FileNotFoundError(f"run={run} {what}; pass run=<a folder written by ucse train>.")
-    for need in ("config.yaml", "head/config.json", "head/model.safetensors"):
-        if not (path / need).is_file():
-            raise FileNotFoundError(
-                f"{path} is not a finished ucse run: {need} is missing. "
-                "Pass run=<folder written by train.py>."
-            )
+    path = finished_run(run)
     cfg = from_yaml(path / "config.yaml")
     if data_root:
         cfg.data.root = data_root

@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-from pathlib import Path
 
-
-def cache_root() -> Path:
-    """Root of the UCSE cache: env ``UCSE_CACHE_DIR``, else ``~/.cache/ucse``."""
-    return Path(os.environ.get("UCSE_CACHE_DIR") or Path.home() / ".cache" / "ucse").expanduser()
+from ucse.backbone.cache_folder import cache_root  # noqa: F401  (the one rule, re-exported for uec)
 
 
 def stable_digest(obj: object) -> str:

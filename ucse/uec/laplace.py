@@ -314,9 +314,7 @@ class DiagonalLaplace:
 
     def _require_fit(self) -> None:
         if self.h_weight is None:
-            raise RuntimeError(
-                "DiagonalLaplace is not fitted: call fit() first, or load_laplace()"
-            )
+            raise RuntimeError("DiagonalLaplace is not fitted: call fit() first, or load_laplace()")
 
     # ------------------------------------------------------------------ evidence and posterior
     def log_marginal_likelihood(self, prior_precision: float | torch.Tensor) -> torch.Tensor:

@@ -29,6 +29,7 @@ from ucse.config.uncertainty import (
     check_uncertainty_config,
 )
 from ucse.core.encoder import EncodedBatch, UcseEncoder
+from ucse.core.run_folder import finished_run
 from ucse.data import TaskData, load_classification
 from ucse.training.auto_run import HELDOUT_FILE, load_heldout
 from ucse.training.run import build_states, resolve_device
@@ -181,10 +182,7 @@ def fit_run_uncertainty(
     Returns:
         The saved profile.
     """
-    run = Path(run_dir)
-    for need in ("config.yaml", "head/config.json", "head/model.safetensors"):
-        if not (run / need).is_file():
-            raise FileNotFoundError(f"{run} is not a finished ucse run: {need} is missing.")
+    run = finished_run(run_dir)
     train_cfg = from_yaml(run / "config.yaml")
     if data_root:
         train_cfg.data.root = data_root
@@ -231,10 +229,7 @@ def refit_run_profile(
     from ucse.config import ConfigError, to_yaml
     from ucse.uncertainty.profile import load_uncertainty_profile
 
-    run = Path(run_dir)
-    for need in ("config.yaml", "head/config.json", "head/model.safetensors"):
-        if not (run / need).is_file():
-            raise FileNotFoundError(f"run={run} is not a finished ucse run: {need} is missing.")
+    run = finished_run(run_dir)
     for tok in overrides:
         if "=" not in tok or not tok.startswith("uncertainty."):
             raise ConfigError(
