@@ -79,13 +79,26 @@ def test_auto_cross_validates_on_a_small_validation_split(tiny_run_cfg):
     assert not (run / "checkpoints").exists()  # fitted in memory
 
 
-def test_auto_selects_on_the_validation_split_when_it_is_large(tiny_run_cfg, monkeypatch):
+@pytest.mark.parametrize("refit", [True, False])
+def test_auto_selects_on_the_validation_split_when_it_is_large(tiny_run_cfg, monkeypatch, refit):
     monkeypatch.setattr(auto_mod, "HOLDOUT_MIN", 5)
-    result = train(tiny_run_cfg("recipe=auto", "head=auto", "data.val_fraction=0.3"))
-    sel = result.metrics["selection"]
-    assert sel["mode"] == "holdout" and sel["n_heldout"] == result.metrics["data"]["sizes"]["validation"]
+    result = train(tiny_run_cfg("recipe=auto", "head=auto", "data.val_fraction=0.3", f"data.refit={refit}"))
+    m, sizes = result.metrics, result.metrics["data"]["sizes"]
+    sel = m["selection"]
+    assert sel["mode"] == "holdout" and sel["n_heldout"] == sizes["validation"]
     assert sel["textcnn"]["best_step"] >= 1 and sel["textcnn"]["best_val_nll"] > 0
-    assert not (result.run_dir / HELDOUT_FILE).exists()
+    if not refit:  # shipped as selected: the validation rows are unseen, the profile is fitted on them
+        assert "refit" not in sel and not (result.run_dir / HELDOUT_FILE).exists()
+        assert "estimate" not in m["val"]
+        return
+    # Refitted on train + validation: the selection models' validation outputs are what the profile uses.
+    assert sel["refit"]["rows"] == sizes["train"] + sizes["validation"]
+    heldout, labels = load_heldout(result.run_dir / HELDOUT_FILE, 3)
+    assert len(labels) == sizes["validation"] and m["val"]["estimate"] == "held-out, before refit"
+    assert m["val"]["accuracy"] == pytest.approx(np.mean(heldout.logits.argmax(1) == labels), abs=1e-6)
+    if 0 < sel["weight"]:
+        assert sel["textcnn"]["refit_steps"] >= sel["textcnn"]["steps"]  # a budget for more rows
+    assert m["test"]["accuracy"] > 0.6
 
 
 def test_paper_recipe_keeps_the_configured_schedule(tiny_run_cfg):

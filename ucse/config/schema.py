@@ -279,6 +279,11 @@ class DataConfig:
     """Labels held out for out-of-distribution checks: a list of label names, or a fraction in (0, 1) of
     the train labels picked at random with ``seed``. Their rows leave train and validation; their test
     rows become ``TaskData.ood`` (not scored as classes)."""
+    refit: bool = True
+    """After ``head=auto`` (or ``blend``) chose on the validation split, refit the chosen models on train +
+    validation, so the shipped head learns from every labelled row; the uncertainty profile is then fitted on
+    the selection models' validation outputs (as after cross-validation, which always refits). The validation
+    figures in metrics.json are those held-out ones. ``false``: ship the models trained on train only."""
     drop_bad_rows: bool = False
     """Drop (and count) rows with empty/non-string text or unseen labels instead of failing."""
     max_train_samples: int | None = None

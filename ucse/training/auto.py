@@ -5,8 +5,9 @@ The choice is the blend weight w in {0, 0.25, 0.5, 0.75, 1} (0 = the probe alone
 with the lowest held-out NLL after a temperature per model, taken back toward the probe by the one-standard-
 error rule: the probe is kept unless the better model's NLL gain exceeds one standard error of the paired
 per-text difference. Held out means the validation split when it has at least max(200, 5C) texts, else
-k-fold cross-validation over train + validation (out-of-fold predictions), after which the chosen models are
-refitted on every row and the out-of-fold predictions are kept for calibrating the uncertainty profile.
+k-fold cross-validation over train + validation (out-of-fold predictions). Either way the chosen models are
+then refitted on every train + validation row (``data.refit``, on by default), and the held-out predictions
+of the selection models are kept for calibrating the uncertainty profile.
 """
 
 from __future__ import annotations
@@ -121,8 +122,9 @@ class AutoResult:
     Attributes:
         head: the head to save.
         report: mode, folds, the choice and the candidates' held-out figures (saved in metrics.json).
-        heldout: out-of-fold outputs of the shipped head's recipe on every train + validation row
-            (cross-validation mode), for fitting the uncertainty profile; ``None`` in holdout mode.
+        heldout: held-out outputs of the shipped head's recipe, for fitting the uncertainty profile: out of
+            fold on every train + validation row (cross-validation), or the selection models' outputs on the
+            validation rows (holdout with ``data.refit``); ``None`` when the shipped head never saw them.
         heldout_labels: their labels.
     """
 
@@ -185,9 +187,9 @@ def _holdout(cfg, states, labels, c, h, device, weights) -> AutoResult:
         c,
         device,
     )
-    a = run_head(fit.head, states["validation"]).logits
-    choice = choose_blend(a, _probe_logits(probe, x_va), labels["validation"], weights)
-    head = compose(cfg.head, choice, fit.head, probe, c)
+    out_va = run_head(fit.head, states["validation"])  # mean (M, D), var (M, D) | None, logits (M, C)
+    b = _probe_logits(probe, x_va)
+    choice = choose_blend(out_va.logits, b, labels["validation"], weights)
     report = {
         "mode": "holdout",
         "n_heldout": len(labels["validation"]),
@@ -195,7 +197,28 @@ def _holdout(cfg, states, labels, c, h, device, weights) -> AutoResult:
         "textcnn": {"steps": fit.steps, "best_step": fit.best_step, "best_val_nll": fit.best_val_nll},
         **choice,
     }
-    return AutoResult(head, report)
+    if not cfg.data.refit:
+        return AutoResult(compose(cfg.head, choice, fit.head, probe, c), report)
+    # Refit the chosen models on train + validation: the shipped head learns from every labelled row; the
+    # validation outputs of the selection models stay the held-out evidence the profile is calibrated on.
+    w = choice["weight"]
+    rows = _join(states["train"], states["validation"])
+    y = np.concatenate([labels["train"], labels["validation"]])
+    if w < 1:
+        probe, report["probe"] = fit_probe_head(cfg, np.concatenate([x_tr, x_va]), y, c, h)
+    gaussian = None
+    if w > 0:
+        refit = fit_head(cfg, _gaussian_cfg(cfg), (rows, y), None, c, device)
+        gaussian, report["textcnn"]["refit_steps"] = refit.head, refit.steps
+    report["refit"] = {"rows": len(y)}
+    if w == 0.0:  # the probe's own outputs: its unit vectors are its mean
+        heldout = Outputs(x_va.astype(np.float32), None, b.astype(np.float32))
+    else:
+        logits = blend_logits(choice, out_va.logits, b).astype(np.float32)
+        var = None if out_va.var is None else out_va.var.astype(np.float32)
+        heldout = Outputs(out_va.mean.astype(np.float32), var, logits)
+    head = compose(cfg.head, choice, gaussian, probe if w < 1 else None, c)
+    return AutoResult(head, report, heldout, labels["validation"])
 
 
 def _cross_validated(cfg, states, labels, c, h, device, weights) -> AutoResult:

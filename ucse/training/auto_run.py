@@ -60,8 +60,9 @@ def fit_auto_run(
         if len(labels[split]) == 0:  # data.test_fraction=0: no test split, no test figures
             continue
         metrics[key] = _scores(run_head(head, states[split]).logits, labels[split])
-    if heldout is not None:  # the validation rows trained the head: report the cross-validated estimate
-        metrics["val"] = {**_scores(heldout.logits, heldout_labels), "estimate": "cross-validated"}
+    if heldout is not None:  # the validation rows trained the head: report the held-out estimate
+        estimate = "cross-validated" if report.get("mode") == "cross-validation" else "held-out, before refit"
+        metrics["val"] = {**_scores(heldout.logits, heldout_labels), "estimate": estimate}
         save_heldout(run_dir / HELDOUT_FILE, heldout, heldout_labels)
     save_head(head, run_dir / "head", meta)
     metrics["head"] = head.spec.config.type.value
