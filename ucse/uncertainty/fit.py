@@ -35,7 +35,7 @@ from ucse.training.auto_run import HELDOUT_FILE, load_heldout
 from ucse.training.run import build_states, resolve_device
 from ucse.uncertainty import conformal
 from ucse.uncertainty.calibration import fit_calibrator
-from ucse.uncertainty.density import fit_class_gaussians
+from ucse.uncertainty.density import ClassGaussians, fit_class_gaussians
 from ucse.uncertainty.profile import UncertaintyProfile, row_uniforms
 from ucse.uncertainty.selective import aurc, threshold_for_coverage, threshold_for_error
 
@@ -55,6 +55,7 @@ def fit_profile(
     weight: torch.Tensor | None = None,
     train: EncodedBatch | None = None,
     train_labels: np.ndarray | None = None,
+    gaussians: ClassGaussians | None = None,
 ) -> UncertaintyProfile:
     """Fit calibration, default score, abstention threshold, conformal quantile and feature Gaussians.
 
@@ -65,6 +66,8 @@ def fit_profile(
         weight: (C, D) classifier weight (enables the predictive scores with a variance branch).
         train: training head outputs, for the density scores (``None`` skips them).
         train_labels: (M,) training labels.
+        gaussians: class Gaussians already fitted for this head (a refit of its profile), used when
+            ``train`` is not given.
 
     Returns:
         The fitted :class:`UncertaintyProfile` (not yet saved).
@@ -72,7 +75,6 @@ def fit_profile(
     check_uncertainty_config(cfg)
     c = val.logits.shape[1]
     calibrator = fit_calibrator(val.logits, val_labels, cfg.calibration.method)
-    gaussians = None
     if train is not None and train_labels is not None:
         gaussians = fit_class_gaussians(train.mean, train_labels, c)
     profile = UncertaintyProfile(
@@ -139,14 +141,20 @@ def encode_splits(
 
 
 def fit_for_run(
-    run: Path, train_cfg: TrainConfig, ucfg: UncertaintyConfig, data: TaskData, encoder: UcseEncoder
+    run: Path,
+    train_cfg: TrainConfig,
+    ucfg: UncertaintyConfig,
+    data: TaskData,
+    encoder: UcseEncoder,
+    previous: UncertaintyProfile | None = None,
 ) -> UncertaintyProfile:
     """Fit and save the profile of the run in ``run`` for the head ``encoder`` holds.
 
     A run whose head was selected and refitted by cross-validation (``head=auto`` on a small validation
     split) saved the out-of-fold outputs of every train + validation row in ``heldout.safetensors``: they
     are what the profile is calibrated on, since those rows trained the head (the density scores, which
-    need the shipped head's own training means, are left out then).
+    need the shipped head's own training means, are left out then). ``previous``, the profile being
+    replaced for the same head, lends its class Gaussians, so the training split need not be re-encoded.
     """
     c = len(data.label_names)
     heldout = load_heldout(run / HELDOUT_FILE, c)
@@ -154,12 +162,23 @@ def fit_for_run(
         val, val_labels = heldout
         train, train_labels = None, None
     else:
-        outs = encode_splits(train_cfg, encoder, data, ("train", "validation"))
+        reuse = previous is not None and previous.gaussians is not None
+        splits = ("validation",) if reuse else ("train", "validation")
+        outs = encode_splits(train_cfg, encoder, data, splits)
         val, val_labels = outs["validation"], data.labels("validation")
-        train, train_labels = outs["train"], data.labels("train")
+        train = outs.get("train")
+        train_labels = None if train is None else data.labels("train")
     profile = fit_profile(
-        val, val_labels, ucfg, weight=classifier_weight(encoder.head), train=train, train_labels=train_labels
+        val,
+        val_labels,
+        ucfg,
+        weight=classifier_weight(encoder.head),
+        train=train,
+        train_labels=train_labels,
+        gaussians=previous.gaussians if previous is not None and heldout is None else None,
     )
+    if train is None and heldout is None and previous is not None:  # the Gaussians came with the old profile
+        profile.info["n_train"] = previous.info.get("n_train")
     profile.save(run / "head")
     return profile
 
@@ -268,7 +287,7 @@ def refit_run_profile(
     )
     before = load_uncertainty_profile(run / "head", num_classes=len(encoder.label_names) or None)
     data = load_classification(train_cfg.task, train_cfg.data, train_cfg.seed)
-    profile = fit_for_run(run, train_cfg, ucfg, data, encoder)
+    profile = fit_for_run(run, train_cfg, ucfg, data, encoder, previous=before)
     train_cfg.uncertainty = ucfg
     train_cfg.data.root = recorded_root  # the run's record keeps its own
     atomic.write_text(run / "config.yaml", to_yaml(train_cfg))
