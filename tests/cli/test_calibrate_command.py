@@ -80,6 +80,7 @@ def test_an_error_target_replaces_the_coverage_rule(tickets):
         (["uncertainty.abstain.coverage=0.5"], "calibrate needs run="),
         (["run={run}"], "at least one uncertainty."),
         (["run={run}", "optim.lr=0.1"], "only uncertainty.<field>"),
+        (["run={run}", "uncertainty.enabled=false"], "always fits a profile"),
         (["run={run}", "uncertainty.abstain.coverag=0.5"], "coverag"),
         (["run={run}", "uncertainty.abstain.coverage=1.5"], "coverage"),
         (["run={missing}", "uncertainty.abstain.coverage=0.5"], "does not exist"),

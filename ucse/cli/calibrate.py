@@ -31,8 +31,8 @@ def help_text() -> str:
     """``ucse calibrate --help``: usage and every ``uncertainty.*`` field."""
     from ucse.config.uncertainty import UncertaintyConfig
 
-    fields = format_fields(UncertaintyConfig, "Settings (uncertainty.<field>=<value>)")
-    return f"ucse calibrate: {__doc__.strip()}\n\n{fields}"
+    fields = format_fields(UncertaintyConfig, "Settings", prefix="uncertainty.")
+    return f"{__doc__.strip()}\n\n{fields}"
 
 
 def _threshold(profile: UncertaintyProfile) -> str:

@@ -107,15 +107,18 @@ def config_fields(cls: type, prefix: str = "", sections: bool = False) -> list[F
     return out
 
 
-def format_fields(cls: type, title: str = "Fields (key=value)") -> str:
-    """A config dataclass's fields as help text: ``key: type = default``, then the wrapped docstring."""
+def format_fields(cls: type, title: str = "Fields (key=value)", prefix: str = "") -> str:
+    """A config dataclass's fields as help text: ``key: type = default``, then the wrapped docstring.
+
+    ``prefix`` is put before every key (``uncertainty.`` where the dataclass is a group of a larger config).
+    """
     width = min(shutil.get_terminal_size((100, 20)).columns, 110)
     lines = [f"{title}:"]
     for f in config_fields(cls, sections=True):
         if f.type == "section":
-            lines += ["", f"  [{f.key}] {f.doc}"]
+            lines += ["", f"  [{prefix}{f.key}] {f.doc}"]
             continue
-        lines.append(f"  {f.key}: {f.type} = {f.default}")
+        lines.append(f"  {prefix}{f.key}: {f.type} = {f.default}")
         if f.doc:
             lines += textwrap.wrap(f.doc, width, initial_indent="      ", subsequent_indent="      ")
     return "\n".join(lines)

@@ -250,6 +250,11 @@ def refit_run_profile(
 
     run = finished_run(run_dir)
     for tok in overrides:
+        if tok.startswith("uncertainty.enabled="):
+            raise ConfigError(
+                f"'{tok}': calibrate always fits a profile; a head without one is trained with "
+                "uncertainty.enabled=false."
+            )
         if "=" not in tok or not tok.startswith("uncertainty."):
             raise ConfigError(
                 f"'{tok}': calibrate changes only uncertainty.<field>=<value> settings "
