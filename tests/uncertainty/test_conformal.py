@@ -62,3 +62,21 @@ def test_split_conformal_coverage_over_repeated_splits(lam, k_reg, randomized):
     if randomized:  # exact up to 1/(n+1)
         assert np.mean(covs) <= 1 - alpha + 1 / (n_cal + 1) + 0.005
     assert 1 <= np.mean(sizes) < 10
+
+
+def test_include_top_never_leaves_a_set_empty_and_only_adds_the_top_label():
+    """Randomised APS leaves confident rows' sets empty; ``include_top`` adds exactly their top label."""
+    alpha, n = 0.1, 3000
+    rng = np.random.default_rng(7)
+    (pc, yc), (pt, yt) = _task(500, rng), _task(n, rng)
+    q = conformal.calibrate(pc, yc, alpha, conformal.uniforms(500, 1))
+    u = conformal.uniforms(n, 2)
+    plain = conformal.prediction_sets(pt, q, u).numpy()
+    topped = conformal.prediction_sets(pt, q, u, include_top=True).numpy()
+    assert (plain.sum(1) == 0).any()  # the textbook randomised sets do come out empty here
+    assert (topped.sum(1) >= 1).all()
+    added = topped & ~plain
+    assert not (plain & ~topped).any()  # a superset of the textbook sets
+    assert (added.sum(1) <= 1).all() and (added.argmax(1)[added.any(1)] == pt.argmax(1)[added.any(1)]).all()
+    cov = lambda s: s[np.arange(n), yt].mean()  # noqa: E731
+    assert cov(topped) >= cov(plain)

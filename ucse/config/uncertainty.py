@@ -82,8 +82,11 @@ class ConformalConfig:
     method: ConformalMethod = ConformalMethod.aps
     """Conformal score: ``aps`` or ``raps``."""
     randomized: bool = True
-    """Randomise the last label's inclusion (exact 1 - alpha coverage; a set may then be empty). Off gives
-    larger, never-empty sets that over-cover."""
+    """Randomise the last label's inclusion (coverage 1 - alpha on average, not more). Off gives larger sets
+    that over-cover."""
+    include_top: bool = True
+    """Always put the most probable label in the set, so no set is empty (a randomised or a confident set can
+    be: the top mass may exceed the quantile). Coverage can only rise; ``false``: the textbook sets."""
     raps_lambda: float = 0.01
     """RAPS penalty per label beyond ``raps_k_reg``."""
     raps_k_reg: int = 1

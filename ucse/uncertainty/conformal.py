@@ -87,21 +87,31 @@ def calibrate(
 
 
 def prediction_sets(
-    probs: Array, qhat: float, u: Array | None = None, lam: float = 0.0, k_reg: int = 0
+    probs: Array,
+    qhat: float,
+    u: Array | None = None,
+    lam: float = 0.0,
+    k_reg: int = 0,
+    include_top: bool = False,
 ) -> torch.Tensor:
-    """Labels whose conformal score is at most q-hat.
+    """Labels whose conformal score is at most q-hat (and the most probable one, with ``include_top``).
 
     Args:
         probs: (N, C) calibrated probabilities.
         qhat: from :func:`calibrate`.
-        u: (N,) uniforms (randomised version; a set may then be empty), or ``None``.
+        u: (N,) uniforms (randomised version), or ``None``.
         lam: RAPS penalty.
         k_reg: RAPS free ranks.
+        include_top: add each row's most probable label, so no set is empty (supersets: coverage >= before).
 
     Returns:
         (N, C) bool membership.
     """
-    return label_scores(probs, u, lam, k_reg) <= qhat
+    member = label_scores(probs, u, lam, k_reg) <= qhat  # (N, C)
+    if include_top:
+        p = torch.as_tensor(probs)
+        member[torch.arange(p.shape[0]), p.argmax(dim=1)] = True
+    return member
 
 
 def uniforms(n: int, seed: int) -> torch.Tensor:

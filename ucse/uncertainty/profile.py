@@ -188,7 +188,7 @@ class UncertaintyProfile:
         c = self.conformal
         u = row_uniforms(probs, self.seed) if c.randomized else None
         lam, k_reg = (c.raps_lambda, c.raps_k_reg) if c.method == ConformalMethod.raps else (0.0, 0)
-        return conformal.prediction_sets(probs, self.qhat, u, lam, k_reg)
+        return conformal.prediction_sets(probs, self.qhat, u, lam, k_reg, include_top=c.include_top)
 
     def apply(self, mean: Any, var: Any, logits: Any, sets: bool = False) -> UncertaintyOutput:
         """Turn a head's outputs for N texts into calibrated decisions.

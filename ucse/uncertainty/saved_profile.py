@@ -147,13 +147,19 @@ def _abstain(c: _Checker, a: Any) -> None:
     c.check(type(a["achievable"]) is bool, "abstain.achievable", a["achievable"], "true or false")
 
 
+ADDED_LATER = {"include_top"}
+"""Conformal fields a saved profile may lack (written before they existed); they load with their default."""
+
+
 def _conformal(c: _Checker, k: Any, num_classes: int) -> None:
     names = {f.name for f in fields(ConformalConfig)} | {"qhat"}
-    c.keys(k, "conformal", names, names)
+    c.keys(k, "conformal", names, names - ADDED_LATER)  # a profile saved before a field existed: its default
     c.check(_in(0, 1)(k["alpha"]), "conformal.alpha", k["alpha"], "a number in (0, 1)")
     methods = [m.value for m in ConformalMethod]
     c.check(k["method"] in methods, "conformal.method", k["method"], " | ".join(methods))
     c.check(type(k["randomized"]) is bool, "conformal.randomized", k["randomized"], "true or false")
+    top = k.get("include_top", True)
+    c.check(type(top) is bool, "conformal.include_top", top, "true or false")
     lam, k_reg = k["raps_lambda"], k["raps_k_reg"]
     c.check(_number(lam) and lam >= 0, "conformal.raps_lambda", lam, "a finite number >= 0")
     c.check(_int(k_reg) and k_reg >= 0, "conformal.raps_k_reg", k_reg, "an integer >= 0")
