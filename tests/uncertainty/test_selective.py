@@ -107,3 +107,20 @@ def test_uncertifiable_target_follows_the_configured_fallback(fallback, abstains
     assert out.abstain.all() if abstains else not out.abstain.any()
     assert profile.abstain.val_coverage == (0.0 if abstains else 1.0)
     assert ("every text will abstain" if abstains else "no text will abstain") in caplog.text
+
+
+def test_lowest_certifiable_error_is_the_brute_force_minimum_and_a_true_floor():
+    from ucse.uncertainty.selective import lowest_certifiable_error, risk_upper_bound, threshold_for_error
+
+    rng = np.random.default_rng(5)
+    n, delta = 145, 0.05
+    u = rng.uniform(size=n)
+    correct = rng.uniform(size=n) > 0.25 * u  # errors more likely where the score is high
+    d = delta / math.ceil(math.log2(n))
+    order = np.argsort(u)
+    brute = min(risk_upper_bound(int((~correct[order[:k]]).sum()), k, d) for k in range(1, n + 1))
+    floor = lowest_certifiable_error(u, correct, delta)
+    assert floor == pytest.approx(brute, rel=1e-9)
+    for target in (floor * 0.5, floor):  # no target at or below the floor can be certified
+        assert not threshold_for_error(u, correct, target, delta).achievable
+    assert threshold_for_error(u, correct, min(0.99, floor + 0.15), delta).achievable

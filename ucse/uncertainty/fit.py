@@ -37,7 +37,12 @@ from ucse.uncertainty import conformal
 from ucse.uncertainty.calibration import fit_calibrator
 from ucse.uncertainty.density import ClassGaussians, fit_class_gaussians
 from ucse.uncertainty.profile import UncertaintyProfile, row_uniforms
-from ucse.uncertainty.selective import aurc, threshold_for_coverage, threshold_for_error
+from ucse.uncertainty.selective import (
+    aurc,
+    lowest_certifiable_error,
+    threshold_for_coverage,
+    threshold_for_error,
+)
 
 log = logging.getLogger(__name__)
 
@@ -109,14 +114,18 @@ def fit_profile(
                 profile.abstain = dataclasses.replace(
                     profile.abstain, threshold=math.inf, val_coverage=1.0, val_error=float(1 - correct.mean())
                 )
+            floor = lowest_certifiable_error(u, correct, a.delta)
             log.warning(
-                "no threshold certifies error <= %.3f at delta %.2f on %d validation texts: %s; more "
-                "validation data, a larger uncertainty.abstain.target_error or "
-                "uncertainty.abstain.coverage=0.9 set one",
+                "no threshold certifies error <= %.3f at delta %.2f on %d validation texts: %s; the lowest "
+                "error bound any threshold reaches on them is %.3f. A target above that "
+                "(`ucse calibrate run=<run> uncertainty.abstain.target_error=%.2f`), "
+                "uncertainty.abstain.coverage=0.9 or more validation data set one",
                 a.target_error,
                 a.delta,
                 len(u),
                 "no text will abstain" if answer else "every text will abstain",
+                floor,
+                min(0.99, math.ceil(floor * 100 + 1) / 100),
             )
     k = cfg.conformal
     rand = row_uniforms(probs, cfg.seed) if k.randomized else None

@@ -181,6 +181,27 @@ def threshold_for_error(
     )
 
 
+def lowest_certifiable_error(uncertainty: Array, correct: Array, delta: float = 0.05) -> float:
+    """The lowest error bound any threshold reaches on these validation texts, at SGR's per-test delta.
+
+    The Clopper-Pearson bound (at ``delta / ceil(log2 N)``, as :func:`threshold_for_error` tests it) of
+    every threshold on the sorted scores, minimised: no ``target_error`` at or below it can be certified
+    with these N texts, so it is what to tell a user whose target failed. (A target just above it is not
+    guaranteed to pass either: the binary search visits ``ceil(log2 N)`` thresholds, not all of them.)
+    """
+    from scipy.stats import beta
+
+    u = as_f64(uncertainty).numpy()
+    order = np.argsort(u, kind="stable")
+    err = (~_np_bool(correct))[order]
+    n = u.size
+    d = delta / max(1, math.ceil(math.log2(n)))
+    kept = np.arange(1, n + 1)  # answer the k most certain texts (ties broken by order: a lower bound)
+    errors = np.cumsum(err)
+    bounds = np.where(errors >= kept, 1.0, beta.ppf(1.0 - d, errors + 1, np.maximum(kept - errors, 1)))
+    return float(bounds.min())
+
+
 def threshold_for_coverage(uncertainty: Array, correct: Array, coverage: float) -> AbstainThreshold:
     """The threshold answering at least ``coverage`` of texts, with a conformal guarantee.
 
