@@ -19,9 +19,10 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
     test, val = metrics.get("test"), metrics.get("val", {})
     data = metrics.get("data", {})
     sizes = data.get("sizes", {})
-    estimate = (
-        "cross-validated accuracy" if val.get("estimate") == "cross-validated" else "validation accuracy"
-    )
+    estimate = {
+        "cross-validated": "cross-validated accuracy",
+        "held-out, before refit": "validation accuracy before the refit on train + validation",
+    }.get(val.get("estimate"), "validation accuracy")
     tested = "no test split"
     if test:
         tested = f"test accuracy {test['accuracy']:.4f}  macro-F1 {test['f1_macro']:.4f}"
