@@ -23,7 +23,7 @@ LAYERS: list[set[str]] = [
     {"training"},  # fitting heads (Lightning, or in memory)
     {"core"},  # the saved model: texts -> (mean, var, logits); Gaussian embeddings
     {"uncertainty"},  # the profile fitted on a trained head
-    {"pipeline"},  # data -> train -> profile -> run folder
+    {"pipeline", "summary"},  # data -> train -> profile -> run folder; the lines a run prints
     {"inference", "evaluation"},  # the classifier; metrics, MTEB
     {"uec", "export"},  # ensembles over trained members; exporting embeddings
     {"ucse"},  # the package facade: `import ucse; ucse.train(...)`, `ucse.UcseClassifier`

@@ -23,9 +23,9 @@ if TYPE_CHECKING:
 def train(data: Any, **overrides: Any) -> UcseClassifier:
     """Train an uncertainty-aware classifier on your labelled texts; return it, fitted and loaded.
 
-    The same as ``ucse train data.path=...``: the data's split files are used or stratified, seeded
-    validation and test slices are carved; string or integer labels; the uncertainty profile
-    (calibration, abstention threshold, conformal sets) is fitted and saved with the head.
+    The same as ``ucse train data.path=...``, with the same summary printed: the data's split files are
+    used or stratified, seeded validation and test slices are carved; string or integer labels; the
+    uncertainty profile (calibration, abstention threshold, conformal sets) is fitted and saved with the head.
 
     Args:
         data: a path (``.csv``/``.tsv``/``.jsonl``/``.json``/``.parquet`` file, a folder of split files or a
@@ -43,8 +43,10 @@ def train(data: Any, **overrides: Any) -> UcseClassifier:
     """
     from ucse.inference.classifier import UcseClassifier
     from ucse.pipeline import train_from
+    from ucse.summary import train_summary
 
-    result = train_from(data, **overrides)
+    result, profile = train_from(data, **overrides)
+    print(train_summary(result.run_dir, result.metrics, profile))  # what `ucse train` prints
     device = str(overrides.get("device", "auto"))
     return UcseClassifier.from_pretrained(result.run_dir, device=device)
 

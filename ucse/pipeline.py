@@ -119,8 +119,8 @@ def run_training(cfg: TrainConfig, source: Any = None) -> tuple[RunResult, Uncer
     return result, profile
 
 
-def train_from(data: Any, **overrides: Any) -> RunResult:
-    """:func:`ucse.train`: a path or in-memory data + config overrides -> a finished run with its profile."""
+def train_from(data: Any, **overrides: Any) -> tuple[RunResult, UncertaintyProfile | None]:
+    """:func:`ucse.train`: a path or in-memory data + config overrides -> a finished run and its profile."""
     tokens = overrides_to_tokens(overrides)
     in_memory = not isinstance(data, (str, Path))
     if not in_memory:
@@ -128,4 +128,4 @@ def train_from(data: Any, **overrides: Any) -> RunResult:
     cfg = build_config(tokens, own_data=in_memory)
     if not os.environ.get("UCSE_DEBUG"):
         quiet_lightning()
-    return run_training(cfg, data if in_memory else None)[0]
+    return run_training(cfg, data if in_memory else None)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ucse.cli.summary import train_summary
+from ucse.summary import train_summary
 
 
 @pytest.mark.parametrize(

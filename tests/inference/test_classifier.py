@@ -112,7 +112,7 @@ def test_missing_run_is_a_clear_error(tmp_path):
 
 
 @pytest.mark.parametrize("form", ["(texts, labels)", "csv path"])
-def test_ucse_train_then_predict_label_names(form, train_overrides, tmp_path):
+def test_ucse_train_then_predict_label_names(form, train_overrides, tmp_path, capsys):
     rows = own_rows(150, seed=1)
     if form == "csv path":
         import pandas as pd
@@ -122,6 +122,9 @@ def test_ucse_train_then_predict_label_names(form, train_overrides, tmp_path):
     else:
         data = ([r["text"] for r in rows], [r["label"] for r in rows])
     trained = ucse.train(data, **train_overrides(tmp_path / "run"), seed=1, device="cpu")
+    shown = capsys.readouterr().out  # the Python API prints what `ucse train` prints
+    assert shown.startswith(f"run: {tmp_path / 'run'}\ntest accuracy ")
+    assert "uncertainty: calibration" in shown
     assert trained.metrics_["data"]["num_classes"] == 3
     assert trained.profile_.fitted  # the one pipeline: the head ships with its uncertainty profile
     clf = ucse.UcseClassifier.from_pretrained(trained.run_dir_, device="cpu")

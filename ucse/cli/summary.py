@@ -1,86 +1,11 @@
-"""Short terminal summaries of a finished run and of an evaluation: key figures and where the files are.
+"""Short terminal summary of an evaluation: key figures and where the files are (a run's is ``ucse.summary``).
 
-The full figures stay in the run folder (``metrics.json``, ``eval.json``); the terminal gets a few lines.
+The full figures stay in the run folder (``eval.json``); the terminal gets a few lines.
 """
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
-from typing import Any
-
-
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.2f} %"
-
-
-def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
-    """What ``ucse train`` prints: test/validation scores, the uncertainty profile, the run's files."""
-    test, val = metrics.get("test"), metrics.get("val", {})
-    data = metrics.get("data", {})
-    sizes = data.get("sizes", {})
-    estimate = {
-        "cross-validated": "cross-validated accuracy",
-        "held-out, before refit": "validation accuracy before the refit on train + validation",
-    }.get(val.get("estimate"), "validation accuracy")
-    tested = "no test split"
-    if test:
-        tested = f"test accuracy {test['accuracy']:.4f}  macro-F1 {test['f1_macro']:.4f}"
-    lines = [
-        f"run: {run_dir}",
-        tested + (f"   ({estimate} {val['accuracy']:.4f})" if "accuracy" in val else ""),
-    ]
-    sel = metrics.get("selection") or {}
-    if "weight" in sel:
-        acc, nll = sel["accuracy"], sel["nll"]
-        shown = [("logreg", "0.0"), ("textcnn", "1.0"), ("blend w=0.5", "0.5")]
-        if 0 < sel["weight"] < 1 and str(sel["weight"]) != "0.5":
-            shown.append((f"blend w={sel['weight']:g}", str(sel["weight"])))
-        figures = ", ".join(f"{name} {100 * acc[w]:.2f} % / {nll[w]:.3f}" for name, w in shown if w in acc)
-        lines.append(
-            f"head: {metrics.get('head')} chosen by {sel['mode']} over {sel['n_heldout']} texts "
-            f"(held-out accuracy / NLL: {figures})"
-        )
-    elif "probe" in sel:
-        lines.append(f"head: logreg, C={sel['probe']['C']:.3g} chosen by {sel['probe']['folds']}-fold CV")
-    if sizes:
-        lines.append(
-            f"data: {data.get('num_classes')} labels; train {sizes.get('train')} / validation "
-            f"{sizes.get('validation')} / test {sizes.get('test')} texts"
-        )
-    if profile is not None:
-        cal = profile.calibrator
-        t = cal.temperature if cal.method.value == "temperature" else None
-        lines.append(
-            f"uncertainty: calibration {cal.method.value}{f' (T={t:.3f})' if t else ''}, "
-            f"default score {profile.score.value}"
-        )
-        a = profile.abstain
-        if a is not None:
-            rule = "target error" if a.rule == "target_error" else "coverage"
-            never = math.isinf(a.threshold) and a.threshold > 0
-            met = (
-                ""
-                if a.achievable
-                else f" - not certifiable on validation: {'no text' if never else 'every text'} abstains"
-            )
-            lines.append(
-                f"  abstain ({rule} {a.target}): validation coverage {_pct(a.val_coverage)}, "
-                f"error {_pct(a.val_error)}{met}"
-            )
-        if profile.conformal is not None and profile.qhat is not None:
-            lines.append(
-                f"  conformal sets: {profile.conformal.method.value}, alpha {profile.conformal.alpha}"
-            )
-    extra = ", ".join(
-        n for n in ("config.yaml", "heldout.safetensors", "logs/") if (run_dir / n.rstrip("/")).exists()
-    )
-    lines.append(f"files: {run_dir / 'metrics.json'}, {run_dir / 'head'} (head + calibration), {extra}")
-    lines.append(
-        f"next: ucse predict run={run_dir} input=<texts.txt> out=<predictions.jsonl>   |   "
-        f"ucse eval run={run_dir}"
-    )
-    return "\n".join(lines)
 
 
 def eval_summary(report: dict, written: Path | None) -> str:

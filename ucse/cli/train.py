@@ -17,9 +17,9 @@ import sys
 
 from ucse.cli import run_cli
 from ucse.cli.help import format_fields, show, wants_help
-from ucse.cli.summary import train_summary
 from ucse.config import GROUPS, TrainConfig, build_config, group_choices, to_yaml
 from ucse.pipeline import quiet_lightning, run_training
+from ucse.summary import train_summary
 
 # torch, Lightning, transformers and datasets are imported inside ucse.pipeline's functions, after the
 # arguments are parsed and checked: `ucse train --help` and a mistyped key answer at once.
