@@ -222,7 +222,11 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
             names = [str(i) for i in range(n)]
         self.classes_ = np.asarray(names, dtype=object)
         self.columns_ = np.arange(len(names))
-        self.uncertainty_score_ = self.profile_.score.value
+
+    @property
+    def uncertainty_score_(self) -> str:
+        """Name of the score reported as ``uncertainty`` (higher = less sure): the profile's default."""
+        return self.profile_.score.value
 
     # -- pickling: the head folder travels, the backbone is reloaded ---------------------------------------
 

@@ -201,24 +201,44 @@ def _holdout(cfg, states, labels, c, h, device, weights) -> AutoResult:
         return AutoResult(compose(cfg.head, choice, fit.head, probe, c), report)
     # Refit the chosen models on train + validation: the shipped head learns from every labelled row; the
     # validation outputs of the selection models stay the held-out evidence the profile is calibrated on.
-    w = choice["weight"]
     rows = _join(states["train"], states["validation"])
     y = np.concatenate([labels["train"], labels["validation"]])
-    if w < 1:
-        probe, report["probe"] = fit_probe_head(cfg, np.concatenate([x_tr, x_va]), y, c, h)
-    gaussian = None
-    if w > 0:
-        refit = fit_head(cfg, _gaussian_cfg(cfg), (rows, y), None, c, device)
-        gaussian, report["textcnn"]["refit_steps"] = refit.head, refit.steps
+    probe, probe_info, gaussian, steps = _refit(
+        cfg, choice, rows, np.concatenate([x_tr, x_va]), y, c, h, device
+    )
+    if probe_info is not None:
+        report["probe"] = probe_info
+    if steps is not None:
+        report["textcnn"]["refit_steps"] = steps
     report["refit"] = {"rows": len(y)}
-    if w == 0.0:  # the probe's own outputs: its unit vectors are its mean
-        heldout = Outputs(x_va.astype(np.float32), None, b.astype(np.float32))
-    else:
-        logits = blend_logits(choice, out_va.logits, b).astype(np.float32)
-        var = None if out_va.var is None else out_va.var.astype(np.float32)
-        heldout = Outputs(out_va.mean.astype(np.float32), var, logits)
-    head = compose(cfg.head, choice, gaussian, probe if w < 1 else None, c)
-    return AutoResult(head, report, heldout, labels["validation"])
+    heldout = _heldout_outputs(choice, x_va, out_va.logits, b, out_va.mean, out_va.var)
+    return AutoResult(compose(cfg.head, choice, gaussian, probe, c), report, heldout, labels["validation"])
+
+
+def _refit(cfg, choice, rows, x, y, c, h, device) -> tuple[Head | None, dict | None, Head | None, int | None]:
+    """The chosen models refitted on every selection row: (probe, its CV report, TextCNN, its steps).
+
+    The probe is skipped when the choice is the TextCNN alone (w = 1) and the TextCNN when it is the probe
+    alone (w = 0); a skipped model is ``None``.
+    """
+    w = choice["weight"]
+    probe, probe_info = fit_probe_head(cfg, x, y, c, h) if w < 1 else (None, None)
+    if w == 0:
+        return probe, probe_info, None, None
+    fit = fit_head(cfg, _gaussian_cfg(cfg), (rows, y), None, c, device)
+    return probe, probe_info, fit.head, fit.steps
+
+
+def _heldout_outputs(choice, x, a_logits, b_logits, mean, var) -> Outputs:
+    """Held-out outputs of the chosen recipe, for calibrating the uncertainty profile.
+
+    From (N, H) probe vectors ``x``, (N, C) TextCNN / probe logits and the TextCNN's (N, D) mean and
+    variance (``None`` without a variance branch).
+    """
+    if choice["weight"] == 0.0:  # the probe's own outputs: its unit vectors are its mean
+        return Outputs(x.astype(np.float32), None, b_logits.astype(np.float32))
+    logits = blend_logits(choice, a_logits, b_logits).astype(np.float32)
+    return Outputs(mean.astype(np.float32), None if var is None else var.astype(np.float32), logits)
 
 
 def _cross_validated(cfg, states, labels, c, h, device, weights) -> AutoResult:
@@ -242,19 +262,9 @@ def _cross_validated(cfg, states, labels, c, h, device, weights) -> AutoResult:
         if oof_var is not None:
             oof_var[te] = out.var
     choice = choose_blend(oof_a, oof_b, y, weights)
-    w = choice["weight"]
-    probe, probe_info = fit_probe_head(cfg, x, y, c, h) if w < 1 else (None, None)
-    gaussian, steps = None, None
-    if w > 0:
-        fit = fit_head(cfg, _gaussian_cfg(cfg), (rows, y), None, c, device)
-        gaussian, steps = fit.head, fit.steps
+    probe, probe_info, gaussian, steps = _refit(cfg, choice, rows, x, y, c, h, device)
     head = compose(cfg.head, choice, gaussian, probe, c)
-    if w == 0.0:  # the probe's own outputs: its unit vectors are its mean
-        heldout = Outputs(x.astype(np.float32), None, oof_b.astype(np.float32))
-    else:
-        logits = blend_logits(choice, oof_a, oof_b)
-        var = None if oof_var is None else oof_var.astype(np.float32)
-        heldout = Outputs(oof_mean.astype(np.float32), var, logits.astype(np.float32))
+    heldout = _heldout_outputs(choice, x, oof_a, oof_b, oof_mean, oof_var)
     report = {
         "mode": "cross-validation",
         "folds": k,

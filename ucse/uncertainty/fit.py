@@ -167,26 +167,20 @@ def fit_for_run(
     """
     c = len(data.label_names)
     heldout = load_heldout(run / HELDOUT_FILE, c)
+    gaussians = None  # the replaced profile's, when it has them: the training split need not be encoded
     if heldout is not None:
         val, val_labels = heldout
         train, train_labels = None, None
     else:
-        reuse = previous is not None and previous.gaussians is not None
-        splits = ("validation",) if reuse else ("train", "validation")
+        gaussians = previous.gaussians if previous is not None else None
+        splits = ("validation",) if gaussians is not None else ("train", "validation")
         outs = encode_splits(train_cfg, encoder, data, splits)
         val, val_labels = outs["validation"], data.labels("validation")
         train = outs.get("train")
         train_labels = None if train is None else data.labels("train")
-    profile = fit_profile(
-        val,
-        val_labels,
-        ucfg,
-        weight=classifier_weight(encoder.head),
-        train=train,
-        train_labels=train_labels,
-        gaussians=previous.gaussians if previous is not None and heldout is None else None,
-    )
-    if train is None and heldout is None and previous is not None:  # the Gaussians came with the old profile
+    weight = classifier_weight(encoder.head)
+    profile = fit_profile(val, val_labels, ucfg, weight, train, train_labels, gaussians)
+    if gaussians is not None:
         profile.info["n_train"] = previous.info.get("n_train")
     profile.save(run / "head")
     return profile
