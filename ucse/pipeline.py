@@ -66,11 +66,6 @@ def quiet_lightning() -> None:
     warnings.filterwarnings("ignore", message=r".*litlogger.*", category=UserWarning)
 
 
-def training_config(tokens: list[str]) -> TrainConfig:
-    """The config of a run on in-memory data (no task file merged) from ``key=value`` tokens."""
-    return build_config(tokens, own_data=True)
-
-
 def fit_uncertainty(run_dir: Path, cfg: TrainConfig, data: TaskData) -> UncertaintyProfile:
     """Fit the uncertainty profile of a finished run on its validation split and save it in ``head/``.
 

@@ -131,7 +131,8 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         Raises:
             ValueError: bad texts or labels (naming the row), a bad parameter (naming it).
         """
-        from ucse.pipeline import quiet_lightning, run_training, training_config
+        from ucse.config import build_config
+        from ucse.pipeline import quiet_lightning, run_training
 
         texts = as_texts(X)
         given = np.asarray(y)
@@ -143,7 +144,7 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         if len(set(names)) != len(names):
             raise ValueError(f"labels {classes!r} print alike; give labels whose str() differ.")
         run_dir = self._fit_folder()
-        cfg = training_config(self._tokens(run_dir))
+        cfg = build_config(self._tokens(run_dir), own_data=True)
         if not os.environ.get("UCSE_DEBUG"):
             quiet_lightning()
         result, _ = run_training(cfg, (texts, [str(v) for v in y]))
