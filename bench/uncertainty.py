@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import json
 import logging
 import sys
@@ -31,14 +32,17 @@ from scipy.stats import spearmanr
 
 from ucse.backbone.cache import SubsetStates
 from ucse.config import build_config, from_yaml
+from ucse.config.uncertainty import OodScore
 from ucse.core.encoder import UcseEncoder
 from ucse.data import load_classification
 from ucse.heads import bottleneck
 from ucse.training import train
+from ucse.training.auto_run import HELDOUT_FILE, load_heldout
 from ucse.training.run import build_states, task_pool
 from ucse.uncertainty.calibration import calibration_metrics, ece
-from ucse.uncertainty.fit import fit_run_uncertainty
+from ucse.uncertainty.fit import encode_splits, fit_run_ood, fit_run_uncertainty
 from ucse.uncertainty.ood import fpr_at_tpr, ood_auroc
+from ucse.uncertainty.ood_detector import OodDetector
 from ucse.uncertainty.profile import load_uncertainty_profile
 from ucse.uncertainty.selective import aurc, e_aurc
 
@@ -98,12 +102,41 @@ def log_var_bias(value: float | None) -> Iterator[None]:
         bottleneck.GaussianBottleneck.__init__ = original
 
 
-def ood_metrics(profile, encoder, out_in, states_out) -> dict:
-    """AUROC and FPR@95 of every score: in-distribution test outputs vs the OOD texts' outputs."""
+def ood_detectors(run_dir: Path, cfg, encoder, data, profile) -> dict[str, OodDetector]:
+    """Every out-of-scope score's flag, fitted the way ``ucse train`` fits the saved one (same rows, tpr)."""
+    heldout = load_heldout(run_dir / HELDOUT_FILE, len(data.label_names))
+    outs = encode_splits(cfg, encoder, data, ("train", "validation"))
+    held = outs["validation"] if heldout is None else heldout[0]
+    probs = profile.calibrator.probs(held.logits)
+    base = cfg.uncertainty.ood
+    return {
+        s.value: fit_run_ood(
+            dataclasses.replace(base, score=s),
+            data,
+            outs,
+            held,
+            probs,
+            heldout is not None,
+            cfg.uncertainty.seed,
+        )
+        for s in OodScore
+    }
+
+
+def ood_metrics(profile, detectors, encoder, out_in, states_out) -> dict:
+    """AUROC and FPR@95 of every uncertainty score and every out-of-scope flag's score (``ood:<name>``)."""
     out_ood = encoder.run_states(states_out)
     s_in = profile.scores(out_in.mean, out_in.var, out_in.logits)
     s_out = profile.scores(out_ood.mean, out_ood.var, out_ood.logits)
-    return {k: {"auroc": ood_auroc(s_in[k], s_out[k]), "fpr95": fpr_at_tpr(s_in[k], s_out[k])} for k in s_in}
+    for name, det in detectors.items():
+        s_in[f"ood:{name}"] = det.scores(out_in.mean, profile.calibrator.probs(out_in.logits), out_in.logits)
+        s_out[f"ood:{name}"] = det.scores(
+            out_ood.mean, profile.calibrator.probs(out_ood.logits), out_ood.logits
+        )
+    res = {k: {"auroc": ood_auroc(s_in[k], s_out[k]), "fpr95": fpr_at_tpr(s_in[k], s_out[k])} for k in s_in}
+    for name, det in detectors.items():  # the flag itself: share of OOD texts flagged at its threshold
+        res[f"ood:{name}"]["flagged"] = float((s_out[f"ood:{name}"] > det.threshold).double().mean())
+    return res
 
 
 def ece_floor(probs: np.ndarray, draws: int = 200, seed: int = 0) -> float:
@@ -190,13 +223,28 @@ def measure(run_dir: Path) -> dict:
         }
         # Samples ablation: predictive entropy's AURC with S Monte-Carlo samples (0 = probit).
         r["predictive_entropy_by_samples"] = {}
-        for s in (0, 1, 8, 32, 128):
+        for s in (0, 1, 8, 32, 128) if profile.weight is not None else ():
             profile.samples = s
             pe = profile.scores(out.mean, out.var, out.logits, ["predictive_entropy"])["predictive_entropy"]
             r["predictive_entropy_by_samples"][str(s)] = aurc(pe.numpy(), correct)
+    detectors = ood_detectors(run_dir, cfg, encoder, data, profile)
+    test_probs = profile.calibrator.probs(out.logits)
+    # In-scope test texts each flag keeps (target: uncertainty.ood.tpr) and the saved flag's own keep rate.
+    r["ood_keep"] = {
+        name: float((det.scores(out.mean, test_probs, out.logits) <= det.threshold).double().mean())
+        for name, det in detectors.items()
+    }
+    r["ood_flag"] = None
+    if res.ood is not None:
+        r["ood_flag"] = {
+            "score": profile.ood.score.value,
+            "tpr": profile.ood.tpr,
+            "keep": float((~res.ood).mean()),
+            "fitted_on": profile.ood.info.get("heldout"),
+        }
     r["ood"] = {}
     if ood_texts is not None:
-        r["ood"]["heldout"] = ood_metrics(profile, encoder, out, ood_states)
+        r["ood"]["heldout"] = ood_metrics(profile, detectors, encoder, out, ood_states)
         r["heldout_labels"] = list(data.excluded_labels)
     other = CROSS.get(cfg.task.name)
     if other and ood_texts is None:
@@ -206,7 +254,7 @@ def measure(run_dir: Path) -> dict:
         ocfg.data.root = cfg.data.root
         odata = load_classification(ocfg.task, ocfg.data, cfg.seed)
         ostates, _ = build_states(ocfg, encoder.backbone, odata)
-        r["ood"]["cross"] = ood_metrics(profile, encoder, out, ostates["test"])
+        r["ood"]["cross"] = ood_metrics(profile, detectors, encoder, out, ostates["test"])
     return r
 
 

@@ -73,9 +73,21 @@ def test_rows_carry_calibrated_confidence_uncertainty_abstain_and_sets(clf, tiny
     _, ref = _reference_probs(tiny_clf_run, texts)
     saved = json.loads((tiny_clf_run / "head" / "calibration.json").read_text())
     threshold = float(saved["abstain"]["threshold"])
+    ood_threshold = float(saved["ood"]["threshold"])
     assert [r["text"] for r in rows] == texts
     for row, p in zip(rows, ref):
-        assert set(row) == {"text", "label", "confidence", "uncertainty", "abstain", "probs", "set"}
+        assert set(row) == {
+            "text",
+            "label",
+            "confidence",
+            "uncertainty",
+            "abstain",
+            "ood",
+            "ood_score",
+            "probs",
+            "set",
+        }
+        assert row["ood"] == (row["ood_score"] > ood_threshold)
         assert row["label"] == NAMES[int(p.argmax())]
         assert row["confidence"] == pytest.approx(p.max(), abs=1e-6)
         assert list(row["probs"]) == [NAMES[i] for i in np.argsort(-p)[:2]]
@@ -84,7 +96,7 @@ def test_rows_carry_calibrated_confidence_uncertainty_abstain_and_sets(clf, tiny
         assert row["set"] == [NAMES[i] for i in np.argsort(-p) if NAMES[i] in row["set"]]
         if saved["score"] == "msp":
             assert row["uncertainty"] == pytest.approx(1 - p.max(), abs=1e-6)
-    assert len(clf.predict_with_uncertainty(texts, sets=False)[0]) == 6
+    assert len(clf.predict_with_uncertainty(texts, sets=False)[0]) == 8
 
 
 def test_without_calibration_it_falls_back_to_the_softmax(clf, tiny_clf_run, tmp_path):

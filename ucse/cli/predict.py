@@ -9,7 +9,9 @@ Each output row (one per input text, in input order): ``text``, ``label`` (the l
 (calibrated probability of ``label``; the softmax probability when the head has no calibration),
 ``uncertainty`` (the head's default uncertainty score, higher = less sure; its name is in
 ``head/calibration.json``), ``abstain`` (true when ``uncertainty`` is above the threshold saved with the head;
-false when none is set), ``probs`` (label name -> probability, most probable first) and ``set`` (the
+false when none is set), ``ood`` (true when the text looks like none of the labels: ``ood_score`` is above
+the out-of-scope threshold saved with the head; null for a head without one), ``ood_score`` (higher = more
+likely out of scope), ``probs`` (label name -> probability, most probable first) and ``set`` (the
 conformal prediction set, label names) when the head has one.
 """
 
@@ -65,9 +67,10 @@ def main(argv: list[str]) -> int:
         write_predictions(rows, cfg.out, cfg.overwrite)
         if cfg.out != "-":
             abstained = sum(r["abstain"] for r in rows)
+            flagged = sum(bool(r["ood"]) for r in rows)
             print(
                 f"{len(rows)} predictions -> {cfg.out} (uncertainty score: {clf.uncertainty_score_}; "
-                f"abstain on {abstained})",
+                f"abstain on {abstained}; out of scope: {flagged})",
                 file=sys.stderr,
             )
         return 0

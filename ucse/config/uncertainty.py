@@ -46,6 +46,24 @@ class ConformalMethod(str, Enum):
     raps = "raps"  # regularised APS (Angelopoulos et al. 2021): penalises long sets
 
 
+class OodScore(str, Enum):
+    """Out-of-scope scores (higher = more likely none of the labels); see ``ucse.uncertainty.ood_scores``."""
+
+    mahalanobis = (
+        "mahalanobis"  # min class Mahalanobis distance of mu, one shared covariance (Lee et al. 2018)
+    )
+    class_mahalanobis = "class_mahalanobis"  # -log density, one covariance per class (GDA, as in DDU)
+    relative_mahalanobis = (
+        "relative_mahalanobis"  # class distance minus background distance (Ren et al. 2021)
+    )
+    knn = "knn"  # distance to the k-th nearest normalised training mu (Sun et al. 2022)
+    energy = "energy"  # -logsumexp(logits) (Liu et al. 2020)
+    entropy = "entropy"  # entropy of the calibrated softmax
+    msp = "msp"  # 1 - max calibrated softmax probability (Hendrycks & Gimpel 2017)
+    mahalanobis_entropy = "mahalanobis_entropy"  # sum of the two, each standardised on in-scope validation
+    relative_mahalanobis_entropy = "relative_mahalanobis_entropy"  # the same with the relative distance
+
+
 @dataclass
 class CalibrationConfig:
     """Post-hoc calibration of the softmax."""
@@ -94,6 +112,23 @@ class ConformalConfig:
 
 
 @dataclass
+class OodConfig:
+    """Out-of-scope flag: ``ood`` is true where ``ood_score`` is above a threshold set on in-scope texts."""
+
+    enabled: bool = True
+    """Fit the flag after training; off: predict rows carry ``ood: null``."""
+    score: OodScore = OodScore.mahalanobis
+    """Which score; the default is the one bench/uncertainty.py found best over held-out-class and
+    cross-domain texts (docs/RESULTS.md)."""
+    tpr: float = 0.95
+    """Share of in-scope texts the threshold keeps (``ood`` false): the threshold is the
+    ceil((n + 1) * tpr)-th smallest score of n held-out in-scope texts, so on exchangeable in-scope data at
+    least this share is kept on average."""
+    k: int = 10
+    """``knn``: which nearest neighbour's distance is the score."""
+
+
+@dataclass
 class UncertaintyConfig:
     """What is fitted after training and saved with the head (``head/calibration.json``)."""
 
@@ -105,6 +140,8 @@ class UncertaintyConfig:
     """Abstention threshold."""
     conformal: ConformalConfig = field(default_factory=ConformalConfig)
     """Prediction sets."""
+    ood: OodConfig = field(default_factory=OodConfig)
+    """Out-of-scope flag."""
     score: ScoreName = ScoreName.auto
     """Score reported as ``uncertainty`` and used to abstain; ``auto`` picks the lowest validation AURC."""
     samples: int = 32
@@ -133,6 +170,8 @@ def check_uncertainty_config(cfg: UncertaintyConfig) -> None:
         ("conformal.raps_lambda", cfg.conformal.raps_lambda, lambda v: v >= 0, ">= 0"),
         ("conformal.raps_k_reg", cfg.conformal.raps_k_reg, lambda v: v >= 0, ">= 0"),
         ("samples", cfg.samples, lambda v: v >= 0, ">= 0 (0 = probit)"),
+        ("ood.tpr", cfg.ood.tpr, lambda v: 0 < v < 1, "in (0, 1)"),
+        ("ood.k", cfg.ood.k, lambda v: v >= 1, ">= 1"),
     ]
     for key, value, ok, want in checks:
         if not ok(value):

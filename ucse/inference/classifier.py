@@ -315,8 +315,11 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         own scale: 1 - confidence for ``msp``, nats for the entropies, a squared distance for
         ``mahalanobis``...); ``abstain`` (True where ``uncertainty`` is above the threshold saved with the
         head; always False without one); ``probs`` (label name -> probability, most probable first, the
-        ``top_k`` best when given); and ``set`` (the conformal prediction set as label names) when ``sets``
-        and the head has a fitted conformal quantile.
+        ``top_k`` best when given); ``ood`` (True where the text looks like none of the labels: its
+        ``ood_score`` is above the out-of-scope threshold saved with the head, which keeps
+        ``uncertainty.ood.tpr`` of in-scope texts; ``None`` for a head without one) and ``ood_score``
+        (higher = more likely out of scope); and ``set`` (the conformal prediction set as label names) when
+        ``sets`` and the head has a fitted conformal quantile.
 
         Args:
             texts: the texts (a bare string is one text).
@@ -338,6 +341,8 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
                 "confidence": float(out.confidence[i]),
                 "uncertainty": _finite(out.uncertainty[i]),
                 "abstain": bool(out.abstain[i]),
+                "ood": None if out.ood is None else bool(out.ood[i]),
+                "ood_score": None if out.ood_score is None else _finite(out.ood_score[i]),
                 "probs": {names[c]: float(out.probs[i, c]) for c in top[i]},
             }
             if set_labels is not None:

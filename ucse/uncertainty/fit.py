@@ -23,6 +23,7 @@ import torch
 from ucse.config import TrainConfig, from_yaml
 from ucse.config.uncertainty import (
     ConformalMethod,
+    OodConfig,
     ScoreName,
     UncertaintyConfig,
     Uncertifiable,
@@ -36,6 +37,7 @@ from ucse.training.run import build_states, resolve_device
 from ucse.uncertainty import conformal
 from ucse.uncertainty.calibration import fit_calibrator
 from ucse.uncertainty.density import ClassGaussians, fit_class_gaussians
+from ucse.uncertainty.ood_detector import OodDetector, fit_ood, rethreshold
 from ucse.uncertainty.profile import UncertaintyProfile, row_uniforms
 from ucse.uncertainty.selective import (
     aurc,
@@ -149,6 +151,40 @@ def encode_splits(
     return {s: encoder.run_states(states[s]) for s in splits}
 
 
+def fit_run_ood(
+    ocfg: OodConfig,
+    data: TaskData,
+    outs: dict[str, EncodedBatch],
+    held: EncodedBatch,
+    probs: torch.Tensor,
+    refitted: bool,
+    seed: int = 0,
+) -> OodDetector:
+    """Fit a run's out-of-scope flag from its shipped head's outputs.
+
+    Args:
+        ocfg: score, tpr, k.
+        data: the run's data (labels).
+        outs: the shipped head's outputs of ``train`` (and ``validation`` when ``refitted``).
+        held: the in-scope texts the threshold is set on: the validation outputs, or (``refitted``) the
+            saved held-out outputs, which belong to the last rows of train + validation.
+        probs: (N, C) their calibrated probabilities.
+        refitted: the shipped head was trained on train + validation (``heldout.safetensors`` exists): the
+            statistics are fitted on both and the threshold's feature scores cross-fitted over them.
+        seed: fold shuffling.
+    """
+    c = len(data.label_names)
+    if not refitted:
+        train = outs["train"]
+        return fit_ood(
+            ocfg, train.mean, data.labels("train"), c, probs, held.logits, mean=held.mean, seed=seed
+        )
+    feats = np.concatenate([outs["train"].mean, outs["validation"].mean])
+    labels = np.concatenate([data.labels("train"), data.labels("validation")])
+    rows = np.arange(len(labels) - len(held.logits), len(labels))
+    return fit_ood(ocfg, feats, labels, c, probs, held.logits, rows=rows, seed=seed)
+
+
 def fit_for_run(
     run: Path,
     train_cfg: TrainConfig,
@@ -167,13 +203,25 @@ def fit_for_run(
     """
     c = len(data.label_names)
     heldout = load_heldout(run / HELDOUT_FILE, c)
+    ocfg = ucfg.ood
+    old_ood = previous.ood if previous is not None else None
+    reuse_ood = (
+        heldout is None
+        and old_ood is not None
+        and old_ood.info.get("heldout") == "validation"
+        and (old_ood.score, old_ood.k) == (ocfg.score, ocfg.k)
+    )
     gaussians = None  # the replaced profile's, when it has them: the training split need not be encoded
     if heldout is not None:
         val, val_labels = heldout
         train, train_labels = None, None
+        # The shipped head was refitted on train + validation: the flag's statistics are fitted on (and its
+        # threshold cross-fitted over) those rows' outputs under the shipped head.
+        outs = encode_splits(train_cfg, encoder, data, ("train", "validation")) if ocfg.enabled else {}
     else:
         gaussians = previous.gaussians if previous is not None else None
-        splits = ("validation",) if gaussians is not None else ("train", "validation")
+        need_train = gaussians is None or (ocfg.enabled and not reuse_ood)
+        splits = ("train", "validation") if need_train else ("validation",)
         outs = encode_splits(train_cfg, encoder, data, splits)
         val, val_labels = outs["validation"], data.labels("validation")
         train = outs.get("train")
@@ -182,6 +230,12 @@ def fit_for_run(
     profile = fit_profile(val, val_labels, ucfg, weight, train, train_labels, gaussians)
     if gaussians is not None:
         profile.info["n_train"] = previous.info.get("n_train")
+    if ocfg.enabled:
+        probs = profile.calibrator.probs(val.logits)
+        if reuse_ood:
+            profile.ood = rethreshold(old_ood, ocfg, val.mean, probs, val.logits)
+        else:
+            profile.ood = fit_run_ood(ocfg, data, outs, val, probs, heldout is not None, ucfg.seed)
     profile.save(run / "head")
     return profile
 

@@ -25,6 +25,7 @@ from ucse.config.uncertainty import CalibrationMethod, ConformalConfig, Conforma
 from ucse.heads.io import CALIBRATION_FILE, load_calibration, save_calibration, saved_sizes
 from ucse.uncertainty import conformal, density, scores
 from ucse.uncertainty.calibration import Calibrator
+from ucse.uncertainty.ood_detector import OodDetector, from_saved, to_saved
 from ucse.uncertainty.saved_profile import check_saved_profile, threshold
 from ucse.uncertainty.selective import AbstainThreshold
 
@@ -46,6 +47,9 @@ class UncertaintyOutput:
         score: name of that score.
         abstain: (N,) bool, True where ``uncertainty`` is above the saved threshold (all False without one).
         sets: (N, C) bool conformal set membership, or ``None`` when not asked for or not fitted.
+        ood: (N,) bool, True where ``ood_score`` is above the saved out-of-scope threshold; ``None`` without
+            a fitted flag.
+        ood_score: (N,) the out-of-scope score (higher = more likely none of the labels), or ``None``.
     """
 
     probs: np.ndarray
@@ -55,6 +59,8 @@ class UncertaintyOutput:
     score: str
     abstain: np.ndarray
     sets: np.ndarray | None = None
+    ood: np.ndarray | None = None
+    ood_score: np.ndarray | None = None
 
     def set_labels(self, label_names: list[str]) -> list[list[str]] | None:
         """Each text's prediction set as label names, most probable first (``None`` without sets)."""
@@ -102,6 +108,7 @@ class UncertaintyProfile:
         seed: seed of the samples and of the conformal uniforms.
         fitted: False for the plain fallback.
         info: fit-time summary (validation AURC per score, sizes...), saved in ``calibration.json``.
+        ood: the out-of-scope flag, or ``None``.
     """
 
     calibrator: Calibrator
@@ -115,6 +122,7 @@ class UncertaintyProfile:
     seed: int = 0
     fitted: bool = True
     info: dict[str, Any] = field(default_factory=dict)
+    ood: OodDetector | None = None
 
     @classmethod
     def plain(cls, num_classes: int) -> UncertaintyProfile:
@@ -208,6 +216,7 @@ class UncertaintyProfile:
         u = self.scores(mean, var, logits, [score])[score.value]
         t = math.inf if self.abstain is None else self.abstain.threshold
         member = self.sets(probs) if sets else None
+        ood_score = None if self.ood is None else self.ood.scores(mean, probs, logits)
         return UncertaintyOutput(
             probs=probs.numpy(),
             prediction=pred.numpy(),
@@ -216,6 +225,8 @@ class UncertaintyProfile:
             score=score.value,
             abstain=(u > t).numpy(),
             sets=None if member is None else member.numpy(),
+            ood=None if ood_score is None else (ood_score > self.ood.threshold).numpy(),
+            ood_score=None if ood_score is None else ood_score.numpy(),
         )
 
     def save(self, head_dir: str | Path) -> None:
@@ -246,6 +257,9 @@ class UncertaintyProfile:
             "density_logdet": None if g is None else g.logdet,
             "info": self.info,
         }
+        if self.ood is not None:
+            config["ood"], ood_arrays = to_saved(self.ood)
+            arrays |= ood_arrays
         save_calibration(head_dir, config, arrays)
 
 
@@ -308,6 +322,7 @@ def load_uncertainty_profile(head_dir: str | Path, num_classes: int | None = Non
             arr["density_log_prior"],
             float(cfg["density_logdet"]),
         )
+    ood = None if cfg.get("ood") is None else from_saved(cfg["ood"], arr)
     return UncertaintyProfile(
         calibrator=calibrator,
         score=ScoreName(cfg["score"]),
@@ -319,4 +334,5 @@ def load_uncertainty_profile(head_dir: str | Path, num_classes: int | None = Non
         samples=cfg["samples"],
         seed=cfg["seed"],
         info=cfg.get("info", {}),
+        ood=ood,
     )

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from ucse.config.uncertainty import CalibrationMethod, ConformalConfig, ConformalMethod, ScoreName
+from ucse.uncertainty.ood_detector import OOD_ARRAYS, check_saved_ood
 from ucse.uncertainty.selective import AbstainThreshold
 
 REFIT = "refit the calibration (ucse.uncertainty.fit.fit_run_uncertainty) or delete the two calibration files"
@@ -37,6 +38,7 @@ _TOP = {
     "abstain",
     "conformal",
     "density_logdet",
+    "ood",
     "info",
 }
 _REQUIRED = ("calibration", "score", "samples", "seed")
@@ -47,6 +49,7 @@ _ARRAYS = {
     "density_means",
     "density_precision",
     "density_log_prior",
+    *OOD_ARRAYS,
 }
 _DENSITY = ("density_means", "density_precision", "density_log_prior")
 
@@ -176,7 +179,7 @@ def _conformal(c: _Checker, k: Any, num_classes: int) -> None:
     )
 
 
-def _arrays(c: _Checker, arrays: dict[str, torch.Tensor], num_classes: int, dim: int | None) -> None:
+def _arrays(c: _Checker, arrays: dict[str, torch.Tensor], num_classes: int, dim: int | None) -> int | None:
     where = str(c.where).removesuffix(".json") + ".safetensors"
     unknown = sorted(set(arrays) - _ARRAYS)
     missing = sorted({"calibration_scale", "calibration_bias"} - set(arrays))
@@ -188,7 +191,8 @@ def _arrays(c: _Checker, arrays: dict[str, torch.Tensor], num_classes: int, dim:
         )
     d = dim
     if d is None:  # no head to compare with: the arrays must agree among themselves
-        wide = arrays.get("classifier_weight", arrays.get("density_means"))
+        names = ("classifier_weight", "density_means", "ood_means", "ood_class_means", "ood_bank")
+        wide = next((arrays[n] for n in names if n in arrays), None)
         d = None if wide is None or wide.ndim != 2 else int(wide.shape[1])
     shapes = {
         "calibration_scale": (num_classes,),
@@ -199,6 +203,8 @@ def _arrays(c: _Checker, arrays: dict[str, torch.Tensor], num_classes: int, dim:
         "density_log_prior": (num_classes,),
     }
     for name, t in arrays.items():
+        if name in OOD_ARRAYS:  # checked with the ood object (check_saved_ood)
+            continue
         if tuple(t.shape) != shapes[name] or not t.is_floating_point():
             raise ValueError(
                 f"{where}: array '{name}' is {t.dtype} {tuple(t.shape)}, expected a float array of shape "
@@ -208,6 +214,7 @@ def _arrays(c: _Checker, arrays: dict[str, torch.Tensor], num_classes: int, dim:
         bad = torch.isnan(t) | (t == math.inf) if name == "density_log_prior" else ~torch.isfinite(t)
         if bool(bad.any()):
             raise ValueError(f"{where}: array '{name}' holds {int(bad.sum())} NaN/inf value(s); {REFIT}.")
+    return d
 
 
 def check_saved_profile(
@@ -250,7 +257,11 @@ def check_saved_profile(
         "a finite number with the density arrays, else null",
     )
     c.check(isinstance(cfg.get("info", {}), dict), "info", cfg.get("info"), "an object")
-    _arrays(c, arrays, num_classes, dim)
+    d = _arrays(c, arrays, num_classes, dim)
+    if cfg.get("ood") is not None:
+        check_saved_ood(cfg["ood"], arrays, num_classes, d, c.fail)
+    elif any(n in OOD_ARRAYS for n in arrays):
+        c.fail("ood", None, "an object describing the saved ood_* arrays")
     if method is not CalibrationMethod.vector and not bool((arrays["calibration_scale"] > 0).all()):
         raise ValueError(
             f"{where}: calibration_scale (1 / temperature) must be > 0 for {method.value} scaling; {REFIT}."

@@ -1,0 +1,400 @@
+"""The out-of-scope flag: a score (``ood_scores``), its training statistics and an in-scope threshold.
+
+    det = fit_ood(OodConfig(), train_mean, train_labels, C, val_probs, val_logits, mean=val_mean)
+    s = det.scores(mean, probs, logits)          # (N,) higher = more likely none of the labels
+    flag = s > det.threshold                     # keeps >= tpr of in-scope texts on average
+
+The threshold is the ceil((n + 1) * tpr)-th smallest score of n in-scope texts held out from the statistics
+(the split-conformal quantile): for a new in-scope text exchangeable with them, P(kept) >= tpr. When the head
+was trained on every labelled row (``head=auto`` refits on train + validation), no row is held out from the
+head, so the feature statistics are cross-fitted: each row is scored by statistics fitted on the other folds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from ucse.config.uncertainty import OodConfig, OodScore
+from ucse.uncertainty import ood_scores as S
+from ucse.uncertainty.density import ClassGaussians, fit_class_gaussians, mahalanobis
+from ucse.uncertainty.scores import Array, as_f64, entropy, msp
+
+FEATURE_SCORES = (
+    OodScore.mahalanobis,
+    OodScore.class_mahalanobis,
+    OodScore.relative_mahalanobis,
+    OodScore.knn,
+)
+COMBINED = {
+    OodScore.mahalanobis_entropy: (OodScore.mahalanobis, OodScore.entropy),
+    OodScore.relative_mahalanobis_entropy: (OodScore.relative_mahalanobis, OodScore.entropy),
+}
+
+
+def components(score: OodScore) -> tuple[OodScore, ...]:
+    """The base scores a score sums (itself for a base score)."""
+    return COMBINED.get(score, (score,))
+
+
+@dataclass
+class OodStats:
+    """Training-feature statistics of the feature scores (only those the chosen score needs are set)."""
+
+    gaussians: ClassGaussians | None = None
+    background: S.Background | None = None
+    classes: S.ClassCovariances | None = None
+    bank: torch.Tensor | None = None
+
+
+def fit_stats(score: OodScore, features: Array, labels: Array, num_classes: int) -> OodStats:
+    """Fit what ``score``'s feature components need on (M, D) training means and (M,) labels."""
+    need = set(components(score))
+    st = OodStats()
+    if need & {OodScore.mahalanobis, OodScore.relative_mahalanobis}:
+        st.gaussians = fit_class_gaussians(features, labels, num_classes)
+    if OodScore.relative_mahalanobis in need:
+        st.background = S.fit_background(features)
+    if OodScore.class_mahalanobis in need:
+        st.classes = S.fit_class_covariances(features, labels, num_classes)
+    if OodScore.knn in need:
+        st.bank = S.normalise(features)
+    return st
+
+
+def base_score(
+    name: OodScore, st: OodStats, mean: Array | None, probs: Array | None, logits: Array | None, k: int
+) -> torch.Tensor:
+    """(N,) one base score; feature scores read ``mean``, the others ``probs`` (calibrated) or ``logits``."""
+    if name == OodScore.mahalanobis:
+        return mahalanobis(mean, st.gaussians)
+    if name == OodScore.relative_mahalanobis:
+        return S.relative_mahalanobis(mean, st.gaussians, st.background)
+    if name == OodScore.class_mahalanobis:
+        return S.class_neg_log_density(mean, st.classes)
+    if name == OodScore.knn:
+        return S.knn_distance(mean, st.bank, min(k, st.bank.shape[0]))
+    if name == OodScore.energy:
+        return S.energy(logits)
+    if name == OodScore.entropy:
+        return entropy(probs)
+    if name == OodScore.msp:
+        return msp(probs)
+    raise ValueError(f"{name.value} is not a base score")
+
+
+def keep_threshold(scores: Array, tpr: float) -> float:
+    """The ceil((n + 1) * tpr)-th smallest of n in-scope scores (+inf when that exceeds n: keep all)."""
+    s = np.sort(as_f64(scores).numpy())
+    r = math.ceil((len(s) + 1) * tpr)
+    return math.inf if r > len(s) else float(s[r - 1])
+
+
+@dataclass
+class OodDetector:
+    """A fitted out-of-scope flag.
+
+    Attributes:
+        score: which score.
+        tpr: the in-scope keep rate the threshold targets.
+        threshold: ``ood`` where the score is above it.
+        stats: training-feature statistics (:class:`OodStats`).
+        k: the neighbour of ``knn``.
+        standardize: for a summed score, (mean, std) of each component on the held-out in-scope texts.
+        info: how it was fitted (``heldout``: "validation" or "cross-fitted", ``n_heldout``).
+    """
+
+    score: OodScore
+    tpr: float
+    threshold: float
+    stats: OodStats
+    k: int = 10
+    standardize: list[float] | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def scores(self, mean: Array | None, probs: Array | None, logits: Array | None) -> torch.Tensor:
+        """(N,) out-of-scope scores of N texts: mu (N, D), calibrated probs (N, C), raw logits (N, C)."""
+        parts = [base_score(n, self.stats, mean, probs, logits, self.k) for n in components(self.score)]
+        return combine(parts, self.standardize)
+
+
+def combine(parts: list[torch.Tensor], standardize: list[float] | None) -> torch.Tensor:
+    """One part as is; several as the sum of their standardised values ``(s - m) / sd``."""
+    if len(parts) == 1:
+        return parts[0]
+    return sum((p - standardize[2 * i]) / standardize[2 * i + 1] for i, p in enumerate(parts))
+
+
+def _crossfitted(
+    names: tuple[OodScore, ...],
+    features: torch.Tensor,
+    labels: np.ndarray,
+    c: int,
+    rows: np.ndarray,
+    k: int,
+    folds: int,
+    seed: int,
+) -> dict[OodScore, torch.Tensor]:
+    """Feature scores of ``rows`` (indices into the M training rows).
+
+    Each row is scored by statistics fitted on the folds that do not hold it.
+    """
+    from sklearn.model_selection import KFold
+
+    want = [n for n in names if n in FEATURE_SCORES]
+    out = {n: torch.zeros(len(features), dtype=torch.float64) for n in want}
+    for tr, te in KFold(folds, shuffle=True, random_state=seed).split(np.zeros(len(features))):
+        st = OodStats()
+        for n in want:
+            part = fit_stats(n, features[tr], labels[tr], c)
+            st = OodStats(
+                st.gaussians or part.gaussians,
+                st.background or part.background,
+                st.classes or part.classes,
+                st.bank if st.bank is not None else part.bank,
+            )
+        for n in want:
+            out[n][te] = base_score(n, st, features[te], None, None, k)
+    return {n: v[rows] for n, v in out.items()}
+
+
+def fit_ood(
+    cfg: OodConfig,
+    train_mean: Array,
+    train_labels: Array,
+    num_classes: int,
+    probs: Array,
+    logits: Array,
+    mean: Array | None = None,
+    rows: Array | None = None,
+    seed: int = 0,
+    folds: int = 5,
+) -> OodDetector:
+    """Fit the statistics on training rows and the threshold on held-out in-scope texts.
+
+    Args:
+        cfg: score, tpr, k.
+        train_mean: (M, D) training means mu of the shipped head.
+        train_labels: (M,) their labels.
+        num_classes: C.
+        probs: (N, C) calibrated probabilities of N held-out in-scope texts.
+        logits: (N, C) their raw logits.
+        mean: (N, D) their mu under the same head, texts the statistics were not fitted on; or ``None`` with
+            ``rows``.
+        rows: (N,) indices of those texts among the M training rows (a head trained on them): their feature
+            scores are then cross-fitted over ``folds`` folds.
+        seed: fold shuffling.
+        folds: cross-fitting folds.
+
+    Returns:
+        The fitted :class:`OodDetector`.
+    """
+    if (mean is None) == (rows is None):
+        raise ValueError("give exactly one of mean (held-out texts) and rows (cross-fitted training rows)")
+    x, y = as_f64(train_mean), np.asarray(train_labels)
+    names = components(cfg.score)
+    if rows is None:
+        st = fit_stats(cfg.score, x, y, num_classes)
+        parts = [base_score(n, st, mean, probs, logits, cfg.k) for n in names]
+        how = "validation"
+    else:
+        crossed = _crossfitted(names, x, y, num_classes, np.asarray(rows), cfg.k, folds, seed)
+        parts = [
+            crossed[n] if n in crossed else base_score(n, OodStats(), None, probs, logits, cfg.k)
+            for n in names
+        ]
+        st = fit_stats(cfg.score, x, y, num_classes)
+        how = "cross-fitted"
+    det = OodDetector(cfg.score, cfg.tpr, math.inf, st, cfg.k)
+    set_threshold(det, parts)
+    det.info = {"heldout": how, "n_heldout": len(parts[0]), "n_train": len(y)}
+    return det
+
+
+def set_threshold(det: OodDetector, parts: list[torch.Tensor]) -> None:
+    """Standardise the components (when summed) and set the threshold from held-out in-scope scores.
+
+    Args:
+        det: the detector (its ``tpr``).
+        parts: each component's (N,) scores on the N held-out in-scope texts.
+    """
+    det.standardize = None
+    if len(parts) > 1:
+        det.standardize = [v for p in parts for v in (float(p.mean()), float(p.std().clamp_min(1e-12)))]
+    det.threshold = keep_threshold(combine(parts, det.standardize), det.tpr)
+
+
+def rethreshold(det: OodDetector, cfg: OodConfig, mean: Array, probs: Array, logits: Array) -> OodDetector:
+    """The same statistics with a new ``tpr``, thresholded on held-out validation texts (calibrate)."""
+    if det.info.get("heldout") != "validation" or det.score != cfg.score or det.k != cfg.k:
+        raise ValueError(
+            "only a validation-thresholded detector of the same score and k can be rethresholded"
+        )
+    new = OodDetector(det.score, cfg.tpr, math.inf, det.stats, det.k, None, dict(det.info))
+    set_threshold(new, [base_score(n, det.stats, mean, probs, logits, det.k) for n in components(det.score)])
+    new.info["n_heldout"] = len(np.asarray(logits))
+    return new
+
+
+# Saved as the ``ood`` object of calibration.json and ``ood_*`` arrays of calibration.safetensors.
+OOD_ARRAYS = {
+    "ood_means": "gaussians",
+    "ood_precision": "gaussians",
+    "ood_log_prior": "gaussians",
+    "ood_background_mean": "background",
+    "ood_background_precision": "background",
+    "ood_class_means": "classes",
+    "ood_class_precision": "classes",
+    "ood_class_logdet": "classes",
+    "ood_class_log_prior": "classes",
+    "ood_bank": "bank",
+}
+OOD_KEYS = {"score", "tpr", "threshold", "k", "standardize", "logdet", "info"}
+
+
+def needed_stats(score: OodScore) -> set[str]:
+    """Which :class:`OodStats` fields ``score`` reads."""
+    need = set()
+    for n in components(score):
+        need |= {
+            OodScore.mahalanobis: {"gaussians"},
+            OodScore.relative_mahalanobis: {"gaussians", "background"},
+            OodScore.class_mahalanobis: {"classes"},
+            OodScore.knn: {"bank"},
+        }.get(n, set())
+    return need
+
+
+def to_saved(det: OodDetector) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """(the ``ood`` JSON object, the ``ood_*`` arrays); thresholds +-inf are strings (JSON has no inf)."""
+    st, arrays = det.stats, {}
+    if st.gaussians is not None:
+        g = st.gaussians
+        arrays |= {"ood_means": g.means, "ood_precision": g.precision, "ood_log_prior": g.log_prior}
+    if st.background is not None:
+        arrays |= {
+            "ood_background_mean": st.background.mean,
+            "ood_background_precision": st.background.precision,
+        }
+    if st.classes is not None:
+        cc = st.classes
+        arrays |= {
+            "ood_class_means": cc.means,
+            "ood_class_precision": cc.precision,
+            "ood_class_logdet": cc.logdet,
+            "ood_class_log_prior": cc.log_prior,
+        }
+    if st.bank is not None:
+        arrays["ood_bank"] = st.bank
+    t = det.threshold
+    config = {
+        "score": det.score.value,
+        "tpr": det.tpr,
+        "threshold": t if math.isfinite(t) else "inf",
+        "k": det.k,
+        "standardize": det.standardize,
+        "logdet": None if st.gaussians is None else st.gaussians.logdet,
+        "info": det.info,
+    }
+    return config, arrays
+
+
+def from_saved(cfg: dict[str, Any], arrays: dict[str, torch.Tensor]) -> OodDetector:
+    """The detector of a saved profile (``cfg`` and ``arrays`` already checked by :func:`check_saved_ood`)."""
+    a = arrays
+    st = OodStats()
+    if "ood_means" in a:
+        st.gaussians = ClassGaussians(
+            a["ood_means"], a["ood_precision"], a["ood_log_prior"], float(cfg["logdet"])
+        )
+    if "ood_background_mean" in a:
+        st.background = S.Background(a["ood_background_mean"], a["ood_background_precision"])
+    if "ood_class_means" in a:
+        st.classes = S.ClassCovariances(
+            a["ood_class_means"], a["ood_class_precision"], a["ood_class_logdet"], a["ood_class_log_prior"]
+        )
+    if "ood_bank" in a:
+        st.bank = a["ood_bank"]
+    t = cfg["threshold"]
+    return OodDetector(
+        OodScore(cfg["score"]),
+        cfg["tpr"],
+        math.inf if t == "inf" else float(t),
+        st,
+        cfg["k"],
+        cfg["standardize"],
+        cfg.get("info", {}),
+    )
+
+
+def check_saved_ood(
+    o: Any, arrays: dict[str, torch.Tensor], num_classes: int, dim: int | None, fail: Any
+) -> None:
+    """Check a saved ``ood`` object and its arrays; ``fail(key, value, allowed)`` raises naming the file."""
+    if not isinstance(o, dict) or set(o) != OOD_KEYS:
+        fail("ood", sorted(o) if isinstance(o, dict) else o, f"an object with keys {sorted(OOD_KEYS)}")
+    scores = [s.value for s in OodScore]
+    if o["score"] not in scores:
+        fail("ood.score", o["score"], " | ".join(scores))
+    score = OodScore(o["score"])
+
+    def number(v: Any) -> bool:
+        return type(v) in (int, float) and math.isfinite(v)
+
+    if not (number(o["tpr"]) and 0 < o["tpr"] < 1):
+        fail("ood.tpr", o["tpr"], "a number in (0, 1)")
+    if not (number(o["threshold"]) or o["threshold"] == "inf"):
+        fail("ood.threshold", o["threshold"], 'a finite number or "inf"')
+    if not (type(o["k"]) is int and o["k"] >= 1):
+        fail("ood.k", o["k"], "an integer >= 1")
+    parts = len(components(score))
+    z = o["standardize"]
+    ok_z = (
+        z is None
+        if parts == 1
+        else (
+            isinstance(z, list)
+            and len(z) == 2 * parts
+            and all(number(v) for v in z)
+            and all(v > 0 for v in z[1::2])
+        )
+    )
+    if not ok_z:
+        fail("ood.standardize", z, f"null for one score, else {2 * parts} finite numbers (mean, std > 0)")
+    need = needed_stats(score)
+    want = sorted(n for n, group in OOD_ARRAYS.items() if group in need)
+    have = sorted(n for n in arrays if n in OOD_ARRAYS)
+    if have != want:
+        fail("ood.score", o["score"], f"a score whose arrays are all saved (it needs {want}, found {have})")
+    if "gaussians" in need and not number(o["logdet"]):
+        fail("ood.logdet", o["logdet"], "a finite number")
+    if not isinstance(o["info"], dict):
+        fail("ood.info", o["info"], "an object")
+    m = arrays["ood_bank"].shape[0] if "ood_bank" in arrays else 0
+    shapes = {
+        "ood_means": (num_classes, dim),
+        "ood_precision": (dim, dim),
+        "ood_log_prior": (num_classes,),
+        "ood_background_mean": (dim,),
+        "ood_background_precision": (dim, dim),
+        "ood_class_means": (num_classes, dim),
+        "ood_class_precision": (num_classes, dim, dim),
+        "ood_class_logdet": (num_classes,),
+        "ood_class_log_prior": (num_classes,),
+        "ood_bank": (m, dim),
+    }
+    for name, t in arrays.items():
+        if name not in OOD_ARRAYS:
+            continue
+        want = shapes[name]
+        if tuple(t.shape) != want or not t.is_floating_point():
+            fail(f"array {name}", f"{t.dtype} {tuple(t.shape)}", f"a float array of shape {want}")
+        bad = torch.isnan(t) | (t == math.inf) if name.endswith("log_prior") else ~torch.isfinite(t)
+        if bool(bad.any()):
+            fail(f"array {name}", f"{int(bad.sum())} NaN/inf values", "finite values")
+    if "ood_bank" in arrays and m < 1:
+        fail("array ood_bank", m, "at least one row")
