@@ -38,10 +38,61 @@ def _group(results: list[dict]) -> dict[tuple[str, str], list[dict]]:
     return groups
 
 
+def ood_flag_tables(results: list[dict]) -> list[str]:
+    """The out-of-scope flags (``ood:<score>``): AUROC per setting, in-scope keep rate, margin over MSP.
+
+    The margin column is what picks ``uncertainty.ood.score``'s default: the smallest (over tasks and both
+    settings) gain in AUROC over the flag's MSP score, averaged over seeds.
+    """
+    names = sorted({k.removeprefix("ood:") for r in results for k in r.get("ood_keep", {})})
+    if not names:
+        return []
+    cells: dict[tuple[str, str, str], list[float]] = defaultdict(list)  # (score, task, setting) -> AUROCs
+    keep: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for r in results:
+        for setting, by_score in r.get("ood", {}).items():
+            for n in names:
+                if f"ood:{n}" in by_score:
+                    cells[(n, r["task"], setting)].append(by_score[f"ood:{n}"]["auroc"])
+        for n, v in r.get("ood_keep", {}).items():
+            keep[(n, r["task"])].append(v)
+    cases = sorted({(t, st) for _, t, st in cells})
+    lines = [
+        "## Out-of-scope flags (``uncertainty.ood.score``)",
+        "",
+        "AUROC per task and setting (cross = another task's test texts; heldout = classes held out of"
+        " training); in-scope test keep rate at tpr 0.95 (mean over both settings' runs); margin = smallest"
+        " AUROC gain over the MSP flag across tasks and settings (mean over seeds).",
+        "",
+        "| score | " + " | ".join(f"{SHORT.get(t, t)} {st}" for t, st in cases) + " | keep | margin |",
+        "|" + "---|" * (len(cases) + 3),
+    ]
+    for n in names:
+        margin = min(
+            (float(np.mean(cells[(n, t, st)])) - float(np.mean(cells[("msp", t, st)])) for t, st in cases),
+            default=float("nan"),
+        )
+        kept = [v for (m, _), vs in keep.items() if m == n for v in vs]
+        lines.append(
+            f"| {n} | "
+            + " | ".join(_cell(cells[(n, t, st)], 3) for t, st in cases)
+            + f" | {_cell(kept, 3)} | {margin:+.3f} |"
+        )
+    flags = [r["ood_flag"] for r in results if r.get("ood_flag")]
+    if flags:
+        lines += [
+            "",
+            f"Saved flag ({', '.join(sorted({f['score'] for f in flags}))}): in-scope test keep rate "
+            f"{_cell([f['keep'] for f in flags], 3)} at tpr {flags[0]['tpr']} over {len(flags)} runs"
+            f" (threshold {', '.join(sorted({f['fitted_on'] for f in flags}))}).",
+        ]
+    return lines + [""]
+
+
 def write_summary(results: list[dict], path: Path) -> str:
     """Write the tables to ``path`` and return them."""
     groups = _group(results)
-    lines = ["# bench/uncertainty.py", ""]
+    lines = ["# bench/uncertainty.py", "", *ood_flag_tables(results)]
     for variant in sorted({v for v, _ in groups}):
         tasks = sorted(t for v, t in groups if v == variant)
         lines += [

@@ -66,6 +66,26 @@ def test_refit_equals_training_with_the_new_settings(tickets, tiny_bert_dir, tmp
     assert recorded.abstain.coverage == 0.5 and recorded.conformal.alpha == 0.2  # the run's record follows
 
 
+@pytest.mark.parametrize(
+    "new",
+    [
+        ["uncertainty.ood.tpr=0.8"],  # same score: the statistics are kept, only the threshold moves
+        # Another score: fitted on the training split (tpr given: the run keeps the one set before).
+        ["uncertainty.ood.score=knn", "uncertainty.ood.k=3", "uncertainty.ood.tpr=0.9"],
+    ],
+)
+def test_the_out_of_scope_flag_refits_like_training(tickets, tiny_bert_dir, tmp_path, capsys, new):
+    data, run = tickets
+    assert main(["calibrate", f"run={run}", *new]) == 0
+    assert "out-of-scope flag: " in capsys.readouterr().out
+    fresh = tmp_path / "fresh"
+    run_training(_cfg(data, fresh, tiny_bert_dir, *new))
+    got, want = _profile(run)["ood"], _profile(fresh)["ood"]
+    assert got["score"] == want["score"] and got["tpr"] == want["tpr"] and got["k"] == want["k"]
+    assert got["threshold"] == pytest.approx(want["threshold"], rel=1e-6)
+    assert got["info"]["heldout"] == "validation"
+
+
 def test_an_error_target_replaces_the_coverage_rule(tickets):
     _, run = tickets
     assert main(["calibrate", f"run={run}", "uncertainty.abstain.target_error=0.3"]) == 0

@@ -18,6 +18,7 @@ from ucse.training.auto import choose_blend, fit_temperature
 from ucse.training.auto_run import HELDOUT_FILE, load_heldout
 from ucse.training.fit_head import step_budget
 from ucse.training.run import schedule
+from ucse.uncertainty.fit import fit_run_uncertainty
 
 
 def test_step_budget_by_hand():
@@ -77,6 +78,9 @@ def test_auto_cross_validates_on_a_small_validation_split(tiny_run_cfg):
     assert len(labels) == sel["n_heldout"] and heldout.logits.shape == (len(labels), 3)
     assert m["test"]["accuracy"] > 0.6  # the cue task is learnable by every candidate
     assert not (run / "checkpoints").exists()  # fitted in memory
+    # The out-of-scope flag: statistics on every row the shipped head saw, threshold scores cross-fitted.
+    ood = fit_run_uncertainty(run).ood.info
+    assert ood["heldout"] == "cross-fitted" and ood["n_heldout"] == ood["n_train"] == sel["n_heldout"]
 
 
 @pytest.mark.parametrize("refit", [True, False])
@@ -87,11 +91,15 @@ def test_auto_selects_on_the_validation_split_when_it_is_large(tiny_run_cfg, mon
     sel = m["selection"]
     assert sel["mode"] == "holdout" and sel["n_heldout"] == sizes["validation"]
     assert sel["textcnn"]["best_step"] >= 1 and sel["textcnn"]["best_val_nll"] > 0
+    ood = fit_run_uncertainty(result.run_dir).ood.info
+    assert ood["n_heldout"] == sizes["validation"]  # the flag's threshold: validation rows either way ...
     if not refit:  # shipped as selected: the validation rows are unseen, the profile is fitted on them
+        assert ood["heldout"] == "validation" and ood["n_train"] == sizes["train"]
         assert "refit" not in sel and not (result.run_dir / HELDOUT_FILE).exists()
         assert "estimate" not in m["val"]
         return
     # Refitted on train + validation: the selection models' validation outputs are what the profile uses.
+    assert ood["heldout"] == "cross-fitted" and ood["n_train"] == sizes["train"] + sizes["validation"]
     assert sel["refit"]["rows"] == sizes["train"] + sizes["validation"]
     heldout, labels = load_heldout(result.run_dir / HELDOUT_FILE, 3)
     assert len(labels) == sizes["validation"] and m["val"]["estimate"] == "held-out, before refit"

@@ -48,6 +48,14 @@ def _threshold(profile: UncertaintyProfile) -> str:
     return f"{a.rule} {a.target:g}: threshold {t} ({answered})"
 
 
+def _flag(profile: UncertaintyProfile) -> str:
+    """``mahalanobis, keeps 95 % of in-scope texts: threshold 512.3``."""
+    o = profile.ood
+    if o is None:
+        return "none"
+    return f"{o.score.value}, keeps {100 * o.tpr:g} % of in-scope texts: threshold {o.threshold:.4g}"
+
+
 def main(argv: list[str]) -> int:
     """Parse ``run=`` and ``uncertainty.*`` tokens, refit, print what changed."""
     if wants_help(argv):
@@ -79,6 +87,7 @@ def main(argv: list[str]) -> int:
         before, after = refit_run_profile(own["run"], rest, own.get("data_root"), trust == "true")
         print(f"run: {own['run']}")
         print(f"abstention: {_threshold(before)} -> {_threshold(after)}")
+        print(f"out-of-scope flag: {_flag(before)} -> {_flag(after)}")
         print(f"score: {before.score.value} -> {after.score.value}; profile saved in {own['run']}/head")
         return 0
 

@@ -1,0 +1,53 @@
+"""The out-of-scope flag of a trained run: which rows set its threshold, and what predict rows carry."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from toy_tasks import own_rows, write_rows
+
+from ucse.config import build_config
+from ucse.inference.classifier import UcseClassifier
+from ucse.pipeline import run_training
+
+
+def _train(tmp: Path, tiny_bert_dir: Path, *extra: str):
+    data = write_rows(tmp / "rows.csv", own_rows(300, seed=11))
+    cfg = build_config(
+        [
+            f"data.path={data}",
+            f"backbone.model={tiny_bert_dir}",
+            "backbone.name=tiny-bert",
+            "backbone.precision=fp32",
+            "progress_bar=false",
+            f"output_dir={tmp / 'run'}",
+            *extra,
+        ]
+    )
+    return run_training(cfg)
+
+
+def test_a_single_head_sets_the_threshold_on_validation_and_rows_carry_the_flag(tmp_path, tiny_bert_dir):
+    # (head=auto's refit and cross-validation routes: tests/training/test_auto.py, "cross-fitted".)
+    _, profile = _train(tmp_path, tiny_bert_dir, "head=logreg", "uncertainty.ood.score=mahalanobis_entropy")
+    info = profile.ood.info
+    saved = json.loads((tmp_path / "run" / "head" / "calibration.json").read_text())["ood"]
+    assert saved["score"] == "mahalanobis_entropy" and saved["info"] == info
+    assert info["heldout"] == "validation" and info["n_train"] > info["n_heldout"]
+
+    clf = UcseClassifier.from_pretrained(tmp_path / "run", device="cpu")
+    texts = [r["text"] for r in own_rows(40, seed=12)] + ["zzz qqq xxyy", "0 0 0 0 0 0 0 0 0 0 0 0"]
+    rows = clf.predict_with_uncertainty(texts)
+    flags = np.array([r["ood"] for r in rows])
+    scores = np.array([r["ood_score"] for r in rows])
+    np.testing.assert_array_equal(flags, scores > profile.ood.threshold)
+    assert flags.dtype == bool
+
+
+def test_a_run_without_the_flag_says_null(tmp_path, tiny_bert_dir):
+    _, profile = _train(tmp_path, tiny_bert_dir, "head=logreg", "uncertainty.ood.enabled=false")
+    assert profile.ood is None
+    rows = UcseClassifier.from_pretrained(tmp_path / "run", device="cpu").predict_with_uncertainty(["a b c"])
+    assert rows[0]["ood"] is None and rows[0]["ood_score"] is None
