@@ -54,6 +54,20 @@ def _synthetic(n, rng):
     return u, rng.uniform(size=n) >= u**2
 
 
+def test_under_a_null_the_union_bound_is_what_keeps_failures_below_delta(monkeypatch):
+    # An uninformative score and a true error of exactly the target at every threshold: any certified
+    # threshold is a failure. With the confidence split over SGR's tests the failure rate stays <= delta;
+    # testing each bound at the full delta (no union bound) fails about 0.17 of the time at n = 300.
+    n, target, delta, trials = 300, 0.1, 0.1, 1500
+    rng = np.random.default_rng(7)
+    draws = [(rng.uniform(size=n), rng.uniform(size=n) >= target) for _ in range(trials)]
+    split = np.mean([sel.threshold_for_error(u, ok, target, delta).achievable for u, ok in draws])
+    assert split <= delta + 3 * math.sqrt(delta * (1 - delta) / trials)
+    monkeypatch.setattr(sel, "per_test_delta", lambda n, d: d)  # no union bound
+    unsplit = np.mean([sel.threshold_for_error(u, ok, target, delta).achievable for u, ok in draws[:500]])
+    assert unsplit > delta + 3 * math.sqrt(delta * (1 - delta) / 500)  # the null has the power to see it
+
+
 def test_selection_with_guaranteed_risk_holds_its_guarantee():
     target, delta, trials = 0.1, 0.1, 300
     violations, coverages = 0, []
@@ -116,7 +130,7 @@ def test_lowest_certifiable_error_is_the_brute_force_minimum_and_a_true_floor():
     n, delta = 145, 0.05
     u = rng.uniform(size=n)
     correct = rng.uniform(size=n) > 0.25 * u  # errors more likely where the score is high
-    d = delta / math.ceil(math.log2(n))
+    d = delta / (math.ceil(math.log2(n)) + 2)  # every bound test SGR makes
     order = np.argsort(u)
     brute = min(risk_upper_bound(int((~correct[order[:k]]).sum()), k, d) for k in range(1, n + 1))
     floor = lowest_certifiable_error(u, correct, delta)

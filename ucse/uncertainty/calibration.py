@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from ucse.config.uncertainty import CalibrationMethod
@@ -69,7 +70,14 @@ def _lbfgs(params: list[torch.Tensor], loss_fn, steps: int = 100) -> None:
         loss.backward()
         return loss
 
-    opt.step(closure)
+    # One thread: these are (N, C) problems of a few thousand numbers, where intra-op threads only hand work
+    # back and forth (a vector-scaling fit: 0.06 s on one thread, 1.7 s on two with the other core busy).
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        opt.step(closure)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def fit_temperature(logits: Array, labels: Array) -> float:
@@ -234,3 +242,35 @@ def calibration_metrics(probs: Array, labels: Array) -> dict[str, float]:
         "nll": nll(probs, labels),
         "brier": brier(probs, labels),
     }
+
+
+def out_of_fold_probs(
+    logits: Array, labels: Array, method: CalibrationMethod, folds: int = 5, seed: int = 0
+) -> torch.Tensor:
+    """Each row's probabilities under a calibrator fitted on the other folds (cross-fitting).
+
+    Vector scaling fits 2C parameters: scored on its own fitting rows, its probabilities are optimistic, and a
+    conformal quantile taken from them under-covers (0.871 instead of 0.899 at 77 classes, alpha 0.1).
+    Out-of-fold probabilities behave like a new text's.
+
+    Args:
+        logits: (N, C) validation logits.
+        labels: (N,) class ids.
+        method: the calibration to cross-fit.
+        folds: K.
+        seed: fold shuffling.
+
+    Returns:
+        (N, C) float64 probabilities.
+    """
+    from sklearn.model_selection import KFold, StratifiedKFold
+
+    x, y = as_f64(logits), np.asarray(labels)
+    out = torch.zeros_like(x)
+    # Stratified where every class can be: a fold without a class drives that class's bias to -inf, which
+    # L-BFGS chases for all its iterations.
+    k = min(folds, len(y))
+    split = StratifiedKFold if (np.bincount(y)[np.unique(y)] >= k).all() else KFold
+    for tr, te in split(k, shuffle=True, random_state=seed).split(np.zeros(len(y)), y):
+        out[te] = fit_calibrator(x[tr], y[tr], method).probs(x[te])
+    return out

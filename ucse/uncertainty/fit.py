@@ -22,6 +22,7 @@ import torch
 
 from ucse.config import TrainConfig, from_yaml
 from ucse.config.uncertainty import (
+    CalibrationMethod,
     ConformalMethod,
     OodConfig,
     ScoreName,
@@ -35,7 +36,7 @@ from ucse.data import TaskData, load_classification
 from ucse.training.auto_run import HELDOUT_FILE, load_heldout
 from ucse.training.run import build_states, resolve_device
 from ucse.uncertainty import conformal
-from ucse.uncertainty.calibration import fit_calibrator
+from ucse.uncertainty.calibration import fit_calibrator, out_of_fold_probs
 from ucse.uncertainty.density import ClassGaussians, fit_class_gaussians
 from ucse.uncertainty.ood_detector import OodDetector, fit_ood, rethreshold
 from ucse.uncertainty.profile import UncertaintyProfile, row_uniforms
@@ -106,17 +107,22 @@ def fit_profile(
         )
     u = val_scores[profile.score.value]
     a = cfg.abstain
+    # score=auto chose the score on these same rows: the guarantee must hold whichever of the K candidates
+    # won, so each candidate's SGR runs at delta / K (a union bound over the candidates).
+    delta = a.delta / len(val_scores) if cfg.score == ScoreName.auto else a.delta
     if a.coverage is not None:
         profile.abstain = threshold_for_coverage(u, correct, a.coverage)
     elif a.target_error is not None:
-        profile.abstain = threshold_for_error(u, correct, a.target_error, a.delta)
+        profile.abstain = dataclasses.replace(
+            threshold_for_error(u, correct, a.target_error, delta), delta=a.delta
+        )
         if not profile.abstain.achievable:
             answer = a.if_uncertifiable == Uncertifiable.answer
             if answer:  # no threshold: never abstain (the threshold -inf of the rule would abstain on all)
                 profile.abstain = dataclasses.replace(
                     profile.abstain, threshold=math.inf, val_coverage=1.0, val_error=float(1 - correct.mean())
                 )
-            floor = lowest_certifiable_error(u, correct, a.delta)
+            floor = lowest_certifiable_error(u, correct, delta)
             log.warning(
                 "no threshold certifies error <= %.3f at delta %.2f on %d validation texts: %s; the lowest "
                 "error bound any threshold reaches on them is %.3f. A target above that "
@@ -130,6 +136,8 @@ def fit_profile(
                 min(0.99, math.ceil(floor * 100 + 1) / 100),
             )
     k = cfg.conformal
+    if cfg.calibration.method == CalibrationMethod.vector:  # 2C parameters: cross-fit the quantile's probs
+        probs = out_of_fold_probs(val.logits, val_labels, cfg.calibration.method, seed=cfg.seed)
     rand = row_uniforms(probs, cfg.seed) if k.randomized else None
     lam, k_reg = (k.raps_lambda, k.raps_k_reg) if k.method == ConformalMethod.raps else (0.0, 0)
     profile.conformal = k
@@ -139,6 +147,7 @@ def fit_profile(
         "n_train": None if train_labels is None else len(train_labels),
         "validation_accuracy": float(correct.mean()),
         "validation_aurc": val_aurc,
+        "abstain_delta_per_candidate": delta,
     }
     return profile
 

@@ -116,6 +116,16 @@ class AbstainThreshold:
     achievable: bool
 
 
+def per_test_delta(n: int, delta: float) -> float:
+    """SGR's confidence split: ``delta / (ceil(log2 n) + 2)``.
+
+    :func:`threshold_for_error` tests the bound of at most ``ceil(log2 n)`` thresholds in its binary search
+    plus two more (answer-all first, the most certain text last); a union bound over every test made keeps
+    the overall failure probability at ``delta``.
+    """
+    return delta / (max(1, math.ceil(math.log2(n))) + 2)
+
+
 def _summary(u: np.ndarray, err: np.ndarray, t: float) -> tuple[float, float]:
     kept = u <= t
     return float(kept.mean()), float(err[kept].mean()) if kept.any() else 0.0
@@ -127,7 +137,8 @@ def threshold_for_error(
     """Selection with guaranteed risk (Geifman & El-Yaniv 2017, Algorithm 1).
 
     Binary search over thresholds on the sorted validation scores, ``ceil(log2 N)`` steps, each testing the
-    Clopper-Pearson bound at ``delta / ceil(log2 N)`` (a union bound over the steps). The returned threshold
+    Clopper-Pearson bound at :func:`per_test_delta` (a union bound over every test made, the answer-all
+    and most-certain-text checks included). The returned threshold
     has the largest coverage among those visited whose bound is below ``target_error``; then, with
     probability >= 1 - delta over the validation draw, the error on answered test texts is <= target_error.
 
@@ -147,7 +158,7 @@ def threshold_for_error(
     s = np.sort(u)
     n = s.size
     steps = max(1, math.ceil(math.log2(n)))
-    d = delta / steps
+    d = per_test_delta(n, delta)
 
     def bound(t: float) -> float:
         kept = u <= t
@@ -184,7 +195,7 @@ def threshold_for_error(
 def lowest_certifiable_error(uncertainty: Array, correct: Array, delta: float = 0.05) -> float:
     """The lowest error bound any threshold reaches on these validation texts, at SGR's per-test delta.
 
-    The Clopper-Pearson bound (at ``delta / ceil(log2 N)``, as :func:`threshold_for_error` tests it) of
+    The Clopper-Pearson bound (at :func:`per_test_delta`, as :func:`threshold_for_error` tests it) of
     every threshold on the sorted scores, minimised: no ``target_error`` at or below it can be certified
     with these N texts, so it is what to tell a user whose target failed. (A target just above it is not
     guaranteed to pass either: the binary search visits ``ceil(log2 N)`` thresholds, not all of them.)
@@ -195,7 +206,7 @@ def lowest_certifiable_error(uncertainty: Array, correct: Array, delta: float = 
     order = np.argsort(u, kind="stable")
     err = (~_np_bool(correct))[order]
     n = u.size
-    d = delta / max(1, math.ceil(math.log2(n)))
+    d = per_test_delta(n, delta)
     kept = np.arange(1, n + 1)  # answer the k most certain texts (ties broken by order: a lower bound)
     errors = np.cumsum(err)
     bounds = np.where(errors >= kept, 1.0, beta.ppf(1.0 - d, errors + 1, np.maximum(kept - errors, 1)))

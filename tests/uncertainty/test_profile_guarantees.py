@@ -1,0 +1,81 @@
+"""The profile's guarantees by simulation, through ``fit_profile`` and ``apply`` (seeded).
+
+- conformal coverage with vector scaling: the quantile from cross-fitted probabilities covers >= 1 - alpha,
+  the quantile from the calibrator's own fitting rows does not;
+- abstention with ``score=auto``: the score is chosen on the rows SGR certifies on, so SGR runs at
+  delta / K; under a null (no threshold truly meets the target) certification stays below delta.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ucse.config.uncertainty import CalibrationMethod, UncertaintyConfig
+from ucse.core.encoder import EncodedBatch
+from ucse.uncertainty import fit as fit_module
+from ucse.uncertainty.fit import fit_profile
+
+C = 50
+
+
+def _draw(rng, n, scale):
+    """Logits of a C-class model whose classes are over- or under-confident by a per-class factor."""
+    y = rng.integers(0, C, n)
+    logits = rng.normal(0, 1, (n, C))
+    logits[np.arange(n), y] += 2.5
+    return EncodedBatch(np.zeros((n, 2), np.float32), None, (logits * scale).astype(np.float32)), y
+
+
+def _coverage(cfg, trials=6, n=400, nt=2000):
+    out = []
+    for t in range(trials):
+        rng = np.random.default_rng(t)
+        scale = rng.uniform(0.5, 2.0, C)
+        (val, yv), (test, yt) = _draw(rng, n, scale), _draw(rng, nt, scale)
+        res = fit_profile(val, yv, cfg).apply(test.mean, None, test.logits, sets=True)
+        out.append(res.sets[np.arange(nt), yt].mean())
+    return np.asarray(out)
+
+
+def test_vector_scaling_sets_cover_when_the_quantile_is_cross_fitted(monkeypatch):
+    cfg = UncertaintyConfig()
+    cfg.calibration.method = CalibrationMethod.vector
+    cfg.conformal.include_top = False  # the textbook sets: coverage exactly what the quantile gives
+    cfg.abstain.target_error = None
+    crossed = _coverage(cfg)
+    # Per draw: the quantile's own sd ~ sqrt(0.09 / 400) = 0.015 plus test noise 0.007; 6 draws.
+    sd = math.hypot(0.015, 0.007) / math.sqrt(len(crossed))
+    assert crossed.mean() >= 0.9 - 3 * sd
+    # The same fit with the quantile taken on the calibrator's own fitting rows (the bug this guards).
+    monkeypatch.setattr(fit_module, "out_of_fold_probs", lambda logits, *a, **k: _in_sample(logits, *a))
+    assert _coverage(cfg).mean() < 0.9 - 3 * sd
+
+
+def _in_sample(logits, labels, method, **_):
+    from ucse.uncertainty.calibration import fit_calibrator
+
+    return fit_calibrator(logits, labels, method).probs(logits)
+
+
+def test_the_automatic_score_choice_is_paid_for_in_delta():
+    # Correctness independent of every score, true error = target at every threshold: certifying any
+    # threshold is a failure, which the guarantee allows with probability <= delta.
+    target, delta, trials, n = 0.1, 0.1, 250, 300
+    cfg = UncertaintyConfig()
+    cfg.calibration.method = CalibrationMethod.none
+    cfg.abstain.target_error, cfg.abstain.delta = target, delta
+    failures = 0
+    for t in range(trials):
+        rng = np.random.default_rng(1000 + t)
+        logits = rng.normal(0, 1, (n, 3)).astype(np.float32)
+        pred = logits.argmax(1)
+        y = np.where(rng.uniform(size=n) < 1 - target, pred, (pred + 1) % 3)
+        profile = fit_profile(EncodedBatch(np.zeros((n, 2), np.float32), None, logits), y, cfg)
+        failures += profile.abstain.achievable
+        k = len(profile.info["validation_aurc"])  # the candidates: msp and entropy here
+        assert k == 2 and profile.info["abstain_delta_per_candidate"] == pytest.approx(delta / k)
+        assert profile.abstain.delta == delta  # the guarantee reported is the user's
+    assert failures / trials <= delta + 3 * math.sqrt(delta * (1 - delta) / trials)
