@@ -133,15 +133,17 @@ def run_logreg(task, train, test, seed, cache) -> dict:
     return {**scores(probs, test[1]), "train_s": time.perf_counter() - t0, "C": float(clf[-1].C_[0])}
 
 
-def run_ucse(task, train, test, seed, method, out) -> dict:
+def train_ucse(task, train, test, seed, method, out, *extra_tokens):
+    """Train ucse on ``train`` (test rows passed as the official test split) through the product's pipeline.
+
+    Returns:
+        (run folder, config, the data as ucse loaded them, the RunResult, the saved profile).
+    """
     from datasets import ClassLabel, Dataset, DatasetDict, Features, Value
 
-    from ucse.backbone.device import resolve_device
     from ucse.config import build_config
-    from ucse.core.encoder import UcseEncoder
+    from ucse.data import load_task_data
     from ucse.pipeline import run_training
-    from ucse.training.run import build_states
-    from ucse.uncertainty.profile import load_uncertainty_profile
 
     c = int(max(train["y"].max(), test[1].max())) + 1
     feats = Features({"text": Value("string"), "label": ClassLabel(names=[str(i) for i in range(c)])})
@@ -163,19 +165,34 @@ def run_ucse(task, train, test, seed, method, out) -> dict:
             "overwrite=true",
             "progress_bar=false",
             *extra,
+            *extra_tokens,
         ]
     )
-    t0 = time.perf_counter()
     result, profile = run_training(cfg, dd)
-    train_s = time.perf_counter() - t0
-    from ucse.data import load_task_data
+    return run, cfg, load_task_data(dd, cfg.task, cfg.data, cfg.seed), result, profile
 
-    data = load_task_data(dd, cfg.task, cfg.data, cfg.seed)
+
+def test_outputs(run, cfg, data):
+    """The saved head's outputs on the test split (from the states the run cached)."""
+    from ucse.backbone.device import resolve_device
+    from ucse.core.encoder import UcseEncoder
+    from ucse.training.run import build_states
+
     enc = UcseEncoder.from_dir(run / "head", device=resolve_device("auto"))
     states, _ = build_states(cfg, enc.backbone, data)
-    logits = enc.run_states(states["test"]).logits
+    return enc, enc.run_states(states["test"])
+
+
+def run_ucse(task, train, test, seed, method, out) -> dict:
+    from ucse.uncertainty.profile import load_uncertainty_profile
+
+    c = int(max(train["y"].max(), test[1].max())) + 1
+    t0 = time.perf_counter()
+    run, cfg, data, result, _ = train_ucse(task, train, test, seed, method, out)
+    train_s = time.perf_counter() - t0
+    _, outputs = test_outputs(run, cfg, data)
     prof = load_uncertainty_profile(run / "head", c)
-    probs = prof.calibrator.probs(logits).numpy()
+    probs = prof.calibrator.probs(outputs.logits).numpy()
     m = result.metrics
     return {
         **scores(probs, data.labels("test")),

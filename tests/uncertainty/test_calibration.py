@@ -73,6 +73,19 @@ def test_calibration_metrics_against_hand_and_sklearn():
     assert sum(gaps) == pytest.approx(cal.ece(probs, labels), abs=1e-6)
 
 
+def test_reliability_bins_add_up_to_the_ece_on_bin_edges():
+    # Top confidences exactly on edges (0.5, 0.75: exact in binary with 4 bins) and exactly 1.
+    top = np.array([0.5, 0.5, 0.75, 0.75, 1.0, 1.0, 0.6, 0.9, 0.55, 0.8])
+    probs = np.stack([top, 1 - top], 1)
+    labels = np.array([0, 1, 0, 0, 1, 0, 0, 1, 1, 0])
+    bins = cal.reliability_bins(probs, labels, n_bins=4)
+    gaps = [n / 10 * abs(a - c) for n, a, c in zip(bins["count"], bins["accuracy"], bins["confidence"]) if n]
+    assert sum(gaps) == pytest.approx(cal.ece(probs, labels, n_bins=4), abs=1e-6)  # torchmetrics: float32
+    # By hand: [0.5, 0.75) holds 0.5, 0.5, 0.6, 0.55 (2 right); 0.75 opens [0.75, 1); 1.0 is its own bin.
+    assert bins["count"] == [0, 0, 4, 4, 2] and bins["edges"] == [0, 0.25, 0.5, 0.75, 1, 1]
+    assert bins["accuracy"][2] == 0.5 and bins["accuracy"][3] == 0.75 and bins["accuracy"][4] == 0.5
+
+
 def test_identity_calibrator_is_plain_softmax():
     logits = torch.randn(5, 3)
     c = cal.Calibrator.identity(3)

@@ -94,8 +94,13 @@ def test_eval_reports_calibration_selective_conformal_and_plots(tiny_run):
     assert {"ece_after", "nll_before", "nll_after", "adaptive_ece_after", "brier_after"} <= set(c)
     assert s["default_score"] in s["aurc"] and set(s["aurc"]) == set(s["e_aurc"])
     assert {"msp", "entropy", "sigma", "predictive_entropy", "mahalanobis"} <= set(s["aurc"])
-    assert s["target_error"] == 0.3 and 0 <= s["test_coverage"] <= 1
-    assert k["alpha"] == 0.1 and 0 <= k["coverage"] <= 1 and k["mean_set_size"] >= 0
+    # The report's figures recomputed from the saved profile applied to the test split's outputs.
+    out, data = _test_outputs(tiny_run.run_dir)
+    res = load_uncertainty_profile(tiny_run.run_dir / "head").apply(out.mean, out.var, out.logits, sets=True)
+    y = data.labels("test")
+    assert s["target_error"] == 0.3 and s["test_coverage"] == pytest.approx((~res.abstain).mean())
+    assert k["alpha"] == 0.1 and k["coverage"] == pytest.approx(res.sets[np.arange(len(y)), y].mean())
+    assert k["mean_set_size"] == pytest.approx(res.sets.sum(1).mean()) and k["mean_set_size"] >= 1
     for name in ("reliability.png", "risk_coverage.png"):
         img = mpimg.imread(tiny_run.run_dir / name)
         assert img.ndim == 3 and img.shape[0] > 200 and np.std(img) > 0.01
@@ -106,7 +111,11 @@ def test_eval_fits_in_memory_when_nothing_was_saved(tiny_run):
     report = json.loads((tiny_run.run_dir / "eval.json").read_text())
     assert report["profile_source"] == "fitted at evaluation"
     assert not (tiny_run.run_dir / "head" / CALIBRATION_FILE).exists()  # eval writes nothing into head/
-    assert report["conformal"]["coverage"] >= 0
+    profile = fit_run_uncertainty(tiny_run.run_dir)  # the same fit, now saved: the report used its twin
+    out, data = _test_outputs(tiny_run.run_dir)
+    res = profile.apply(out.mean, out.var, out.logits, sets=True)
+    y = data.labels("test")
+    assert report["conformal"]["coverage"] == pytest.approx(res.sets[np.arange(len(y)), y].mean())
 
 
 def test_eval_of_a_run_without_uncertainty_reports_plain_softmax(tiny_run_cfg):

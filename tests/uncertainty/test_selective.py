@@ -121,6 +121,8 @@ def test_uncertifiable_target_follows_the_configured_fallback(fallback, abstains
     assert out.abstain.all() if abstains else not out.abstain.any()
     assert profile.abstain.val_coverage == (0.0 if abstains else 1.0)
     assert ("every text will abstain" if abstains else "no text will abstain") in caplog.text
+    offer = profile.info["offered_target_error"]  # what the warning offers, saved with the profile
+    assert offer is None or f"target_error={offer:.2f}` certifies" in caplog.text
 
 
 def test_lowest_certifiable_error_is_the_brute_force_minimum_and_a_true_floor():
@@ -138,3 +140,19 @@ def test_lowest_certifiable_error_is_the_brute_force_minimum_and_a_true_floor():
     for target in (floor * 0.5, floor):  # no target at or below the floor can be certified
         assert not threshold_for_error(u, correct, target, delta).achievable
     assert threshold_for_error(u, correct, min(0.99, floor + 0.15), delta).achievable
+
+
+def test_the_offered_target_is_the_smallest_grid_target_sgr_certifies():
+    from ucse.uncertainty.selective import lowest_certifiable_error, offered_target, threshold_for_error
+
+    rng = np.random.default_rng(8)
+    for n in (60, 145, 400):
+        u = rng.uniform(size=n)
+        correct = rng.uniform(size=n) > 0.3 * u
+        offer = offered_target(u, correct, 0.05)
+        passing = [
+            t / 100 for t in range(1, 100) if threshold_for_error(u, correct, t / 100, 0.05).achievable
+        ]
+        assert offer == (passing[0] if passing else None)  # brute force over the whole grid
+        if offer is not None:
+            assert offer >= lowest_certifiable_error(u, correct, 0.05)  # never below the floor

@@ -29,7 +29,7 @@ class ScoreName(str, Enum):
     predictive_entropy = "predictive_entropy"  # entropy of the softmax averaged over z ~ N(mu, sigma^2)
     mutual_information = "mutual_information"  # epistemic part of predictive_entropy (BALD)
     mahalanobis = "mahalanobis"  # min over classes of the Mahalanobis distance of mu (Lee et al. 2018)
-    density = "density"  # -log p(mu) under class-conditional Gaussians fitted on training means (DDU)
+    density = "density"  # -log p(mu), class Gaussians with one shared covariance on training means
 
 
 class Uncertifiable(str, Enum):

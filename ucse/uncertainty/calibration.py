@@ -154,6 +154,9 @@ def fit_calibrator(logits: Array, labels: Array, method: CalibrationMethod) -> C
 def ece(probs: Array, labels: Array, n_bins: int = ECE_BINS) -> float:
     """Expected calibration error of the top label, ``n_bins`` equal-width bins, L1 (torchmetrics).
 
+    Bins are [lo, hi) and a confidence of exactly 1 is a bin of its own (torchmetrics' bucketing);
+    :func:`reliability_bins` returns the same bins.
+
     Args:
         probs: (N, C) probabilities.
         labels: (N,) class ids.
@@ -195,25 +198,28 @@ def adaptive_ece(probs: Array, labels: Array, n_bins: int = ECE_BINS) -> float:
 
 
 def reliability_bins(probs: Array, labels: Array, n_bins: int = ECE_BINS) -> dict[str, list[float]]:
-    """Per-bin confidence, accuracy and count on ``n_bins`` equal-width bins (for ``reliability.png``).
+    """Per-bin confidence, accuracy and count on the bins :func:`ece` uses (for ``reliability.png``).
 
-    A confidence of exactly 1 falls in the last bin; bins are (lo, hi] like torchmetrics'.
+    torchmetrics' convention: ``n_bins`` equal-width bins [lo, hi), and a confidence of exactly 1 in a bin of
+    its own, [1, 1] (the last entry; zero width). ``sum_b count_b / N * |accuracy_b - confidence_b|`` is
+    then exactly the reported ECE, confidences on bin edges included.
 
     Returns:
-        ``{"edges": (n_bins + 1,), "confidence": (n_bins,), "accuracy": (n_bins,), "count": (n_bins,)}``;
-        empty bins have NaN confidence and accuracy.
+        ``{"edges": (n_bins + 2,), "confidence": (n_bins + 1,), "accuracy": (n_bins + 1,),
+        "count": (n_bins + 1,)}``; empty bins have NaN confidence and accuracy.
     """
     p = as_f64(probs)
     conf, pred = p.max(dim=1)
     correct = (pred == torch.as_tensor(labels).long()).to(torch.float64)
     edges = torch.linspace(0, 1, n_bins + 1, dtype=torch.float64)
-    which = (torch.bucketize(conf, edges[1:-1], right=False)).clamp(0, n_bins - 1)  # (N,)
-    count = torch.bincount(which, minlength=n_bins).to(torch.float64)
-    nan = torch.full((n_bins,), float("nan"), dtype=torch.float64)
-    mean_conf = torch.where(count > 0, torch.bincount(which, conf, n_bins) / count.clamp_min(1), nan)
-    acc = torch.where(count > 0, torch.bincount(which, correct, n_bins) / count.clamp_min(1), nan)
+    which = torch.bucketize(conf, edges, right=True) - 1  # (N,) as torchmetrics bins them; 1.0 -> n_bins
+    m = n_bins + 1
+    count = torch.bincount(which, minlength=m).to(torch.float64)
+    nan = torch.full((m,), float("nan"), dtype=torch.float64)
+    mean_conf = torch.where(count > 0, torch.bincount(which, conf, m) / count.clamp_min(1), nan)
+    acc = torch.where(count > 0, torch.bincount(which, correct, m) / count.clamp_min(1), nan)
     return {
-        "edges": edges.tolist(),
+        "edges": [*edges.tolist(), 1.0],
         "confidence": mean_conf.tolist(),
         "accuracy": acc.tolist(),
         "count": count.tolist(),

@@ -1,9 +1,11 @@
-"""Feature-density scores on mu: class-conditional Gaussians with a shared covariance (Lee et al. 2018, DDU).
+"""Feature-density scores on mu: class-conditional Gaussians with one shared covariance (Lee et al. 2018).
 
 Fitted on the training split's means; a text far from every class mean (in the covariance's metric) is
 unlike anything the head was trained on. The shared covariance is estimated with scikit-learn's Ledoit-Wolf
-shrinkage: with D = 384 and ~100 texts per class a per-class (or even an unshrunk shared) covariance is
-singular or badly conditioned.
+shrinkage: with D = 384 and ~100 texts per class an unshrunk covariance is singular or badly conditioned.
+One covariance for all classes makes ``neg_log_density`` a monotone function of ``mahalanobis`` wherever
+one class dominates the mixture, which is why their rankings (AURC, OOD AUROC) nearly coincide. DDU's
+per-class covariances (Mukhoti et al. 2023) are ``class_mahalanobis`` in :mod:`ucse.uncertainty.ood_scores`.
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ def mahalanobis(features: Array, g: ClassGaussians) -> torch.Tensor:
 
 
 def neg_log_density(features: Array, g: ClassGaussians) -> torch.Tensor:
-    """``-log sum_c pi_c N(x; m_c, Sigma)``: negative log density of the Gaussian mixture (DDU).
+    """``-log sum_c pi_c N(x; m_c, Sigma)``: negative log density of the shared-covariance mixture.
 
     Returns:
         (N,) nats; unbounded in both directions (a density, not a probability), higher = less typical.

@@ -43,6 +43,7 @@ from ucse.uncertainty.profile import UncertaintyProfile, row_uniforms
 from ucse.uncertainty.selective import (
     aurc,
     lowest_certifiable_error,
+    offered_target,
     threshold_for_coverage,
     threshold_for_error,
 )
@@ -123,17 +124,21 @@ def fit_profile(
                     profile.abstain, threshold=math.inf, val_coverage=1.0, val_error=float(1 - correct.mean())
                 )
             floor = lowest_certifiable_error(u, correct, delta)
+            offer = offered_target(u, correct, delta)
+            profile.info["lowest_certifiable_error"] = floor
+            profile.info["offered_target_error"] = offer
             log.warning(
-                "no threshold certifies error <= %.3f at delta %.2f on %d validation texts: %s; the lowest "
-                "error bound any threshold reaches on them is %.3f. A target above that "
-                "(`ucse calibrate run=<run> uncertainty.abstain.target_error=%.2f`), "
+                "no threshold certifies error <= %.3f at delta %.2f on %d validation texts: %s. With these "
+                "texts the smallest error any threshold can guarantee is %.3f; %s, "
                 "uncertainty.abstain.coverage=0.9 or more validation data set one",
                 a.target_error,
                 a.delta,
                 len(u),
                 "no text will abstain" if answer else "every text will abstain",
                 floor,
-                min(0.99, math.ceil(floor * 100 + 1) / 100),
+                "no target below 0.99 certifies"
+                if offer is None
+                else f"`ucse calibrate run=<run> uncertainty.abstain.target_error={offer:.2f}` certifies",
             )
     k = cfg.conformal
     if cfg.calibration.method == CalibrationMethod.vector:  # 2C parameters: cross-fit the quantile's probs
@@ -142,7 +147,7 @@ def fit_profile(
     lam, k_reg = (k.raps_lambda, k.raps_k_reg) if k.method == ConformalMethod.raps else (0.0, 0)
     profile.conformal = k
     profile.qhat = conformal.calibrate(probs, val_labels, k.alpha, rand, lam, k_reg)
-    profile.info = {
+    profile.info |= {
         "n_validation": len(val_labels),
         "n_train": None if train_labels is None else len(train_labels),
         "validation_accuracy": float(correct.mean()),

@@ -1,0 +1,138 @@
+"""Uncertainty on small data: abstention at the offered target, sets, empty sets, the out-of-scope keep rate.
+
+For each task, size (8 or 32 examples per class, drawn as bench/peers.py draws them) and seed, ucse's default
+(``recipe=auto``, ``head=auto``) is trained through the product's pipeline and its saved profile applied to
+the official test split:
+
+- abstention at the default target (error <= 5 %); where that is not certifiable, at the target the warning
+  offers (``info.offered_target_error``), refitted from the cached states as ``ucse calibrate`` does: the
+  share of texts that abstain and the test error among the answered ones (goal: <= target + 1 point);
+- conformal sets (alpha 0.1): coverage, with the band a correct procedure shows at these sizes (3 sd of
+  the coverage of one calibration draw, Beta with n validation rows, plus the test sample's noise), set size
+  and the share of empty sets (goal: 0 by default);
+- the out-of-scope flag: share of in-scope test texts kept (target: tpr 0.95).
+
+    python bench/small_data.py --tasks Banking77Classification --shots 8 32 --seeds 0
+
+Rows go to ``<out>/rows/*.json`` (a rerun skips rows already there); the table to ``<out>/small_data.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bench.peers import machine, read, sample, test_outputs, train_ucse
+
+TASKS = ["Banking77Classification", "MassiveIntentClassification", "MassiveScenarioClassification"]
+
+
+def measure(profile, outputs, y: np.ndarray) -> dict:
+    """What a user sees on the test texts with this profile."""
+    res = profile.apply(outputs.mean, outputs.var, outputs.logits, sets=True)
+    answered = ~res.abstain
+    correct = res.prediction == y
+    n_val = profile.info["n_validation"]
+    alpha = profile.conformal.alpha
+    # One calibration draw's coverage is Beta(k, n + 1 - k) with k = ceil((n + 1)(1 - alpha)): its sd, and
+    # the binomial noise of the test texts.
+    k = math.ceil((n_val + 1) * (1 - alpha))
+    sd = math.hypot(
+        math.sqrt(k * (n_val + 1 - k) / ((n_val + 1) ** 2 * (n_val + 2))),
+        math.sqrt(alpha * (1 - alpha) / len(y)),
+    )
+    a = profile.abstain
+    return {
+        "target": a.target if a is not None else None,
+        "certified": bool(a.achievable) if a is not None else None,
+        "abstain_share": float(res.abstain.mean()),
+        "answered_error": float((~correct[answered]).mean()) if answered.any() else None,
+        "accuracy": float(correct.mean()),
+        "coverage": float(res.sets[np.arange(len(y)), y].mean()),
+        "coverage_band": [float(k / (n_val + 1) - 3 * sd), float(k / (n_val + 1) + 3 * sd)],
+        "set_size": float(res.sets.sum(1).mean()),
+        "empty_sets": float((res.sets.sum(1) == 0).mean()),
+        "ood_keep": None if res.ood is None else float((~res.ood).mean()),
+        "n_validation": n_val,
+        "score": res.score,
+    }
+
+
+def run_row(task: str, shots: str, seed: int, out: Path) -> dict:
+    from ucse.uncertainty.fit import fit_for_run
+
+    test = read(task, "test")
+    t_tr, y_tr = sample(*read(task, "train"), shots, seed)
+    train = {"texts": t_tr, "y": y_tr, "shots": shots}
+    t0 = time.perf_counter()
+    run, cfg, data, _, profile = train_ucse(task, train, test, seed, "auto", out)
+    train_s = time.perf_counter() - t0
+    enc, outputs = test_outputs(run, cfg, data)
+    y = data.labels("test")
+    row = {"default": measure(profile, outputs, y), "train_s": train_s, "n_train": len(y_tr)}
+    row["lowest_certifiable_error"] = profile.info.get("lowest_certifiable_error")
+    offer = profile.info.get("offered_target_error")
+    row["offered_target_error"] = offer
+    if offer is not None:  # what `ucse calibrate ... uncertainty.abstain.target_error=<offer>` does
+        ucfg = dataclasses.replace(
+            cfg.uncertainty, abstain=dataclasses.replace(cfg.uncertainty.abstain, target_error=offer)
+        )
+        refit = fit_for_run(run, cfg, ucfg, data, enc, previous=profile)
+        row["offered"] = measure(refit, outputs, y)
+    return row
+
+
+def table(rows: list[dict]) -> str:
+    head = (
+        "| task | shots | seed | val texts | 5 % certified | offered target | abstain | answered error |"
+        " coverage (band) | set size | empty sets | ood keep |\n|" + "---|" * 12
+    )
+    lines = [f"Machine: {machine()}", "", head]
+    for r in rows:
+        m = r.get("offered") or r["default"]
+        err = "—" if m["answered_error"] is None else f"{100 * m['answered_error']:.1f} %"
+        lo, hi = m["coverage_band"]
+        keep = "—" if m["ood_keep"] is None else f"{m['ood_keep']:.3f}"
+        lines.append(
+            f"| {r['task'].removesuffix('Classification')} | {r['shots']} | {r['seed']} | "
+            f"{m['n_validation']} | "
+            f"{'yes' if r['default']['certified'] else 'no'} | "
+            f"{'—' if r['offered_target_error'] is None else r['offered_target_error']} | "
+            f"{100 * m['abstain_share']:.1f} % | {err} | {m['coverage']:.3f} ({lo:.3f}–{hi:.3f}) | "
+            f"{m['set_size']:.2f} | {100 * m['empty_sets']:.1f} % | "
+            f"{keep} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tasks", nargs="+", default=TASKS)
+    ap.add_argument("--shots", nargs="+", default=["8", "32"])
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0])
+    ap.add_argument("--out", type=Path, default=Path("bench/out/small_data"))
+    args = ap.parse_args()
+    (args.out / "rows").mkdir(parents=True, exist_ok=True)
+    for seed in args.seeds:
+        for shots in args.shots:
+            for task in args.tasks:
+                f = args.out / "rows" / f"{task}-{shots}-s{seed}.json"
+                if f.is_file():
+                    continue
+                row = {"task": task, "shots": shots, "seed": seed, **run_row(task, shots, seed, args.out)}
+                f.write_text(json.dumps(row))
+                print(json.dumps(row), flush=True)
+    rows = [json.loads(p.read_text()) for p in sorted((args.out / "rows").glob("*.json"))]
+    text = table(rows)
+    (args.out / "small_data.md").write_text(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
