@@ -61,10 +61,12 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
         if a is not None:
             rule = "target error" if a.rule == "target_error" else "coverage"
             never = math.isinf(a.threshold) and a.threshold > 0
+            offer = profile.info.get("offered_target_error")
             met = (
                 ""
                 if a.achievable
                 else f" - not certifiable on validation: {'no text' if never else 'every text'} abstains"
+                + (f"; target_error={offer:.2f} is (ucse calibrate)" if offer is not None else "")
             )
             lines.append(
                 f"  abstain ({rule} {a.target}): validation coverage {pct(a.val_coverage)}, "
@@ -73,6 +75,12 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
         if profile.conformal is not None and profile.qhat is not None:
             lines.append(
                 f"  conformal sets: {profile.conformal.method.value}, alpha {profile.conformal.alpha}"
+            )
+        if profile.ood is not None:
+            o = profile.ood
+            lines.append(
+                f"  out-of-scope flag: {o.score.value}, keeps {pct(o.tpr)} of in-scope texts "
+                f"(threshold set on {o.info.get('n_heldout')} {o.info.get('heldout')} texts)"
             )
     extra = ", ".join(
         n for n in ("config.yaml", "heldout.safetensors", "logs/") if (run_dir / n.rstrip("/")).exists()
