@@ -35,7 +35,7 @@ TASKS = ["Banking77Classification", "MassiveIntentClassification", "MassiveScena
 
 def measure(profile, outputs, y: np.ndarray) -> dict:
     """What a user sees on the test texts with this profile."""
-    res = profile.apply(outputs.mean, outputs.var, outputs.logits, sets=True)
+    res = profile.apply(outputs.mean, outputs.var, outputs.logits, sets=True, pooled=outputs.pooled)
     answered = ~res.abstain
     correct = res.prediction == y
     n_val = profile.info["n_validation"]

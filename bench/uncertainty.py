@@ -129,9 +129,11 @@ def ood_metrics(profile, detectors, encoder, out_in, states_out) -> dict:
     s_in = profile.scores(out_in.mean, out_in.var, out_in.logits)
     s_out = profile.scores(out_ood.mean, out_ood.var, out_ood.logits)
     for name, det in detectors.items():
-        s_in[f"ood:{name}"] = det.scores(out_in.mean, profile.calibrator.probs(out_in.logits), out_in.logits)
+        s_in[f"ood:{name}"] = det.scores(
+            out_in.pooled, profile.calibrator.probs(out_in.logits), out_in.logits
+        )
         s_out[f"ood:{name}"] = det.scores(
-            out_ood.mean, profile.calibrator.probs(out_ood.logits), out_ood.logits
+            out_ood.pooled, profile.calibrator.probs(out_ood.logits), out_ood.logits
         )
     res = {k: {"auroc": ood_auroc(s_in[k], s_out[k]), "fpr95": fpr_at_tpr(s_in[k], s_out[k])} for k in s_in}
     for name, det in detectors.items():  # the flag itself: share of OOD texts flagged at its threshold
@@ -179,7 +181,7 @@ def measure(run_dir: Path) -> dict:
     out = encoder.run_states(test_states)
     y = data.labels("test")
     profile = load_uncertainty_profile(run_dir / "head")
-    res = profile.apply(out.mean, out.var, out.logits, sets=True)
+    res = profile.apply(out.mean, out.var, out.logits, sets=True, pooled=out.pooled)
     raw = torch.softmax(torch.from_numpy(out.logits).double(), 1)
     correct = res.prediction == y
     all_scores = {k: v.numpy() for k, v in profile.scores(out.mean, out.var, out.logits).items()}
@@ -231,7 +233,7 @@ def measure(run_dir: Path) -> dict:
     test_probs = profile.calibrator.probs(out.logits)
     # In-scope test texts each flag keeps (target: uncertainty.ood.tpr) and the saved flag's own keep rate.
     r["ood_keep"] = {
-        name: float((det.scores(out.mean, test_probs, out.logits) <= det.threshold).double().mean())
+        name: float((det.scores(out.pooled, test_probs, out.logits) <= det.threshold).double().mean())
         for name, det in detectors.items()
     }
     r["ood_flag"] = None

@@ -55,7 +55,7 @@ def test_every_score_keeps_tpr_of_new_in_scope_texts_and_flags_far_ones(score):
         rng = np.random.default_rng(seed)
         centres, w = rng.normal(0, 3, (C, D)), rng.normal(size=(C, D))
         (x, y), (xv, _), (xt, _) = draw(rng, centres, 300), draw(rng, centres, 200), draw(rng, centres, 1000)
-        det = fit_ood(OodConfig(score=score, tpr=0.9), x, y, C, *outputs(xv, w), mean=xv)
+        det = fit_ood(OodConfig(score=score, tpr=0.9), x, y, C, *outputs(xv, w), features=xv)
         s_in = det.scores(xt, *outputs(xt, w))
         keep.append(float((s_in <= det.threshold).double().mean()))
         far = rng.normal(0, 1, (200, D)) + 12.0
@@ -80,7 +80,7 @@ def test_cross_fitting_keeps_tpr_where_in_sample_statistics_do_not():
         rows = np.arange(100, 160)
         det = fit_ood(cfg, x, y, C, *outputs(x[rows], w), rows=rows, seed=seed)
         crossed.append(float((det.scores(xt, *outputs(xt, w)) <= det.threshold).double().mean()))
-        naive = fit_ood(cfg, x, y, C, *outputs(x[rows], w), mean=x[rows])  # statistics saw these rows
+        naive = fit_ood(cfg, x, y, C, *outputs(x[rows], w), features=x[rows])  # statistics saw these rows
         in_sample.append(float((naive.scores(xt, *outputs(xt, w)) <= naive.threshold).double().mean()))
     # Cross-fitted statistics come from 4/5 of the rows: scores a bit larger than the final ones', so the
     # keep rate errs upwards; 10 draws of 60 held-out rows: sd ~ sqrt(0.09 / 60) / sqrt(10) = 0.012.
@@ -92,8 +92,8 @@ def test_a_combined_score_sums_standardised_components_from_validation():
     rng = np.random.default_rng(3)
     centres, w = rng.normal(0, 3, (C, D)), rng.normal(size=(C, D))
     (x, y), (xv, _), (xt, _) = draw(rng, centres, 200), draw(rng, centres, 100), draw(rng, centres, 30)
-    det = fit_ood(OodConfig(score=OodScore.mahalanobis_entropy), x, y, C, *outputs(xv, w), mean=xv)
-    maha = fit_ood(OodConfig(score=OodScore.mahalanobis), x, y, C, *outputs(xv, w), mean=xv)
+    det = fit_ood(OodConfig(score=OodScore.mahalanobis_entropy), x, y, C, *outputs(xv, w), features=xv)
+    maha = fit_ood(OodConfig(score=OodScore.mahalanobis), x, y, C, *outputs(xv, w), features=xv)
     mv, mt = maha.scores(xv, None, None), maha.scores(xt, None, None)
     ev, et = entropy(outputs(xv, w)[0]), entropy(outputs(xt, w)[0])
     want = (mt - mv.mean()) / mv.std() + (et - ev.mean()) / ev.std()
@@ -105,12 +105,14 @@ def test_rethreshold_moves_only_the_threshold():
     rng = np.random.default_rng(4)
     centres, w = rng.normal(0, 3, (C, D)), rng.normal(size=(C, D))
     (x, y), (xv, _) = draw(rng, centres, 200), draw(rng, centres, 100)
-    det = fit_ood(OodConfig(score=OodScore.knn, k=3), x, y, C, *outputs(xv, w), mean=xv)
+    det = fit_ood(OodConfig(score=OodScore.knn, k=3), x, y, C, *outputs(xv, w), features=xv)
     looser = rethreshold(det, OodConfig(score=OodScore.knn, k=3, tpr=0.99), xv, *outputs(xv, w))
     assert looser.stats is det.stats and looser.threshold >= det.threshold
     assert (
         looser.threshold
-        == fit_ood(OodConfig(score=OodScore.knn, k=3, tpr=0.99), x, y, C, *outputs(xv, w), mean=xv).threshold
+        == fit_ood(
+            OodConfig(score=OodScore.knn, k=3, tpr=0.99), x, y, C, *outputs(xv, w), features=xv
+        ).threshold
     )
     with pytest.raises(ValueError, match="same score and k"):
         rethreshold(det, OodConfig(score=OodScore.mahalanobis), xv, *outputs(xv, w))
@@ -120,7 +122,7 @@ def _saved(tmp_path, score):
     rng = np.random.default_rng(5)
     centres, w = rng.normal(0, 3, (C, D)), rng.normal(size=(C, D))
     (x, y), (xv, _) = draw(rng, centres, 120), draw(rng, centres, 60)
-    det = fit_ood(OodConfig(score=score), x, y, C, *outputs(xv, w), mean=xv)
+    det = fit_ood(OodConfig(score=score), x, y, C, *outputs(xv, w), features=xv)
     cfg, arrays = to_saved(det)
     save_file({k: v.contiguous() for k, v in arrays.items()}, tmp_path / "a.safetensors")
     (tmp_path / "a.json").write_text(json.dumps(cfg))

@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 
 from ucse.backbone.cache import OnTheFlyStates, SubsetStates, TokenStates
 from ucse.backbone.encoder import FrozenBackbone, validate_texts
+from ucse.backbone.pooling import pool
 from ucse.config import BackboneConfig, Precision
 from ucse.heads import load_head
 from ucse.heads.base import Head
@@ -30,11 +31,14 @@ class EncodedBatch:
         mean: (N, D) mu, the embedding.
         var: (N, D) sigma^2, or ``None`` for a deterministic head.
         logits: (N, C) class scores computed on mu.
+        pooled: (N, H) the frozen backbone's pooled vectors, L2-normalised (the backbone's pooling, before any
+            head): the features of the out-of-scope flag, which no head training has shaped.
     """
 
     mean: np.ndarray
     var: np.ndarray | None
     logits: np.ndarray
+    pooled: np.ndarray | None = None
 
 
 class UcseEncoder:
@@ -144,22 +148,30 @@ class UcseEncoder:
         """Run the head over precomputed token states (e.g. a cached split) in length-sorted batches."""
         n = len(states)
         order = np.argsort(-np.asarray(states.lengths), kind="stable")
-        means, vars_, logits = [None] * n, [None] * n, [None] * n
+        means, vars_, logits, pooled = [None] * n, [None] * n, [None] * n, [None] * n
         device = next(self.head.parameters()).device
         for start in range(0, n, self.batch_size):
             idx = order[start : start + self.batch_size].tolist()
             hidden, mask = states.batch(idx)  # (B, T, H), (B, T)
             with self._autocast():
                 out = self.head(hidden.to(device).float(), mask.to(device))
+            unit = self._pooled(hidden, mask).cpu()  # (B, H)
             for j, i in enumerate(idx):
                 means[i] = out.mean[j].float().cpu()
                 logits[i] = out.logits[j].float().cpu()
                 vars_[i] = None if out.var is None else out.var[j].float().cpu()
+                pooled[i] = unit[j]
         return EncodedBatch(
             mean=torch.stack(means).numpy(),  # (N, D)
             var=None if vars_[0] is None else torch.stack(vars_).numpy(),
             logits=torch.stack(logits).numpy(),  # (N, C)
+            pooled=torch.stack(pooled).numpy(),  # (N, H)
         )
+
+    def _pooled(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """(B, H) float32 unit vectors: the backbone's pooling of (B, T, H) states, L2-normalised."""
+        x = pool(hidden.float(), mask.to(hidden.device), self.backbone.cfg.pooling)
+        return torch.nn.functional.normalize(x, dim=1)
 
     @torch.inference_mode()
     def run_texts(self, texts: list[str]) -> EncodedBatch:
@@ -173,22 +185,28 @@ class UcseEncoder:
         mean: torch.Tensor | None = None
         var: torch.Tensor | None = None
         logits: torch.Tensor | None = None
+        pooled: torch.Tensor | None = None
         for idx, hidden, mask in self.backbone.iter_states(texts):  # (B,), (B, T, H), (B, T)
             with self._autocast():
                 out = self.head(hidden, mask)
+            unit = self._pooled(hidden, mask)  # (B, H)
             if mean is None:  # allocate once the output widths are known; filled in input order
                 mean = torch.empty(n, out.mean.shape[1])
                 logits = torch.empty(n, out.logits.shape[1])
                 var = None if out.var is None else torch.empty(n, out.var.shape[1])
-            parts = [out.mean, out.logits] + ([] if out.var is None else [out.var])
+                pooled = torch.empty(n, unit.shape[1])
+            parts = [out.mean, out.logits, unit] + ([] if out.var is None else [out.var])
             host = torch.cat([t.float() for t in parts], dim=1).cpu()  # one device->host copy per batch
-            d, c = mean.shape[1], logits.shape[1]
-            mean[idx], logits[idx] = host[:, :d], host[:, d : d + c]
+            d, c, h = mean.shape[1], logits.shape[1], unit.shape[1]
+            mean[idx], logits[idx], pooled[idx] = host[:, :d], host[:, d : d + c], host[:, d + c : d + c + h]
             if var is not None:
-                var[idx] = host[:, d + c :]
-        assert mean is not None and logits is not None
+                var[idx] = host[:, d + c + h :]
+        assert mean is not None and logits is not None and pooled is not None
         return EncodedBatch(
-            mean=mean.numpy(), var=None if var is None else var.numpy(), logits=logits.numpy()
+            mean=mean.numpy(),
+            var=None if var is None else var.numpy(),
+            logits=logits.numpy(),
+            pooled=pooled.numpy(),
         )
 
     def encode_gaussian(self, texts: list[str]) -> EncodedBatch:
@@ -209,7 +227,7 @@ class UcseEncoder:
 
         mean, logits = join(a.mean, b.mean), join(a.logits, b.logits)
         assert mean is not None and logits is not None
-        return EncodedBatch(mean=mean, var=join(a.var, b.var), logits=logits)
+        return EncodedBatch(mean=mean, var=join(a.var, b.var), logits=logits, pooled=join(a.pooled, b.pooled))
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """Texts -> (N, D) mu embeddings."""

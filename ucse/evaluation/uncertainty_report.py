@@ -30,7 +30,7 @@ def actionable_report(
     """
     y = np.asarray(labels)
     raw = torch.softmax(torch.as_tensor(out.logits, dtype=torch.float64), dim=1)
-    res = profile.apply(out.mean, out.var, out.logits, sets=True)
+    res = profile.apply(out.mean, out.var, out.logits, sets=True, pooled=out.pooled)
     before, after = calibration_metrics(raw, y), calibration_metrics(res.probs, y)
     calibration = {
         "method": profile.calibrator.method.value,

@@ -194,6 +194,11 @@ def saved_sizes(directory: str | Path) -> tuple[int, int]:
     return config["num_classes"], head_cfg.embed_dim or config["hidden_size"]
 
 
+def saved_hidden_size(directory: str | Path) -> int:
+    """H, the width of the backbone states a saved head reads, from its checked ``config.json``."""
+    return int(read_config(Path(directory) / CONFIG_FILE)[0]["hidden_size"])
+
+
 def save_calibration(directory: str | Path, config: dict[str, Any], arrays: dict[str, torch.Tensor]) -> None:
     """Write ``calibration.safetensors`` then ``calibration.json`` into a saved head folder, each atomically.
 

@@ -279,17 +279,18 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         mean = np.empty((n, first.mean.shape[1]), dtype=first.mean.dtype)
         logits = np.empty((n, first.logits.shape[1]), dtype=first.logits.dtype)
         var = None if first.var is None else np.empty((n, first.var.shape[1]), dtype=first.var.dtype)
+        pooled = np.empty((n, first.pooled.shape[1]), dtype=first.pooled.dtype)
         for idx, out in parts:
-            mean[idx], logits[idx] = out.mean, out.logits
+            mean[idx], logits[idx], pooled[idx] = out.mean, out.logits, out.pooled
             if var is not None:
                 var[idx] = out.var
-        return EncodedBatch(mean=mean, var=var, logits=logits)
+        return EncodedBatch(mean=mean, var=var, logits=logits, pooled=pooled)
 
     def _decide(
         self, texts: str | list[str], sets: bool = False, progress: bool = False
     ) -> UncertaintyOutput:
         out = self.encode_gaussian(texts, progress=progress)
-        return self.profile_.apply(out.mean, out.var, out.logits, sets=sets)
+        return self.profile_.apply(out.mean, out.var, out.logits, sets=sets, pooled=out.pooled)
 
     def predict_proba(self, X: str | list[str]) -> np.ndarray:  # noqa: N803
         """(N, C) probabilities (calibrated when the head has a profile), columns in ``classes_`` order."""

@@ -174,7 +174,12 @@ def fit_run_ood(
     refitted: bool,
     seed: int = 0,
 ) -> OodDetector:
-    """Fit a run's out-of-scope flag from its shipped head's outputs.
+    """Fit a run's out-of-scope flag: statistics of the frozen backbone's pooled vectors, a threshold.
+
+    The feature scores read the backbone's pooled unit vectors (``EncodedBatch.pooled``), not the head's mu:
+    no head training has shaped them, so a head trained on every labelled row (``head=auto``'s refit)
+    does not make its own rows look more in scope than new texts, and the cross-fitted threshold keeps
+    what it promises (bench/uncertainty.py; docs/RESULTS.md section 14).
 
     Args:
         ocfg: score, tpr, k.
@@ -191,9 +196,9 @@ def fit_run_ood(
     if not refitted:
         train = outs["train"]
         return fit_ood(
-            ocfg, train.mean, data.labels("train"), c, probs, held.logits, mean=held.mean, seed=seed
+            ocfg, train.pooled, data.labels("train"), c, probs, held.logits, features=held.pooled, seed=seed
         )
-    feats = np.concatenate([outs["train"].mean, outs["validation"].mean])
+    feats = np.concatenate([outs["train"].pooled, outs["validation"].pooled])
     labels = np.concatenate([data.labels("train"), data.labels("validation")])
     rows = np.arange(len(labels) - len(held.logits), len(labels))
     return fit_ood(ocfg, feats, labels, c, probs, held.logits, rows=rows, seed=seed)
@@ -247,7 +252,7 @@ def fit_for_run(
     if ocfg.enabled:
         probs = profile.calibrator.probs(val.logits)
         if reuse_ood:
-            profile.ood = rethreshold(old_ood, ocfg, val.mean, probs, val.logits)
+            profile.ood = rethreshold(old_ood, ocfg, val.pooled, probs, val.logits)
         else:
             profile.ood = fit_run_ood(ocfg, data, outs, val, probs, heldout is not None, ucfg.seed)
     profile.save(run / "head")

@@ -1,7 +1,7 @@
 """The out-of-scope flag: a score (``ood_scores``), its training statistics and an in-scope threshold.
 
-    det = fit_ood(OodConfig(), train_mean, train_labels, C, val_probs, val_logits, mean=val_mean)
-    s = det.scores(mean, probs, logits)          # (N,) higher = more likely none of the labels
+    det = fit_ood(OodConfig(), train_x, train_labels, C, val_probs, val_logits, features=val_x)
+    s = det.scores(x, probs, logits)             # (N,) higher = more likely none of the labels
     flag = s > det.threshold                     # keeps >= tpr of in-scope texts on average
 
 The threshold is the ceil((n + 1) * tpr)-th smallest score of n in-scope texts held out from the statistics
@@ -52,7 +52,7 @@ class OodStats:
 
 
 def fit_stats(score: OodScore, features: Array, labels: Array, num_classes: int) -> OodStats:
-    """Fit what ``score``'s feature components need on (M, D) training means and (M,) labels."""
+    """Fit what ``score``'s feature components need on (M, H) training features and (M,) labels."""
     need = set(components(score))
     st = OodStats()
     if need & {OodScore.mahalanobis, OodScore.relative_mahalanobis}:
@@ -67,17 +67,17 @@ def fit_stats(score: OodScore, features: Array, labels: Array, num_classes: int)
 
 
 def base_score(
-    name: OodScore, st: OodStats, mean: Array | None, probs: Array | None, logits: Array | None, k: int
+    name: OodScore, st: OodStats, x: Array | None, probs: Array | None, logits: Array | None, k: int
 ) -> torch.Tensor:
-    """(N,) one base score; feature scores read ``mean``, the others ``probs`` (calibrated) or ``logits``."""
+    """(N,) one base score: feature scores read ``x`` (N, H), the others ``probs`` or ``logits``."""
     if name == OodScore.mahalanobis:
-        return mahalanobis(mean, st.gaussians)
+        return mahalanobis(x, st.gaussians)
     if name == OodScore.relative_mahalanobis:
-        return S.relative_mahalanobis(mean, st.gaussians, st.background)
+        return S.relative_mahalanobis(x, st.gaussians, st.background)
     if name == OodScore.class_mahalanobis:
-        return S.class_neg_log_density(mean, st.classes)
+        return S.class_neg_log_density(x, st.classes)
     if name == OodScore.knn:
-        return S.knn_distance(mean, st.bank, min(k, st.bank.shape[0]))
+        return S.knn_distance(x, st.bank, min(k, st.bank.shape[0]))
     if name == OodScore.energy:
         return S.energy(logits)
     if name == OodScore.entropy:
@@ -116,9 +116,9 @@ class OodDetector:
     standardize: list[float] | None = None
     info: dict[str, Any] = field(default_factory=dict)
 
-    def scores(self, mean: Array | None, probs: Array | None, logits: Array | None) -> torch.Tensor:
-        """(N,) out-of-scope scores of N texts: mu (N, D), calibrated probs (N, C), raw logits (N, C)."""
-        parts = [base_score(n, self.stats, mean, probs, logits, self.k) for n in components(self.score)]
+    def scores(self, x: Array | None, probs: Array | None, logits: Array | None) -> torch.Tensor:
+        """(N,) out-of-scope scores: features (N, H), calibrated probs (N, C), raw logits (N, C)."""
+        parts = [base_score(n, self.stats, x, probs, logits, self.k) for n in components(self.score)]
         return combine(parts, self.standardize)
 
 
@@ -164,12 +164,12 @@ def _crossfitted(
 
 def fit_ood(
     cfg: OodConfig,
-    train_mean: Array,
+    train_features: Array,
     train_labels: Array,
     num_classes: int,
     probs: Array,
     logits: Array,
-    mean: Array | None = None,
+    features: Array | None = None,
     rows: Array | None = None,
     seed: int = 0,
     folds: int = 5,
@@ -178,13 +178,12 @@ def fit_ood(
 
     Args:
         cfg: score, tpr, k.
-        train_mean: (M, D) training means mu of the shipped head.
+        train_features: (M, H) training features (the backbone's pooled unit vectors).
         train_labels: (M,) their labels.
         num_classes: C.
         probs: (N, C) calibrated probabilities of N held-out in-scope texts.
         logits: (N, C) their raw logits.
-        mean: (N, D) their mu under the same head, texts the statistics were not fitted on; or ``None`` with
-            ``rows``.
+        features: (N, H) their features, texts the statistics were not fitted on; or ``None`` with ``rows``.
         rows: (N,) indices of those texts among the M training rows (a head trained on them): their feature
             scores are then cross-fitted over ``folds`` folds.
         seed: fold shuffling.
@@ -193,13 +192,15 @@ def fit_ood(
     Returns:
         The fitted :class:`OodDetector`.
     """
-    if (mean is None) == (rows is None):
-        raise ValueError("give exactly one of mean (held-out texts) and rows (cross-fitted training rows)")
-    x, y = as_f64(train_mean), np.asarray(train_labels)
+    if (features is None) == (rows is None):
+        raise ValueError(
+            "give exactly one of features (held-out texts) and rows (cross-fitted training rows)"
+        )
+    x, y = as_f64(train_features), np.asarray(train_labels)
     names = components(cfg.score)
     if rows is None:
         st = fit_stats(cfg.score, x, y, num_classes)
-        parts = [base_score(n, st, mean, probs, logits, cfg.k) for n in names]
+        parts = [base_score(n, st, features, probs, logits, cfg.k) for n in names]
         how = "validation"
     else:
         crossed = _crossfitted(names, x, y, num_classes, np.asarray(rows), cfg.k, folds, seed)
@@ -228,14 +229,14 @@ def set_threshold(det: OodDetector, parts: list[torch.Tensor]) -> None:
     det.threshold = keep_threshold(combine(parts, det.standardize), det.tpr)
 
 
-def rethreshold(det: OodDetector, cfg: OodConfig, mean: Array, probs: Array, logits: Array) -> OodDetector:
+def rethreshold(det: OodDetector, cfg: OodConfig, x: Array, probs: Array, logits: Array) -> OodDetector:
     """The same statistics with a new ``tpr``, thresholded on held-out validation texts (calibrate)."""
     if det.info.get("heldout") != "validation" or det.score != cfg.score or det.k != cfg.k:
         raise ValueError(
             "only a validation-thresholded detector of the same score and k can be rethresholded"
         )
     new = OodDetector(det.score, cfg.tpr, math.inf, det.stats, det.k, None, dict(det.info))
-    set_threshold(new, [base_score(n, det.stats, mean, probs, logits, det.k) for n in components(det.score)])
+    set_threshold(new, [base_score(n, det.stats, x, probs, logits, det.k) for n in components(det.score)])
     new.info["n_heldout"] = len(np.asarray(logits))
     return new
 
@@ -374,6 +375,8 @@ def check_saved_ood(
         fail("ood.logdet", o["logdet"], "a finite number")
     if not isinstance(o["info"], dict):
         fail("ood.info", o["info"], "an object")
+    if dim is None:  # no head to compare with: the arrays must agree among themselves
+        dim = next((int(t.shape[-1]) for n, t in arrays.items() if n in OOD_ARRAYS and t.ndim == 2), None)
     m = arrays["ood_bank"].shape[0] if "ood_bank" in arrays else 0
     shapes = {
         "ood_means": (num_classes, dim),

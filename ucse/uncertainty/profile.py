@@ -2,7 +2,7 @@
 
     from ucse.uncertainty.profile import load_uncertainty_profile
     profile = load_uncertainty_profile(head_dir)                # plain softmax / MSP if nothing was fitted
-    out = profile.apply(mean, var, logits, sets=True)          # (N, D), (N, D) | None, (N, C)
+    out = profile.apply(mean, var, logits, sets=True, pooled=pooled)  # (N, D), (N, D) | None, (N, C), (N, H)
     out.probs, out.confidence, out.uncertainty, out.abstain, out.sets
 
 Saved as ``head/calibration.json`` (choices, scalars, guarantees) and ``head/calibration.safetensors``
@@ -22,7 +22,13 @@ import numpy as np
 import torch
 
 from ucse.config.uncertainty import CalibrationMethod, ConformalConfig, ConformalMethod, ScoreName
-from ucse.heads.io import CALIBRATION_FILE, load_calibration, save_calibration, saved_sizes
+from ucse.heads.io import (
+    CALIBRATION_FILE,
+    load_calibration,
+    save_calibration,
+    saved_hidden_size,
+    saved_sizes,
+)
 from ucse.uncertainty import conformal, density, scores
 from ucse.uncertainty.calibration import Calibrator
 from ucse.uncertainty.ood_detector import OodDetector, from_saved, to_saved
@@ -198,7 +204,9 @@ class UncertaintyProfile:
         lam, k_reg = (c.raps_lambda, c.raps_k_reg) if c.method == ConformalMethod.raps else (0.0, 0)
         return conformal.prediction_sets(probs, self.qhat, u, lam, k_reg, include_top=c.include_top)
 
-    def apply(self, mean: Any, var: Any, logits: Any, sets: bool = False) -> UncertaintyOutput:
+    def apply(
+        self, mean: Any, var: Any, logits: Any, sets: bool = False, pooled: Any = None
+    ) -> UncertaintyOutput:
         """Turn a head's outputs for N texts into calibrated decisions.
 
         Args:
@@ -206,6 +214,8 @@ class UncertaintyProfile:
             var: (N, D) sigma^2, or ``None`` for a head without a variance branch.
             logits: (N, C) logits at mu.
             sets: also return conformal prediction sets (when a quantile was fitted).
+            pooled: (N, H) the backbone's pooled unit vectors (``EncodedBatch.pooled``), which the
+                out-of-scope flag reads; without them ``ood`` and ``ood_score`` are ``None``.
 
         Returns:
             An :class:`UncertaintyOutput`.
@@ -216,7 +226,7 @@ class UncertaintyProfile:
         u = self.scores(mean, var, logits, [score])[score.value]
         t = math.inf if self.abstain is None else self.abstain.threshold
         member = self.sets(probs) if sets else None
-        ood_score = None if self.ood is None else self.ood.scores(mean, probs, logits)
+        ood_score = None if self.ood is None or pooled is None else self.ood.scores(pooled, probs, logits)
         return UncertaintyOutput(
             probs=probs.numpy(),
             prediction=pred.numpy(),
@@ -303,7 +313,7 @@ def load_uncertainty_profile(head_dir: str | Path, num_classes: int | None = Non
         return UncertaintyProfile.plain(num_classes if num_classes is not None else saved_sizes(head_dir)[0])
     cfg, arr = saved
     c, d = saved_sizes(head_dir)
-    check_saved_profile(cfg, arr, c, d, Path(head_dir) / CALIBRATION_FILE)
+    check_saved_profile(cfg, arr, c, d, Path(head_dir) / CALIBRATION_FILE, saved_hidden_size(head_dir))
     method = CalibrationMethod(cfg["calibration"]["method"])
     calibrator = Calibrator(method, arr["calibration_scale"], arr["calibration_bias"])
     a = cfg.get("abstain")

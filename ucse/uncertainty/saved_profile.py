@@ -218,7 +218,12 @@ def _arrays(c: _Checker, arrays: dict[str, torch.Tensor], num_classes: int, dim:
 
 
 def check_saved_profile(
-    cfg: dict[str, Any], arrays: dict[str, torch.Tensor], num_classes: int, dim: int | None, where: Path
+    cfg: dict[str, Any],
+    arrays: dict[str, torch.Tensor],
+    num_classes: int,
+    dim: int | None,
+    where: Path,
+    hidden: int | None = None,
 ) -> None:
     """Check every field of a saved profile before it is turned into decisions.
 
@@ -228,6 +233,8 @@ def check_saved_profile(
         num_classes: C of the head.
         dim: D, the head's embedding width (checked against the arrays' widths), or ``None``.
         where: the ``calibration.json`` path, for messages.
+        hidden: H, the backbone width the out-of-scope arrays must have, or ``None`` (then they must agree
+            among themselves).
 
     Raises:
         ValueError: naming the file, the field, its value, the allowed range and the fix.
@@ -257,9 +264,9 @@ def check_saved_profile(
         "a finite number with the density arrays, else null",
     )
     c.check(isinstance(cfg.get("info", {}), dict), "info", cfg.get("info"), "an object")
-    d = _arrays(c, arrays, num_classes, dim)
+    _arrays(c, arrays, num_classes, dim)
     if cfg.get("ood") is not None:
-        check_saved_ood(cfg["ood"], arrays, num_classes, d, c.fail)
+        check_saved_ood(cfg["ood"], arrays, num_classes, hidden, c.fail)
     elif any(n in OOD_ARRAYS for n in arrays):
         c.fail("ood", None, "an object describing the saved ood_* arrays")
     if method is not CalibrationMethod.vector and not bool((arrays["calibration_scale"] > 0).all()):
