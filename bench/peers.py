@@ -133,17 +133,20 @@ def run_logreg(task, train, test, seed, cache) -> dict:
     return {**scores(probs, test[1]), "train_s": time.perf_counter() - t0, "C": float(clf[-1].C_[0])}
 
 
-def train_ucse(task, train, test, seed, method, out, *extra_tokens):
+def train_ucse(task, train, test, seed, method, out, *extra_tokens, retrain=True):
     """Train ucse on ``train`` (test rows passed as the official test split) through the product's pipeline.
 
+    With ``retrain=False`` the run folder of an earlier call is reused: its profile is refitted with the
+    current code instead (the head is not retrained).
+
     Returns:
-        (run folder, config, the data as ucse loaded them, the RunResult, the saved profile).
+        (run folder, config, the data as ucse loaded them, the RunResult or None, the saved profile).
     """
     from datasets import ClassLabel, Dataset, DatasetDict, Features, Value
 
     from ucse.config import build_config
     from ucse.data import load_task_data
-    from ucse.pipeline import run_training
+    from ucse.pipeline import fit_uncertainty, run_training
 
     c = int(max(train["y"].max(), test[1].max())) + 1
     feats = Features({"text": Value("string"), "label": ClassLabel(names=[str(i) for i in range(c)])})
@@ -168,6 +171,9 @@ def train_ucse(task, train, test, seed, method, out, *extra_tokens):
             *extra_tokens,
         ]
     )
+    if not retrain:
+        data = load_task_data(dd, cfg.task, cfg.data, cfg.seed)
+        return run, cfg, data, None, fit_uncertainty(run, cfg, data)
     result, profile = run_training(cfg, dd)
     return run, cfg, load_task_data(dd, cfg.task, cfg.data, cfg.seed), result, profile
 

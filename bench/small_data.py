@@ -64,14 +64,14 @@ def measure(profile, outputs, y: np.ndarray) -> dict:
     }
 
 
-def run_row(task: str, shots: str, seed: int, out: Path) -> dict:
+def run_row(task: str, shots: str, seed: int, out: Path, retrain: bool = True) -> dict:
     from ucse.uncertainty.fit import fit_for_run
 
     test = read(task, "test")
     t_tr, y_tr = sample(*read(task, "train"), shots, seed)
     train = {"texts": t_tr, "y": y_tr, "shots": shots}
     t0 = time.perf_counter()
-    run, cfg, data, _, profile = train_ucse(task, train, test, seed, "auto", out)
+    run, cfg, data, _, profile = train_ucse(task, train, test, seed, "auto", out, retrain=retrain)
     train_s = time.perf_counter() - t0
     enc, outputs = test_outputs(run, cfg, data)
     y = data.labels("test")
@@ -117,15 +117,22 @@ def main() -> None:
     ap.add_argument("--shots", nargs="+", default=["8", "32"])
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])
     ap.add_argument("--out", type=Path, default=Path("bench/out/small_data"))
+    ap.add_argument(
+        "--refit", action="store_true", help="rows already there: refit their profiles, do not retrain"
+    )
     args = ap.parse_args()
     (args.out / "rows").mkdir(parents=True, exist_ok=True)
     for seed in args.seeds:
         for shots in args.shots:
             for task in args.tasks:
                 f = args.out / "rows" / f"{task}-{shots}-s{seed}.json"
-                if f.is_file():
+                if f.is_file() != args.refit:
                     continue
-                row = {"task": task, "shots": shots, "seed": seed, **run_row(task, shots, seed, args.out)}
+                old = json.loads(f.read_text()) if args.refit else {}
+                row = {"task": task, "shots": shots, "seed": seed}
+                row |= run_row(task, shots, seed, args.out, retrain=not args.refit)
+                if args.refit:
+                    row["train_s"] = old["train_s"]  # the training measured when the head was trained
                 f.write_text(json.dumps(row))
                 print(json.dumps(row), flush=True)
     rows = [json.loads(p.read_text()) for p in sorted((args.out / "rows").glob("*.json"))]
