@@ -17,7 +17,7 @@ from ucse.cli.main import main
 from ucse.inference.classifier import UcseClassifier
 
 NAMES = sorted(OWN_CUES)
-FIELDS = {"text", "label", "confidence", "uncertainty", "abstain", "probs", "set"}
+FIELDS = {"text", "label", "confidence", "uncertainty", "abstain", "ood", "ood_score", "probs", "set"}
 
 
 @pytest.fixture(scope="module")
@@ -155,11 +155,12 @@ def test_train_prints_a_short_summary_then_predict_uses_it(tiny_bert_dir, tmp_pa
     assert main(["train", f"data.path={data}", f"output_dir={run}", *fast]) == 0
     out = capsys.readouterr().out
     summary = out.split(f"run: {run}", 1)[1].splitlines()
-    assert len(summary) <= 8 and "{" not in out
+    assert len(summary) <= 9 and "{" not in out
     metrics = json.loads((run / "metrics.json").read_text())
     assert f"test accuracy {metrics['test']['accuracy']:.4f}" in out
     saved = json.loads((run / "head" / "calibration.json").read_text())
     assert f"default score {saved['score']}" in out and f"ucse predict run={run}" in out
+    assert f"out-of-scope flag: {saved['ood']['score']}, keeps 95.00 % of in-scope texts" in out
 
 
 def test_an_existing_out_file_is_kept_unless_overwrite(tiny_clf_run, tmp_path, capsys):
