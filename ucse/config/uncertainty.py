@@ -120,8 +120,8 @@ class OodConfig:
     score: OodScore = OodScore.mahalanobis_entropy
     """Which score (feature scores read the backbone's pooled unit vectors). The default had the best mean
     AUROC of the scores whose storage does not grow with C * H^2 over the six task x setting cases of
-    bench/uncertainty.py (held-out classes, another task's texts): 0.892 against MSP's 0.867;
-    ``class_mahalanobis`` ranked a little better (0.899) but saves C * H^2 numbers (docs/RESULTS.md
+    bench/uncertainty.py (held-out classes, another task's texts): 0.900 against MSP's 0.873;
+    ``class_mahalanobis`` ranked a little better (0.905) but saves C * H^2 numbers (docs/RESULTS.md
     section 14)."""
     tpr: float = 0.95
     """Share of in-scope texts the threshold keeps (``ood`` false): the threshold is the
