@@ -178,7 +178,7 @@ def train_ucse(task, train, test, seed, method, out, *extra_tokens, retrain=True
     return run, cfg, load_task_data(dd, cfg.task, cfg.data, cfg.seed), result, profile
 
 
-def test_outputs(run, cfg, data):
+def outputs_on_test(run, cfg, data):
     """The saved head's outputs on the test split (from the states the run cached)."""
     from ucse.backbone.device import resolve_device
     from ucse.core.encoder import UcseEncoder
@@ -196,7 +196,7 @@ def run_ucse(task, train, test, seed, method, out) -> dict:
     t0 = time.perf_counter()
     run, cfg, data, result, _ = train_ucse(task, train, test, seed, method, out)
     train_s = time.perf_counter() - t0
-    _, outputs = test_outputs(run, cfg, data)
+    _, outputs = outputs_on_test(run, cfg, data)
     prof = load_uncertainty_profile(run / "head", c)
     probs = prof.calibrator.probs(outputs.logits).numpy()
     m = result.metrics

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.peers import machine, read, sample, test_outputs, train_ucse
+from bench.peers import machine, outputs_on_test, read, sample, train_ucse
 
 TASKS = ["Banking77Classification", "MassiveIntentClassification", "MassiveScenarioClassification"]
 
@@ -73,7 +73,7 @@ def run_row(task: str, shots: str, seed: int, out: Path, retrain: bool = True) -
     t0 = time.perf_counter()
     run, cfg, data, _, profile = train_ucse(task, train, test, seed, "auto", out, retrain=retrain)
     train_s = time.perf_counter() - t0
-    enc, outputs = test_outputs(run, cfg, data)
+    enc, outputs = outputs_on_test(run, cfg, data)
     y = data.labels("test")
     row = {"default": measure(profile, outputs, y), "train_s": train_s, "n_train": len(y_tr)}
     row["lowest_certifiable_error"] = profile.info.get("lowest_certifiable_error")

@@ -11,7 +11,6 @@ from safetensors.torch import load_file, save_file
 from ucse.config.uncertainty import OodConfig, OodScore
 from ucse.uncertainty.ood import ood_auroc
 from ucse.uncertainty.ood_detector import (
-    check_saved_ood,
     fit_ood,
     fit_stats,
     from_saved,
@@ -19,6 +18,7 @@ from ucse.uncertainty.ood_detector import (
     rethreshold,
     to_saved,
 )
+from ucse.uncertainty.saved_profile import check_saved_ood
 from ucse.uncertainty.scores import entropy
 
 C, D = 4, 8

@@ -49,14 +49,10 @@ class ConformalMethod(str, Enum):
 class OodScore(str, Enum):
     """Out-of-scope scores (higher = more likely none of the labels); see ``ucse.uncertainty.ood_scores``."""
 
-    mahalanobis = (
-        "mahalanobis"  # min class Mahalanobis distance of mu, one shared covariance (Lee et al. 2018)
-    )
+    mahalanobis = "mahalanobis"  # min class distance, one shared covariance (Lee et al. 2018)
     class_mahalanobis = "class_mahalanobis"  # -log density, one covariance per class (GDA, as in DDU)
-    relative_mahalanobis = (
-        "relative_mahalanobis"  # class distance minus background distance (Ren et al. 2021)
-    )
-    knn = "knn"  # distance to the k-th nearest normalised training mu (Sun et al. 2022)
+    relative_mahalanobis = "relative_mahalanobis"  # class minus background distance (Ren et al. 2021)
+    knn = "knn"  # distance to the k-th nearest training vector (Sun et al. 2022)
     energy = "energy"  # -logsumexp(logits) (Liu et al. 2020)
     entropy = "entropy"  # entropy of the calibrated softmax
     msp = "msp"  # 1 - max calibrated softmax probability (Hendrycks & Gimpel 2017)

@@ -35,6 +35,16 @@ class ClassGaussians:
     logdet: float
 
 
+def ledoit_wolf(residuals: torch.Tensor) -> tuple[torch.Tensor, float]:
+    """(precision (D, D), log det covariance) of (N, D) zero-mean residuals, Ledoit-Wolf shrunk."""
+    # Imported here: only fitting needs it, and scikit-learn would add ~1 s to loading a head for prediction.
+    from sklearn.covariance import LedoitWolf
+
+    lw = LedoitWolf(assume_centered=True).fit(residuals.numpy())
+    cov = torch.as_tensor(lw.covariance_, dtype=torch.float64)
+    return torch.as_tensor(lw.precision_, dtype=torch.float64), float(torch.linalg.slogdet(cov).logabsdet)
+
+
 def fit_class_gaussians(features: Array, labels: Array, num_classes: int) -> ClassGaussians:
     """Fit class means and a shared Ledoit-Wolf covariance of the within-class residuals.
 
@@ -52,12 +62,7 @@ def fit_class_gaussians(features: Array, labels: Array, num_classes: int) -> Cla
     counts = torch.bincount(y, minlength=num_classes).to(torch.float64)  # (C,)
     means = torch.zeros(num_classes, x.shape[1], dtype=torch.float64).index_add_(0, y, x)
     means = means / counts.clamp_min(1.0)[:, None]  # (C, D)
-    # Imported here: only fitting needs it, and scikit-learn would add ~1 s to loading a head for prediction.
-    from sklearn.covariance import LedoitWolf
-
-    lw = LedoitWolf(assume_centered=True).fit((x - means[y]).numpy())
-    precision = torch.as_tensor(lw.precision_, dtype=torch.float64)
-    logdet = float(torch.linalg.slogdet(torch.as_tensor(lw.covariance_, dtype=torch.float64)).logabsdet)
+    precision, logdet = ledoit_wolf(x - means[y])
     log_prior = torch.log(counts / counts.sum())  # -inf for absent classes
     return ClassGaussians(means, precision, log_prior, logdet)
 

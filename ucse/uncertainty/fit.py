@@ -124,7 +124,7 @@ def fit_profile(
                     profile.abstain, threshold=math.inf, val_coverage=1.0, val_error=float(1 - correct.mean())
                 )
             floor = lowest_certifiable_error(u, correct, delta)
-            offer = offered_target(u, correct, delta)
+            offer = offered_target(u, correct, delta, floor)
             profile.info["lowest_certifiable_error"] = floor
             profile.info["offered_target_error"] = offer
             log.warning(
@@ -243,7 +243,9 @@ def fit_for_run(
         splits = ("train", "validation") if need_train else ("validation",)
         outs = encode_splits(train_cfg, encoder, data, splits)
         val, val_labels = outs["validation"], data.labels("validation")
-        train = outs.get("train")
+        # The replaced profile's Gaussians stand (same head, same rows); the training split, when encoded for
+        # the flag alone, does not refit them.
+        train = outs.get("train") if gaussians is None else None
         train_labels = None if train is None else data.labels("train")
     weight = classifier_weight(encoder.head)
     profile = fit_profile(val, val_labels, ucfg, weight, train, train_labels, gaussians)

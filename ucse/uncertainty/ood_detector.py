@@ -24,12 +24,13 @@ from ucse.uncertainty import ood_scores as S
 from ucse.uncertainty.density import ClassGaussians, fit_class_gaussians, mahalanobis
 from ucse.uncertainty.scores import Array, as_f64, entropy, msp
 
-FEATURE_SCORES = (
-    OodScore.mahalanobis,
-    OodScore.class_mahalanobis,
-    OodScore.relative_mahalanobis,
-    OodScore.knn,
-)
+STATS_OF = {
+    OodScore.mahalanobis: {"gaussians"},
+    OodScore.relative_mahalanobis: {"gaussians", "background"},
+    OodScore.class_mahalanobis: {"classes"},
+    OodScore.knn: {"bank"},
+}
+"""The :class:`OodStats` fields each feature score reads (the other base scores read probs or logits)."""
 COMBINED = {
     OodScore.mahalanobis_entropy: (OodScore.mahalanobis, OodScore.entropy),
     OodScore.relative_mahalanobis_entropy: (OodScore.relative_mahalanobis, OodScore.entropy),
@@ -51,17 +52,22 @@ class OodStats:
     bank: torch.Tensor | None = None
 
 
+def needed_stats(score: OodScore) -> set[str]:
+    """Which :class:`OodStats` fields ``score`` reads."""
+    return set().union(*(STATS_OF.get(n, set()) for n in components(score)))
+
+
 def fit_stats(score: OodScore, features: Array, labels: Array, num_classes: int) -> OodStats:
     """Fit what ``score``'s feature components need on (M, H) training features and (M,) labels."""
-    need = set(components(score))
+    need = needed_stats(score)
     st = OodStats()
-    if need & {OodScore.mahalanobis, OodScore.relative_mahalanobis}:
+    if "gaussians" in need:
         st.gaussians = fit_class_gaussians(features, labels, num_classes)
-    if OodScore.relative_mahalanobis in need:
+    if "background" in need:
         st.background = S.fit_background(features)
-    if OodScore.class_mahalanobis in need:
+    if "classes" in need:
         st.classes = S.fit_class_covariances(features, labels, num_classes)
-    if OodScore.knn in need:
+    if "bank" in need:
         st.bank = S.normalise(features)
     return st
 
@@ -130,7 +136,7 @@ def combine(parts: list[torch.Tensor], standardize: list[float] | None) -> torch
 
 
 def _crossfitted(
-    names: tuple[OodScore, ...],
+    score: OodScore,
     features: torch.Tensor,
     labels: np.ndarray,
     c: int,
@@ -145,18 +151,10 @@ def _crossfitted(
     """
     from sklearn.model_selection import KFold
 
-    want = [n for n in names if n in FEATURE_SCORES]
+    want = [n for n in components(score) if n in STATS_OF]
     out = {n: torch.zeros(len(features), dtype=torch.float64) for n in want}
     for tr, te in KFold(folds, shuffle=True, random_state=seed).split(np.zeros(len(features))):
-        st = OodStats()
-        for n in want:
-            part = fit_stats(n, features[tr], labels[tr], c)
-            st = OodStats(
-                st.gaussians or part.gaussians,
-                st.background or part.background,
-                st.classes or part.classes,
-                st.bank if st.bank is not None else part.bank,
-            )
+        st = fit_stats(score, features[tr], labels[tr], c)
         for n in want:
             out[n][te] = base_score(n, st, features[te], None, None, k)
     return {n: v[rows] for n, v in out.items()}
@@ -198,17 +196,13 @@ def fit_ood(
         )
     x, y = as_f64(train_features), np.asarray(train_labels)
     names = components(cfg.score)
+    st = fit_stats(cfg.score, x, y, num_classes)
     if rows is None:
-        st = fit_stats(cfg.score, x, y, num_classes)
         parts = [base_score(n, st, features, probs, logits, cfg.k) for n in names]
         how = "validation"
     else:
-        crossed = _crossfitted(names, x, y, num_classes, np.asarray(rows), cfg.k, folds, seed)
-        parts = [
-            crossed[n] if n in crossed else base_score(n, OodStats(), None, probs, logits, cfg.k)
-            for n in names
-        ]
-        st = fit_stats(cfg.score, x, y, num_classes)
+        crossed = _crossfitted(cfg.score, x, y, num_classes, np.asarray(rows), cfg.k, folds, seed)
+        parts = [crossed[n] if n in crossed else base_score(n, st, None, probs, logits, cfg.k) for n in names]
         how = "cross-fitted"
     det = OodDetector(cfg.score, cfg.tpr, math.inf, st, cfg.k)
     set_threshold(det, parts)
@@ -255,19 +249,7 @@ OOD_ARRAYS = {
     "ood_bank": "bank",
 }
 OOD_KEYS = {"score", "tpr", "threshold", "k", "standardize", "logdet", "info"}
-
-
-def needed_stats(score: OodScore) -> set[str]:
-    """Which :class:`OodStats` fields ``score`` reads."""
-    need = set()
-    for n in components(score):
-        need |= {
-            OodScore.mahalanobis: {"gaussians"},
-            OodScore.relative_mahalanobis: {"gaussians", "background"},
-            OodScore.class_mahalanobis: {"classes"},
-            OodScore.knn: {"bank"},
-        }.get(n, set())
-    return need
+"""Keys of the saved ``ood`` object (checked by ``saved_profile.check_saved_ood``)."""
 
 
 def to_saved(det: OodDetector) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
@@ -305,7 +287,7 @@ def to_saved(det: OodDetector) -> tuple[dict[str, Any], dict[str, torch.Tensor]]
 
 
 def from_saved(cfg: dict[str, Any], arrays: dict[str, torch.Tensor]) -> OodDetector:
-    """The detector of a saved profile (``cfg`` and ``arrays`` already checked by :func:`check_saved_ood`)."""
+    """The detector of a saved profile (``cfg`` and ``arrays`` already checked by ``check_saved_profile``)."""
     a = arrays
     st = OodStats()
     if "ood_means" in a:
@@ -330,74 +312,3 @@ def from_saved(cfg: dict[str, Any], arrays: dict[str, torch.Tensor]) -> OodDetec
         cfg["standardize"],
         cfg.get("info", {}),
     )
-
-
-def check_saved_ood(
-    o: Any, arrays: dict[str, torch.Tensor], num_classes: int, dim: int | None, fail: Any
-) -> None:
-    """Check a saved ``ood`` object and its arrays; ``fail(key, value, allowed)`` raises naming the file."""
-    if not isinstance(o, dict) or set(o) != OOD_KEYS:
-        fail("ood", sorted(o) if isinstance(o, dict) else o, f"an object with keys {sorted(OOD_KEYS)}")
-    scores = [s.value for s in OodScore]
-    if o["score"] not in scores:
-        fail("ood.score", o["score"], " | ".join(scores))
-    score = OodScore(o["score"])
-
-    def number(v: Any) -> bool:
-        return type(v) in (int, float) and math.isfinite(v)
-
-    if not (number(o["tpr"]) and 0 < o["tpr"] < 1):
-        fail("ood.tpr", o["tpr"], "a number in (0, 1)")
-    if not (number(o["threshold"]) or o["threshold"] == "inf"):
-        fail("ood.threshold", o["threshold"], 'a finite number or "inf"')
-    if not (type(o["k"]) is int and o["k"] >= 1):
-        fail("ood.k", o["k"], "an integer >= 1")
-    parts = len(components(score))
-    z = o["standardize"]
-    ok_z = (
-        z is None
-        if parts == 1
-        else (
-            isinstance(z, list)
-            and len(z) == 2 * parts
-            and all(number(v) for v in z)
-            and all(v > 0 for v in z[1::2])
-        )
-    )
-    if not ok_z:
-        fail("ood.standardize", z, f"null for one score, else {2 * parts} finite numbers (mean, std > 0)")
-    need = needed_stats(score)
-    want = sorted(n for n, group in OOD_ARRAYS.items() if group in need)
-    have = sorted(n for n in arrays if n in OOD_ARRAYS)
-    if have != want:
-        fail("ood.score", o["score"], f"a score whose arrays are all saved (it needs {want}, found {have})")
-    if "gaussians" in need and not number(o["logdet"]):
-        fail("ood.logdet", o["logdet"], "a finite number")
-    if not isinstance(o["info"], dict):
-        fail("ood.info", o["info"], "an object")
-    if dim is None:  # no head to compare with: the arrays must agree among themselves
-        dim = next((int(t.shape[-1]) for n, t in arrays.items() if n in OOD_ARRAYS and t.ndim == 2), None)
-    m = arrays["ood_bank"].shape[0] if "ood_bank" in arrays else 0
-    shapes = {
-        "ood_means": (num_classes, dim),
-        "ood_precision": (dim, dim),
-        "ood_log_prior": (num_classes,),
-        "ood_background_mean": (dim,),
-        "ood_background_precision": (dim, dim),
-        "ood_class_means": (num_classes, dim),
-        "ood_class_precision": (num_classes, dim, dim),
-        "ood_class_logdet": (num_classes,),
-        "ood_class_log_prior": (num_classes,),
-        "ood_bank": (m, dim),
-    }
-    for name, t in arrays.items():
-        if name not in OOD_ARRAYS:
-            continue
-        want = shapes[name]
-        if tuple(t.shape) != want or not t.is_floating_point():
-            fail(f"array {name}", f"{t.dtype} {tuple(t.shape)}", f"a float array of shape {want}")
-        bad = torch.isnan(t) | (t == math.inf) if name.endswith("log_prior") else ~torch.isfinite(t)
-        if bool(bad.any()):
-            fail(f"array {name}", f"{int(bad.sum())} NaN/inf values", "finite values")
-    if "ood_bank" in arrays and m < 1:
-        fail("array ood_bank", m, "at least one row")

@@ -1,10 +1,13 @@
-"""Out-of-scope scores of a text from its embedding mu and its logits; higher = more likely out of scope.
+"""Out-of-scope scores of a text from its features and its logits; higher = more likely out of scope.
+
+The features are whatever (N, D) vectors the caller scores: the out-of-scope flag passes the frozen
+backbone's pooled unit vectors (``EncodedBatch.pooled``).
 
 The families the OOD literature finds strongest for a classifier on fixed features:
 
 - ``mahalanobis``: min over classes of the Mahalanobis distance with one shared covariance (Lee et al. 2018);
   lives in :mod:`ucse.uncertainty.density`.
-- ``class_mahalanobis``: ``-log p(mu)`` under class Gaussians with one covariance *per class* (Gaussian
+- ``class_mahalanobis``: ``-log p(x)`` under class Gaussians with one covariance *per class* (Gaussian
   discriminant analysis as in DDU, Mukhoti et al. 2023).
 - ``relative_mahalanobis``: the shared-covariance distance minus the distance to one background Gaussian of
   all training features (Ren et al. 2021): it removes the directions every text varies in, which is what
@@ -24,18 +27,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ucse.uncertainty.density import ClassGaussians
+from ucse.uncertainty.density import ClassGaussians, fit_class_gaussians, ledoit_wolf, mahalanobis
 from ucse.uncertainty.scores import Array, as_f64
-
-
-def _ledoit_wolf(residuals: torch.Tensor) -> tuple[torch.Tensor, float]:
-    """(precision (D, D), log det covariance) of zero-mean residuals, Ledoit-Wolf shrunk."""
-    # Imported here: only fitting needs scikit-learn, and it adds ~1 s to loading a head for prediction.
-    from sklearn.covariance import LedoitWolf
-
-    lw = LedoitWolf(assume_centered=True).fit(residuals.numpy())
-    cov = torch.as_tensor(lw.covariance_, dtype=torch.float64)
-    return torch.as_tensor(lw.precision_, dtype=torch.float64), float(torch.linalg.slogdet(cov).logabsdet)
 
 
 def energy(logits: Array) -> torch.Tensor:
@@ -67,22 +60,20 @@ def fit_background(features: Array) -> Background:
     """Mean and Ledoit-Wolf precision of all (N, D) training features, classes ignored."""
     x = as_f64(features)
     m = x.mean(0)
-    return Background(m, _ledoit_wolf(x - m)[0])
+    return Background(m, ledoit_wolf(x - m)[0])
 
 
 def relative_mahalanobis(features: Array, g: ClassGaussians, bg: Background) -> torch.Tensor:
     """``min_c MD_c(x) - MD_0(x)`` (Ren et al. 2021): the class distance beyond the background's.
 
     Args:
-        features: (N, D) means mu.
+        features: (N, D) features.
         g: shared-covariance class Gaussians.
         bg: the background Gaussian.
 
     Returns:
         (N,) squared-distance difference, either sign.
     """
-    from ucse.uncertainty.density import mahalanobis
-
     x = as_f64(features)
     d = x - bg.mean
     return mahalanobis(x, g) - ((d @ bg.precision) * d).sum(1)
@@ -109,23 +100,22 @@ def fit_class_covariances(features: Array, labels: Array, num_classes: int) -> C
     """Per-class means and Ledoit-Wolf covariances; a class with < 2 rows borrows the shared covariance.
 
     Args:
-        features: (N, D) training means mu.
+        features: (N, D) training features.
         labels: (N,) class ids in [0, C).
         num_classes: C.
     """
     x, y = as_f64(features), torch.as_tensor(labels).long()
+    shared = fit_class_gaussians(x, y, num_classes)  # the means, priors and the fallback covariance
     counts = torch.bincount(y, minlength=num_classes)
-    means = torch.zeros(num_classes, x.shape[1], dtype=torch.float64).index_add_(0, y, x)
-    means = means / counts.clamp_min(1)[:, None].to(torch.float64)
-    shared = _ledoit_wolf(x - means[y])
     precision, logdet = [], []
     for c in range(num_classes):
-        p, ld = _ledoit_wolf(x[y == c] - means[c]) if counts[c] >= 2 else shared
+        p, ld = (
+            ledoit_wolf(x[y == c] - shared.means[c]) if counts[c] >= 2 else (shared.precision, shared.logdet)
+        )
         precision.append(p.to(torch.float32))
         logdet.append(ld)
-    log_prior = torch.log(counts.to(torch.float64) / counts.sum())
     return ClassCovariances(
-        means, torch.stack(precision), torch.tensor(logdet, dtype=torch.float64), log_prior
+        shared.means, torch.stack(precision), torch.tensor(logdet, dtype=torch.float64), shared.log_prior
     )
 
 
@@ -160,7 +150,7 @@ def knn_distance(features: Array, bank: torch.Tensor, k: int, chunk: int = 1024)
     Exact brute force, chunked: a (chunk, M) distance block at a time.
 
     Args:
-        features: (N, D) means mu (normalised here).
+        features: (N, D) features (normalised here).
         bank: (M, D) normalised training features.
         k: which neighbour, 1 <= k <= M.
         chunk: query rows per distance block.

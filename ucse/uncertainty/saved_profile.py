@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 
-from ucse.config.uncertainty import CalibrationMethod, ConformalConfig, ConformalMethod, ScoreName
-from ucse.uncertainty.ood_detector import OOD_ARRAYS, check_saved_ood
+from ucse.config.uncertainty import CalibrationMethod, ConformalConfig, ConformalMethod, OodScore, ScoreName
+from ucse.uncertainty.ood_detector import OOD_ARRAYS, OOD_KEYS, components, needed_stats
 from ucse.uncertainty.selective import AbstainThreshold
 
 REFIT = "refit the calibration (ucse.uncertainty.fit.fit_run_uncertainty) or delete the two calibration files"
@@ -179,7 +179,7 @@ def _conformal(c: _Checker, k: Any, num_classes: int) -> None:
     )
 
 
-def _arrays(c: _Checker, arrays: dict[str, torch.Tensor], num_classes: int, dim: int | None) -> int | None:
+def _arrays(c: _Checker, arrays: dict[str, torch.Tensor], num_classes: int, dim: int | None) -> None:
     where = str(c.where).removesuffix(".json") + ".safetensors"
     unknown = sorted(set(arrays) - _ARRAYS)
     missing = sorted({"calibration_scale", "calibration_bias"} - set(arrays))
@@ -191,8 +191,7 @@ def _arrays(c: _Checker, arrays: dict[str, torch.Tensor], num_classes: int, dim:
         )
     d = dim
     if d is None:  # no head to compare with: the arrays must agree among themselves
-        names = ("classifier_weight", "density_means", "ood_means", "ood_class_means", "ood_bank")
-        wide = next((arrays[n] for n in names if n in arrays), None)
+        wide = arrays.get("classifier_weight", arrays.get("density_means"))
         d = None if wide is None or wide.ndim != 2 else int(wide.shape[1])
     shapes = {
         "calibration_scale": (num_classes,),
@@ -214,7 +213,74 @@ def _arrays(c: _Checker, arrays: dict[str, torch.Tensor], num_classes: int, dim:
         bad = torch.isnan(t) | (t == math.inf) if name == "density_log_prior" else ~torch.isfinite(t)
         if bool(bad.any()):
             raise ValueError(f"{where}: array '{name}' holds {int(bad.sum())} NaN/inf value(s); {REFIT}.")
-    return d
+
+
+def check_saved_ood(
+    o: Any, arrays: dict[str, torch.Tensor], num_classes: int, dim: int | None, fail: Any
+) -> None:
+    """Check a saved ``ood`` object and its arrays; ``fail(key, value, allowed)`` raises naming the file."""
+    if not isinstance(o, dict) or set(o) != OOD_KEYS:
+        fail("ood", sorted(o) if isinstance(o, dict) else o, f"an object with keys {sorted(OOD_KEYS)}")
+    scores = [s.value for s in OodScore]
+    if o["score"] not in scores:
+        fail("ood.score", o["score"], " | ".join(scores))
+    score = OodScore(o["score"])
+
+    if not (_number(o["tpr"]) and 0 < o["tpr"] < 1):
+        fail("ood.tpr", o["tpr"], "a number in (0, 1)")
+    if not (_number(o["threshold"]) or o["threshold"] == "inf"):
+        fail("ood.threshold", o["threshold"], 'a finite number or "inf"')
+    if not (_int(o["k"]) and o["k"] >= 1):
+        fail("ood.k", o["k"], "an integer >= 1")
+    parts = len(components(score))
+    z = o["standardize"]
+    ok_z = (
+        z is None
+        if parts == 1
+        else (
+            isinstance(z, list)
+            and len(z) == 2 * parts
+            and all(_number(v) for v in z)
+            and all(v > 0 for v in z[1::2])
+        )
+    )
+    if not ok_z:
+        fail("ood.standardize", z, f"null for one score, else {2 * parts} finite numbers (mean, std > 0)")
+    need = needed_stats(score)
+    want = sorted(n for n, group in OOD_ARRAYS.items() if group in need)
+    have = sorted(n for n in arrays if n in OOD_ARRAYS)
+    if have != want:
+        fail("ood.score", o["score"], f"a score whose arrays are all saved (it needs {want}, found {have})")
+    if "gaussians" in need and not _number(o["logdet"]):
+        fail("ood.logdet", o["logdet"], "a finite number")
+    if not isinstance(o["info"], dict):
+        fail("ood.info", o["info"], "an object")
+    if dim is None:  # no head to compare with: the arrays must agree among themselves
+        dim = next((int(t.shape[-1]) for n, t in arrays.items() if n in OOD_ARRAYS and t.ndim == 2), None)
+    m = arrays["ood_bank"].shape[0] if "ood_bank" in arrays else 0
+    shapes = {
+        "ood_means": (num_classes, dim),
+        "ood_precision": (dim, dim),
+        "ood_log_prior": (num_classes,),
+        "ood_background_mean": (dim,),
+        "ood_background_precision": (dim, dim),
+        "ood_class_means": (num_classes, dim),
+        "ood_class_precision": (num_classes, dim, dim),
+        "ood_class_logdet": (num_classes,),
+        "ood_class_log_prior": (num_classes,),
+        "ood_bank": (m, dim),
+    }
+    for name, t in arrays.items():
+        if name not in OOD_ARRAYS:
+            continue
+        want = shapes[name]
+        if tuple(t.shape) != want or not t.is_floating_point():
+            fail(f"array {name}", f"{t.dtype} {tuple(t.shape)}", f"a float array of shape {want}")
+        bad = torch.isnan(t) | (t == math.inf) if name.endswith("log_prior") else ~torch.isfinite(t)
+        if bool(bad.any()):
+            fail(f"array {name}", f"{int(bad.sum())} NaN/inf values", "finite values")
+    if "ood_bank" in arrays and m < 1:
+        fail("array ood_bank", m, "at least one row")
 
 
 def check_saved_profile(

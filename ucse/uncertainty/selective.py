@@ -237,17 +237,27 @@ def threshold_for_coverage(uncertainty: Array, correct: Array, coverage: float) 
     return AbstainThreshold(t, "coverage", coverage, None, None, cov, risk, True)
 
 
-def offered_target(uncertainty: Array, correct: Array, delta: float = 0.05) -> float | None:
+def offered_target(
+    uncertainty: Array, correct: Array, delta: float = 0.05, floor: float | None = None
+) -> float | None:
     """The smallest error target on a 1-point grid that :func:`threshold_for_error` certifies on these rows.
 
     What to offer a user whose target failed: starting at the lowest certifiable bound
     (:func:`lowest_certifiable_error`), rounded up to a point, each target is tried as SGR would run it (its
     binary search may miss a threshold the floor counted, so the floor itself is not always certifiable).
 
+    Args:
+        uncertainty: (N,) validation scores.
+        correct: (N,) bool.
+        delta: the guarantee's failure probability.
+        floor: :func:`lowest_certifiable_error` of these rows, when the caller has it already.
+
     Returns:
         The target in (0, 1), or ``None`` when none below 0.99 can be certified.
     """
-    start = max(1, math.ceil(lowest_certifiable_error(uncertainty, correct, delta) * 100 - 1e-9))
+    if floor is None:
+        floor = lowest_certifiable_error(uncertainty, correct, delta)
+    start = max(1, math.ceil(floor * 100 - 1e-9))
     for points in range(start, 100):
         if threshold_for_error(uncertainty, correct, points / 100, delta).achievable:
             return points / 100
