@@ -221,3 +221,36 @@ def test_train_cli_reports_input_errors_without_a_traceback(tmp_path):
         timeout=300,
     )
     assert proc.returncode == 2 and "Did you mean 'lcl_weight'" in proc.stderr
+
+
+def _best_checkpoint(run_dir: Path, metrics: dict) -> dict:
+    return torch.load(run_dir / "checkpoints" / metrics["best_checkpoint"], weights_only=True)
+
+
+def test_the_shipped_head_is_the_best_checkpoint_without_reading_it_back(tiny_run_cfg, monkeypatch):
+    # The best epoch's weights and validation scores are kept in memory; they must be exactly what the
+    # checkpoint holds and what a validation pass over it reports.
+    reads = []
+    monkeypatch.setattr(torch, "load", lambda *a, **k: reads.append(a) or _torch_load(*a, **k))
+    result = train(tiny_run_cfg("optim.epochs=4", "head_precision=fp32"))
+    assert not reads  # no checkpoint was read back during the run
+    monkeypatch.undo()
+    best = _best_checkpoint(result.run_dir, result.metrics)
+    shipped = UcseEncoder.from_dir(result.run_dir / "head").head.state_dict()
+    assert shipped and all(torch.equal(v, best["state_dict"][f"head.{k}"]) for k, v in shipped.items())
+    saved_score = next(v["best_model_score"] for k, v in best["callbacks"].items() if "Checkpoint" in k)
+    assert result.metrics["val"]["accuracy"] == pytest.approx(float(saved_score), abs=0)
+
+
+def test_a_run_resumed_after_its_best_epoch_ships_the_checkpointed_best(tiny_run_cfg):
+    # Resumed with nothing left to train, the best epoch ran in an earlier process: its weights come
+    # from its checkpoint, and the scores from a validation pass over them.
+    first = train(tiny_run_cfg("optim.epochs=2", "head_precision=fp32"))
+    again = train(tiny_run_cfg("optim.epochs=2", "head_precision=fp32", "ckpt_path=last"))
+    best = _best_checkpoint(again.run_dir, again.metrics)
+    shipped = UcseEncoder.from_dir(again.run_dir / "head").head.state_dict()
+    assert all(torch.equal(v, best["state_dict"][f"head.{k}"]) for k, v in shipped.items())
+    assert again.metrics["val"] == first.metrics["val"] and again.metrics["test"] == first.metrics["test"]
+
+
+_torch_load = torch.load

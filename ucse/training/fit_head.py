@@ -46,18 +46,31 @@ def auto_batch_size(cfg: TrainConfig, n_train: int) -> int:
 
 
 class KeepBest(Callback):
-    """Keep a copy of the head's state at its lowest validation cross-entropy (``val/ce``), in memory."""
+    """Keep a copy of the head's state at its best validation ``monitor`` value, in memory.
 
-    def __init__(self) -> None:
-        self.best = math.inf
+    Ties keep the earliest epoch, as Lightning's ``ModelCheckpoint`` does. ``metrics`` holds every
+    validation metric of the kept epoch, so the best state's scores need no second validation pass.
+
+    Args:
+        monitor: the logged validation metric (``val/ce``: NLL; ``val/acc``).
+        mode: ``"min"`` or ``"max"``.
+    """
+
+    def __init__(self, monitor: str = "val/ce", mode: str = "min") -> None:
+        self.monitor, self.sign = monitor, 1.0 if mode == "min" else -1.0
+        self.best = math.inf if mode == "min" else -math.inf
         self.state: dict[str, torch.Tensor] | None = None
+        self.metrics: dict[str, float] = {}
         self.step = 0
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        """Copy the head's state when this epoch's validation NLL is the lowest so far."""
-        nll = trainer.callback_metrics.get("val/ce")
-        if nll is not None and float(nll) < self.best:
-            self.best, self.step = float(nll), trainer.global_step
+        """Copy the head's state when this epoch's ``monitor`` is the best so far."""
+        if trainer.sanity_checking:
+            return
+        value = trainer.callback_metrics.get(self.monitor)
+        if value is not None and self.sign * float(value) < self.sign * self.best:
+            self.best, self.step = float(value), trainer.global_step
+            self.metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
             self.state = copy.deepcopy(pl_module.head.state_dict())
 
 

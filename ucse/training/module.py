@@ -23,6 +23,9 @@ class NonFiniteLossError(ValueError):
 
 RNG_KEY = "ucse_rng_state"
 
+TRAIN_TERMS = ("loss", "ce", "contrastive", "kl", "acc", "sigma")
+"""Terms logged per epoch as ``train/<term>_epoch`` (``sigma``: mean predicted std; variance heads only)."""
+
 
 def rng_state() -> dict[str, Any]:
     """Torch, CUDA, numpy and Python RNG states as tensors and plain values (``weights_only``-loadable)."""
@@ -84,6 +87,9 @@ class UcseModule(L.LightningModule):
         self.val_metrics = metrics.clone(prefix="val/")
         self.test_metrics = metrics.clone(prefix="test/")
         self._finite_record: torch.Tensor | None = None  # (7,) first non-finite step, on the device
+        self._epoch_sums: torch.Tensor | None = None  # (6,) batch-weighted sums of TRAIN_TERMS this epoch
+        self._epoch_rows = 0
+        self._has_var = False
 
     def forward(self, hidden: torch.Tensor, mask: torch.Tensor) -> HeadOutput:
         """Run the head on (B, T, H) states and a (B, T) mask."""
@@ -114,19 +120,29 @@ class UcseModule(L.LightningModule):
         kl_w = self.loss_cfg.kl_weight if out.var is not None else 0.0
         loss = total_loss(ce, con, kl, lcl_weight=lcl_w, kl_weight=kl_w)
         self._watch_finite(loss, ce, con, kl, hidden)
-        acc = (out.logits.argmax(-1) == y).float().mean()
         bs = y.shape[0]
-        self.log_dict(
-            {"train/loss": loss, "train/ce": ce, "train/contrastive": con, "train/kl": kl, "train/acc": acc},
-            on_step=True,
-            on_epoch=True,
-            batch_size=bs,
-            prog_bar=False,
-        )
-        if out.var is not None:
-            self.log("train/sigma", out.var.sqrt().mean(), on_step=True, on_epoch=True, batch_size=bs)
-        self.log("loss", loss, prog_bar=True, on_step=True, on_epoch=False, logger=False, batch_size=bs)
+        sigma = out.var.sqrt().mean() if out.var is not None else ce.new_zeros(())
+        acc = (out.logits.argmax(-1) == y).float().mean()
+        # (6,) batch-weighted sums, accumulated on the device: one self.log call per step instead of seven
+        # (Lightning's per-call bookkeeping), and no value leaves the device until the epoch ends.
+        terms = torch.stack([loss, ce, con, kl, acc, sigma]).detach().float() * bs
+        self._epoch_sums = terms if self._epoch_sums is None else self._epoch_sums + terms
+        self._epoch_rows += bs
+        self._has_var = out.var is not None
+        self.log("train/loss_step", loss, on_step=True, on_epoch=False, prog_bar=True, batch_size=bs)
         return loss
+
+    def on_train_epoch_start(self) -> None:
+        """Start this epoch's sums of the training terms afresh."""
+        self._epoch_sums, self._epoch_rows = None, 0
+
+    def on_train_epoch_end(self) -> None:
+        """Log the epoch means of every training term (``train/<term>_epoch``): one host read per epoch."""
+        if self._epoch_sums is None or not self._epoch_rows:
+            return
+        means = self._epoch_sums / self._epoch_rows
+        names = TRAIN_TERMS if self._has_var else TRAIN_TERMS[:-1]
+        self.log_dict({f"train/{k}_epoch": means[i] for i, k in enumerate(names)}, on_epoch=True)
 
     def _finite_every(self) -> int:
         """Steps between host reads of the non-finite record: every step on CPU, where a read is free."""

@@ -13,7 +13,7 @@ from pathlib import Path
 import lightning as L
 import numpy as np
 import torch
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint, TQDMProgressBar
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from lightning.pytorch.profilers import AdvancedProfiler, Profiler, PyTorchProfiler, SimpleProfiler
 
@@ -38,7 +38,7 @@ from ucse.interrupt import TerminatedError
 from ucse.training.auto_run import fit_auto_run
 from ucse.training.datamodule import StatesDataModule
 from ucse.training.distributed import LazyStates, check_devices, is_distributed, is_rank_zero
-from ucse.training.fit_head import auto_batch_size, step_budget
+from ucse.training.fit_head import KeepBest, auto_batch_size, step_budget
 from ucse.training.module import UcseModule
 from ucse.training.run_folder import (
     RelocatableCheckpoint,
@@ -143,7 +143,9 @@ def _profiler(cfg: TrainConfig, run_dir: Path) -> Profiler | None:
     return None if kind is None else kind(dirpath=run_dir, filename="profile")
 
 
-def _trainer(cfg: TrainConfig, run_dir: Path, device: torch.device) -> tuple[L.Trainer, ModelCheckpoint]:
+def _trainer(
+    cfg: TrainConfig, run_dir: Path, device: torch.device, keep: Callback
+) -> tuple[L.Trainer, ModelCheckpoint]:
     head_bf16 = effective_precision(cfg.head_precision, device) is Precision.bf16
     ckpt = RelocatableCheckpoint(
         dirpath=run_dir / "checkpoints",
@@ -160,7 +162,9 @@ def _trainer(cfg: TrainConfig, run_dir: Path, device: torch.device) -> tuple[L.T
         use_distributed_sampler=False,  # LengthBucketSampler splits each global batch over the ranks itself
         max_epochs=cfg.optim.epochs,
         precision="bf16-mixed" if head_bf16 else "32-true",
-        callbacks=[ckpt],
+        # The bar reads the logged loss (a host sync on a GPU) only when it redraws: every log interval.
+        callbacks=[ckpt, keep]
+        + ([TQDMProgressBar(refresh_rate=cfg.log_every_n_steps)] if cfg.progress_bar else []),
         logger=[
             CSVLogger(run_dir, name="logs", version=""),
             TensorBoardLogger(run_dir, name="logs", version="", default_hp_metric=False),
@@ -337,7 +341,8 @@ def _fit_lightning(
             head.state_norm.fit(states["train"], cfg.seed)
     module = UcseModule(head, data.num_classes, cfg.loss, cfg.optim)
     dm = StatesDataModule(states, labels, cfg.optim.batch_size, cfg.seed, cfg.num_workers)
-    trainer, ckpt = _trainer(cfg, run_dir, device)
+    keep = KeepBest(monitor="val/acc", mode="max")  # ModelCheckpoint's criterion, held in memory
+    trainer, ckpt = _trainer(cfg, run_dir, device, keep)
     resume = checkpoint_path(cfg, run_dir)
     if resume is not None:
         check_checkpoint_fits(read_checkpoint(resume), module, resume)
@@ -350,11 +355,18 @@ def _fit_lightning(
         # sibling, renamed at the end): the checkpoint kept its old path; it is in this run's checkpoints/.
         moved = run_dir / "checkpoints" / Path(best).name
         best = str(moved) if moved.is_file() else None
-    # validate/test reload the best checkpoint's weights into `module`, so the exported head is the best one.
-    val = trainer.validate(module, datamodule=dm, ckpt_path=best, verbose=False, weights_only=True)[0]
+    saved_best = None if ckpt.best_model_score is None else float(ckpt.best_model_score)
+    if keep.state is not None and saved_best in (None, keep.best):
+        # The best epoch ran in this process: its weights and validation scores are in memory, so neither a
+        # checkpoint read nor a second validation pass is needed (docs/RESULTS.md section 2).
+        module.head.load_state_dict(keep.state)
+        val, reload = keep.metrics, None
+    else:  # resumed, and the best epoch ran before the resume: its weights are only in its checkpoint
+        val = trainer.validate(module, datamodule=dm, ckpt_path=best, verbose=False, weights_only=True)[0]
+        reload = best
     scores = {"val": {"accuracy": val["val/acc"], "f1_macro": val["val/f1_macro"]}}
     if len(labels["test"]):  # data.test_fraction=0: no test split, no test figures
-        test = trainer.test(module, datamodule=dm, ckpt_path=best, verbose=False, weights_only=True)[0]
+        test = trainer.test(module, datamodule=dm, ckpt_path=reload, verbose=False, weights_only=True)[0]
         scores["test"] = {"accuracy": test["test/acc"], "f1_macro": test["test/f1_macro"]}
     if trainer.is_global_zero:
         save_head(module.head.cpu().float(), run_dir / "head", head_meta(cfg, data))
