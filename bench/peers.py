@@ -58,13 +58,17 @@ def sample(texts: list[str], y: np.ndarray, shots: str, seed: int) -> tuple[list
 
 
 def ece(probs: np.ndarray, y: np.ndarray) -> float:
-    """Top-label expected calibration error, 15 equal-width bins (torchmetrics)."""
+    """Top-label expected calibration error, 15 equal-width bins (torchmetrics).
+
+    In float64, as ucse computes it: probabilities that differ below float32's resolution (a very high
+    temperature) would otherwise tie, and torchmetrics' argmax of a tie is class 0, not the prediction.
+    """
     import torch
     from torchmetrics.functional.classification import multiclass_calibration_error
 
     return float(
         multiclass_calibration_error(
-            torch.as_tensor(probs, dtype=torch.float32), torch.as_tensor(y), probs.shape[1], n_bins=15
+            torch.as_tensor(probs, dtype=torch.float64), torch.as_tensor(y), probs.shape[1], n_bins=15
         )
     )
 

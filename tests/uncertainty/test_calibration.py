@@ -29,6 +29,52 @@ def test_temperature_fit_recovers_a_known_temperature(true_t):
     assert cal.ece(c.probs(logits), labels) < cal.ece(_softmax(logits), labels)
 
 
+def _map_log_t_by_scipy(logits, labels, prior_std):
+    from scipy.optimize import minimize_scalar
+    from scipy.special import log_softmax
+
+    n = len(labels)
+
+    def objective(u):
+        nll = -log_softmax(logits / np.exp(u), axis=1)[np.arange(n), labels].mean()
+        return nll + u**2 / (2 * prior_std**2 * n)
+
+    best = minimize_scalar(objective, bounds=(-10, 10), method="bounded", options={"xatol": 1e-9})
+    return best.x, objective
+
+
+@pytest.mark.parametrize("n", [12, 300])
+def test_map_temperature_is_scipys_minimiser_of_the_penalised_nll(n):
+    labels = RNG.integers(0, 3, n)
+    logits = RNG.normal(size=(n, 3)) * 2 + 3.0 * np.eye(3)[labels]  # informative, overconfident
+    t = cal.fit_temperature(logits, labels)
+    u_ref, objective = _map_log_t_by_scipy(logits, labels, cal.LOG_T_PRIOR_STD)
+    assert np.log(t) == pytest.approx(u_ref, abs=1e-3)
+    assert objective(np.log(t)) <= objective(u_ref) + 1e-9
+
+
+def test_the_prior_keeps_a_handful_of_wrong_predictions_from_erasing_the_softmax():
+    # 16 two-class out-of-fold predictions, 10 of them wrong: the likelihood keeps falling as T grows
+    # (probability 1/2 for everything); the prior stops it at a finite, moderate softening.
+    labels = np.array([0, 1] * 8)
+    logits = np.zeros((16, 2))
+    logits[np.arange(16), np.where(np.arange(16) < 10, 1 - labels, labels)] = 2.0
+    mle = cal.fit_temperature(logits, labels, prior_std=None)
+    t = cal.fit_temperature(logits, labels)
+    assert mle > 1e3  # no finite optimum: L-BFGS walks off towards infinity
+    assert 1.0 < t < 30.0
+    p = cal.fit_calibrator(logits, labels, CalibrationMethod.temperature).probs(logits)
+    assert float(p.max()) > 0.5 + 1e-3  # the predictions still say which class the model prefers
+
+
+def test_the_prior_moves_a_well_determined_temperature_by_a_fraction_of_a_percent():
+    logits = RNG.normal(size=(5000, 5)) * 3
+    labels = _sample_labels(_softmax(logits / 2.0))
+    mle, t = cal.fit_temperature(logits, labels, prior_std=None), cal.fit_temperature(logits, labels)
+    # At the optimum u = log T: f'(u) = -u / (s^2 N); with f'' of order 0.1 here the shift is ~1e-3 in u.
+    assert abs(np.log(t) - np.log(mle)) < 5e-3 and t < mle  # pulled towards T = 1
+
+
 def test_vector_scaling_recovers_known_scales_and_biases():
     a, b = np.array([0.5, 1.0, 2.0]), np.array([0.5, 0.0, -0.5])
     logits = RNG.normal(size=(30_000, 3)) * 2

@@ -80,21 +80,34 @@ def _lbfgs(params: list[torch.Tensor], loss_fn, steps: int = 100) -> None:
         torch.set_num_threads(threads)
 
 
-def fit_temperature(logits: Array, labels: Array) -> float:
-    """The temperature T minimising ``NLL(softmax(logits / T), labels)``.
+LOG_T_PRIOR_STD = 1.0
+"""Standard deviation of the normal prior on log T (centred at T = 1) in :func:`fit_temperature`.
+
+The MAP temperature minimises ``NLL(T) + (log T)^2 / (2 * LOG_T_PRIOR_STD^2 * N)`` (mean NLL over N texts):
+the prior is worth about one text, so on hundreds of texts T moves by well under a percent of its log
+(the measured fits are unchanged to 3 digits), while on a handful it keeps T finite where the maximum
+likelihood has none: 16 out-of-fold predictions that are mostly wrong give T -> infinity (a fit of
+1.3e6 was seen), i.e. probability 1/C for every text, whatever the model knows."""
+
+
+def fit_temperature(logits: Array, labels: Array, prior_std: float | None = LOG_T_PRIOR_STD) -> float:
+    """The temperature T minimising ``NLL(softmax(logits / T), labels)`` plus a weak prior on log T.
 
     Optimised over log T so T stays positive; the NLL is convex in 1/T, so L-BFGS finds the optimum.
 
     Args:
         logits: (N, C) validation logits.
         labels: (N,) class ids.
+        prior_std: std of the normal prior on log T centred at 0 (see :data:`LOG_T_PRIOR_STD`); ``None``
+            gives the plain maximum-likelihood temperature.
 
     Returns:
         T > 0.
     """
     x, y = as_f64(logits), torch.as_tensor(labels).long()
+    penalty = 0.0 if prior_std is None else 1.0 / (2.0 * prior_std**2 * max(len(y), 1))
     log_t = torch.zeros((), dtype=torch.float64, requires_grad=True)
-    _lbfgs([log_t], lambda: torch.nn.functional.cross_entropy(x / log_t.exp(), y))
+    _lbfgs([log_t], lambda: torch.nn.functional.cross_entropy(x / log_t.exp(), y) + penalty * log_t**2)
     return float(log_t.detach().exp())
 
 
