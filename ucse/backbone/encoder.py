@@ -12,6 +12,7 @@ import torch
 from ucse.backbone.loading import load_backbone, model_fingerprint
 from ucse.backbone.pooling import first_token_index, pool
 from ucse.backbone.precision import effective_precision
+from ucse.backbone.tokenized import Tokenized, tokenize
 from ucse.config import BackboneConfig, Precision
 
 
@@ -126,35 +127,39 @@ class FrozenBackbone:
         template = self.cfg.prompt.replace("{instruction}", self.instruction)
         return [template.replace("{text}", t) + self._eos_suffix for t in validate_texts(texts)]
 
-    def _encode(self, texts: Sequence[str]) -> dict[str, list[list[int]]]:
-        """Tokenise (truncated, unpadded); with an appended EOS, truncation keeps the EOS last."""
-        enc = self.tokenizer(self.format(texts), truncation=True, max_length=self.max_length, padding=False)
+    def _encode(self, texts: Sequence[str]) -> Tokenized:
+        """Tokenise (truncated, unpadded), held flat; with an appended EOS, truncation keeps the EOS last."""
         keys = ["input_ids", "attention_mask"] + (["token_type_ids"] if self._accepts_token_types else [])
-        out = {k: [list(v) for v in enc[k]] for k in keys if k in enc}
-        if self._eos_suffix:
-            eos_id = self.tokenizer.eos_token_id
-            for ids in out["input_ids"]:
-                if ids[-1] != eos_id:  # truncated: the appended EOS was cut off
-                    ids[-1] = eos_id
-        empty = [i for i, ids in enumerate(out["input_ids"]) if len(ids) == 0]
-        if empty:
+        tok = tokenize(
+            lambda chunk: self.tokenizer(
+                self.format(chunk), truncation=True, max_length=self.max_length, padding=False
+            ),
+            texts,
+            keys,
+        )
+        lengths = tok.lengths()
+        empty = np.flatnonzero(lengths == 0)
+        if len(empty):
             raise TextValidationError(
                 f"texts[{empty[0]}] = {texts[empty[0]]!r} tokenises to no tokens; drop or fix that row."
             )
-        return out
+        if self._eos_suffix:  # truncated texts lost the appended EOS: it replaces their last token
+            tok.flat["input_ids"][tok.offsets[1:] - 1] = self.tokenizer.eos_token_id
+        return tok
 
-    def _prefix_skip(self, input_ids: list[list[int]]) -> np.ndarray:
+    def _prefix_skip(self, tok: Tokenized) -> np.ndarray:
         """(N,) leading tokens of each text that are the prompt before ``{text}`` (0 unless asked to skip).
 
         Counted per text as the common prefix with the tokenised prompt prefix (a BPE merge across the
         boundary keeps the merged token), and never all of a text's tokens.
         """
-        skip = np.zeros(len(input_ids), dtype=np.int64)
+        skip = np.zeros(len(tok), dtype=np.int64)
         if not self.cfg.skip_prompt_prefix:
             return skip
         prefix = self.cfg.prompt.replace("{instruction}", self.instruction).split("{text}", 1)[0]
         p_ids = list(self.tokenizer(prefix)["input_ids"]) if prefix else []
-        for i, ids in enumerate(input_ids):
+        for i in range(len(tok)):
+            ids = tok.ids(i)
             k = 0
             while k < min(len(p_ids), len(ids) - 1) and ids[k] == p_ids[k]:
                 k += 1
@@ -163,8 +168,8 @@ class FrozenBackbone:
 
     def token_lengths(self, texts: Sequence[str]) -> np.ndarray:
         """(N,) token count of each text after prompt, EOS and truncation (no model run)."""
-        ids = self._encode(texts)["input_ids"]
-        return np.array([len(x) for x in ids], dtype=np.int64) - self._prefix_skip(ids)
+        tok = self._encode(texts)
+        return tok.lengths() - self._prefix_skip(tok)
 
     def _forward(self, features: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """Run one padded batch; return fp32 hidden (B, T, H) with zeroed pads and mask (B, T)."""
@@ -205,8 +210,8 @@ class FrozenBackbone:
         if bs < 1:
             raise ValueError(f"batch_size must be >= 1, got {bs}.")
         enc = self._encode(texts)
-        skip = torch.as_tensor(self._prefix_skip(enc["input_ids"]))  # (N,)
-        lengths = np.array([len(ids) for ids in enc["input_ids"]])
+        skip = torch.as_tensor(self._prefix_skip(enc))  # (N,)
+        lengths = enc.lengths()
         order = np.argsort(-lengths, kind="stable")  # longest first, ties in input order
         start = 0
         while start < len(order):
@@ -214,7 +219,7 @@ class FrozenBackbone:
             take = max(1, min(bs, int(self.cfg.max_batch_tokens) // int(lengths[order[start]])))
             idx = order[start : start + take]
             start += take
-            rows = [{k: enc[k][i] for k in enc} for i in idx]
+            rows = [enc.row(i) for i in idx]
             features = self.tokenizer.pad(rows, padding=True, return_tensors="pt")
             hidden, mask = self._forward(dict(features))
             if bool(skip.any()):  # hide the prompt prefix: its first skip_i real tokens leave the mask
