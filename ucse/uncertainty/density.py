@@ -1,8 +1,9 @@
 """Feature-density scores on mu: class-conditional Gaussians with one shared covariance (Lee et al. 2018).
 
 Fitted on the training split's means; a text far from every class mean (in the covariance's metric) is
-unlike anything the head was trained on. The shared covariance is estimated with scikit-learn's Ledoit-Wolf
-shrinkage: with D = 384 and ~100 texts per class an unshrunk covariance is singular or badly conditioned.
+unlike anything the head was trained on. The shared covariance is Ledoit-Wolf shrunk (scikit-learn's
+estimator, computed here from streamed sums): with D = 384 and ~100 texts per class an unshrunk covariance
+is singular or badly conditioned.
 One covariance for all classes makes ``neg_log_density`` a monotone function of ``mahalanobis`` wherever
 one class dominates the mixture, which is why their rankings (AURC, OOD AUROC) nearly coincide. DDU's
 per-class covariances (Mukhoti et al. 2023) are ``class_mahalanobis`` in :mod:`ucse.uncertainty.ood_scores`.
@@ -11,8 +12,10 @@ per-class covariances (Mukhoti et al. 2023) are ``class_mahalanobis`` in :mod:`u
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from ucse.uncertainty.scores import Array, as_f64
@@ -35,18 +38,64 @@ class ClassGaussians:
     logdet: float
 
 
-def ledoit_wolf(residuals: torch.Tensor) -> tuple[torch.Tensor, float]:
-    """(precision (D, D), log det covariance) of (N, D) zero-mean residuals, Ledoit-Wolf shrunk."""
-    # Imported here: only fitting needs it, and scikit-learn would add ~1 s to loading a head for prediction.
-    from sklearn.covariance import LedoitWolf
+CHUNK_ROWS = 8192
+"""Rows converted to float64 at a time when fitting: memory stays at (CHUNK_ROWS, D) whatever N is."""
 
-    lw = LedoitWolf(assume_centered=True).fit(residuals.numpy())
-    cov = torch.as_tensor(lw.covariance_, dtype=torch.float64)
-    return torch.as_tensor(lw.precision_, dtype=torch.float64), float(torch.linalg.slogdet(cov).logabsdet)
+
+def row_chunks(x: Array) -> Iterator[tuple[slice, torch.Tensor]]:
+    """``(rows, (<= CHUNK_ROWS, D) float64 block)`` over the rows of ``x``, without copying all of it."""
+    t = x.detach() if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x))
+    for start in range(0, t.shape[0], CHUNK_ROWS):
+        rows = slice(start, min(start + CHUNK_ROWS, t.shape[0]))
+        yield rows, t[rows].cpu().to(torch.float64)
+
+
+def ledoit_wolf_streamed(residuals: Iterable[torch.Tensor]) -> tuple[torch.Tensor, float]:
+    """(precision (D, D), log det covariance) of zero-mean residual (n_i, D) blocks, Ledoit-Wolf shrunk.
+
+    The same estimator as scikit-learn's ``LedoitWolf(assume_centered=True)`` (its shrinkage formula, its
+    ``pinvh`` precision), computed from sums that stream: ``S = X^T X`` and ``sum_i ||x_i||^4``. Written
+    because scikit-learn needs the whole (N, D) float64 matrix and its square: 1.2 GB of peak memory for
+    the profile of a 100k-text run, where these sums need (D, D) (docs/RESULTS.md section 2). Tested equal
+    to scikit-learn's.
+    """
+    from scipy.linalg import pinvh  # imported here: only fitting needs it
+
+    s: torch.Tensor | None = None
+    fourth, n = 0.0, 0
+    for r in residuals:
+        r = r.to(torch.float64)
+        s = r.T @ r if s is None else s + r.T @ r  # (D, D)
+        fourth += float((r * r).sum(1).square().sum())  # sum_i ||x_i||^4
+        n += r.shape[0]
+    if s is None or n == 0:
+        raise ValueError("Ledoit-Wolf needs at least one residual row")
+    d = s.shape[0]
+    emp = s / n  # (D, D) empirical covariance (assume_centered)
+    mu = float(torch.trace(emp)) / d
+    if d == 1:  # scikit-learn: no shrinkage for one feature
+        shrinkage = 0.0
+    else:
+        delta_ = float((s * s).sum()) / n**2  # ||X^T X||_F^2 / n^2
+        beta = (fourth / n - delta_) / (d * n)
+        delta = (delta_ - 2.0 * mu * float(torch.trace(emp)) + d * mu**2) / d
+        beta = min(beta, delta)
+        shrinkage = 0.0 if beta == 0 else beta / delta
+    cov = (1.0 - shrinkage) * emp
+    cov.diagonal().add_(shrinkage * mu)
+    precision = torch.as_tensor(pinvh(cov.numpy(), check_finite=False), dtype=torch.float64)
+    return precision, float(torch.linalg.slogdet(cov).logabsdet)
+
+
+def ledoit_wolf(residuals: Array) -> tuple[torch.Tensor, float]:
+    """(precision (D, D), log det covariance) of (N, D) zero-mean residuals, Ledoit-Wolf shrunk."""
+    return ledoit_wolf_streamed(block for _, block in row_chunks(residuals))
 
 
 def fit_class_gaussians(features: Array, labels: Array, num_classes: int) -> ClassGaussians:
     """Fit class means and a shared Ledoit-Wolf covariance of the within-class residuals.
+
+    Read in float64 blocks of :data:`CHUNK_ROWS` rows: no (N, D) float64 copy is made.
 
     Args:
         features: (N, D) training means mu.
@@ -56,13 +105,16 @@ def fit_class_gaussians(features: Array, labels: Array, num_classes: int) -> Cla
     Returns:
         The fitted :class:`ClassGaussians`.
     """
-    x, y = as_f64(features), torch.as_tensor(labels).long()
-    if x.ndim != 2 or y.shape != (x.shape[0],):
-        raise ValueError(f"features must be (N, D) and labels (N,), got {tuple(x.shape)}, {tuple(y.shape)}")
+    y = torch.as_tensor(np.asarray(labels)).long()
+    shape = tuple(features.shape)
+    if len(shape) != 2 or tuple(y.shape) != (shape[0],):
+        raise ValueError(f"features must be (N, D) and labels (N,), got {shape}, {tuple(y.shape)}")
     counts = torch.bincount(y, minlength=num_classes).to(torch.float64)  # (C,)
-    means = torch.zeros(num_classes, x.shape[1], dtype=torch.float64).index_add_(0, y, x)
+    means = torch.zeros(num_classes, shape[1], dtype=torch.float64)
+    for rows, block in row_chunks(features):
+        means.index_add_(0, y[rows], block)
     means = means / counts.clamp_min(1.0)[:, None]  # (C, D)
-    precision, logdet = ledoit_wolf(x - means[y])
+    precision, logdet = ledoit_wolf_streamed(block - means[y[rows]] for rows, block in row_chunks(features))
     log_prior = torch.log(counts / counts.sum())  # -inf for absent classes
     return ClassGaussians(means, precision, log_prior, logdet)
 

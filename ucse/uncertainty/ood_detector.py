@@ -194,7 +194,13 @@ def fit_ood(
         raise ValueError(
             "give exactly one of features (held-out texts) and rows (cross-fitted training rows)"
         )
-    x, y = as_f64(train_features), np.asarray(train_labels)
+    # As given (float32 from the encoder): the statistics read float64 blocks, not an (M, H) float64 copy.
+    x = (
+        train_features.detach().cpu()
+        if isinstance(train_features, torch.Tensor)
+        else np.asarray(train_features)
+    )
+    y = np.asarray(train_labels)
     names = components(cfg.score)
     st = fit_stats(cfg.score, x, y, num_classes)
     if rows is None:

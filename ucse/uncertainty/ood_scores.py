@@ -27,7 +27,14 @@ from dataclasses import dataclass
 
 import torch
 
-from ucse.uncertainty.density import ClassGaussians, fit_class_gaussians, ledoit_wolf, mahalanobis
+from ucse.uncertainty.density import (
+    ClassGaussians,
+    fit_class_gaussians,
+    ledoit_wolf,
+    ledoit_wolf_streamed,
+    mahalanobis,
+    row_chunks,
+)
 from ucse.uncertainty.scores import Array, as_f64
 
 
@@ -58,9 +65,8 @@ class Background:
 
 def fit_background(features: Array) -> Background:
     """Mean and Ledoit-Wolf precision of all (N, D) training features, classes ignored."""
-    x = as_f64(features)
-    m = x.mean(0)
-    return Background(m, ledoit_wolf(x - m)[0])
+    m = sum(block.sum(0) for _, block in row_chunks(features)) / len(features)  # (D,)
+    return Background(m, ledoit_wolf_streamed(block - m for _, block in row_chunks(features))[0])
 
 
 def relative_mahalanobis(features: Array, g: ClassGaussians, bg: Background) -> torch.Tensor:
