@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
@@ -79,3 +80,22 @@ def test_the_automatic_score_choice_is_paid_for_in_delta():
         assert k == 2 and profile.info["abstain_delta_per_candidate"] == pytest.approx(delta / k)
         assert profile.abstain.delta == delta  # the guarantee reported is the user's
     assert failures / trials <= delta + 3 * math.sqrt(delta * (1 - delta) / trials)
+
+
+@pytest.mark.parametrize(("offer", "says"), [(0.21, "target_error=0.21"), (None, "abstain.coverage=0.9")])
+def test_the_serving_warning_names_the_command_that_sets_a_certifiable_rule(caplog, tmp_path, offer, says):
+    from ucse.uncertainty.calibration import Calibrator
+    from ucse.uncertainty.profile import UncertaintyProfile, warn_if_uncertifiable
+    from ucse.uncertainty.selective import AbstainThreshold
+
+    rule = AbstainThreshold(math.inf, "target_error", 0.05, 0.05, None, 1.0, 0.0625, False)
+    info = {} if offer is None else {"offered_target_error": offer}
+    profile = UncertaintyProfile(Calibrator.identity(3), abstain=rule, info=info)
+    with caplog.at_level(logging.WARNING):
+        warn_if_uncertifiable(profile, tmp_path / "run" / "head")
+    (msg,) = [r.getMessage() for r in caplog.records]
+    assert (
+        "no text abstains" in msg
+        and f"ucse calibrate run={tmp_path / 'run'} uncertainty." in msg
+        and says in msg
+    )

@@ -282,12 +282,21 @@ def warn_if_uncertifiable(profile: UncertaintyProfile, head_dir: str | Path) -> 
     """Say once, where predictions are served, that the saved abstention rule certified no threshold."""
     a = profile.abstain
     if a is not None and not a.achievable:
+        offer = profile.info.get("offered_target_error")
+        run = Path(head_dir).parent
+        fix = (
+            f"`ucse calibrate run={run} uncertainty.abstain.target_error={offer:.2f}` sets the smallest "
+            "target these validation texts certify"
+            if isinstance(offer, float) and math.isfinite(offer)
+            else f"`ucse calibrate run={run} uncertainty.abstain.coverage=0.9` abstains on ~10 % instead"
+        )
         log.warning(
             "%s: no abstention threshold was certifiable on the validation split (target error %s), so %s; "
-            "retrain with more validation data or set uncertainty.abstain.coverage=0.9",
+            "%s (or retrain with more validation data)",
             head_dir,
             a.target,
             "no text abstains" if a.threshold == math.inf else "every text abstains",
+            fix,
         )
 
 
