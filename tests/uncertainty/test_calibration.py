@@ -156,3 +156,17 @@ def test_error_free_validation_keeps_the_softmax(method, caplog):
     labels[0] = (labels[0] + 1) % 3
     t = cal.fit_calibrator(logits, labels, CalibrationMethod.temperature).temperature
     assert 0.05 < t < 20 and t != pytest.approx(1.0)
+
+
+def test_concurrent_fits_leave_the_thread_count_as_they_found_it():
+    # Each fit runs L-BFGS on one thread and restores the count after; two at once must not restore each
+    # other's 1 (the count is process-wide).
+    from concurrent.futures import ThreadPoolExecutor
+
+    before = torch.get_num_threads()
+    logits = RNG.normal(size=(400, 5)) * 3
+    labels = RNG.integers(0, 5, 400)
+    with ThreadPoolExecutor(4) as pool:
+        ts = list(pool.map(lambda _: cal.fit_temperature(logits, labels), range(8)))
+    assert torch.get_num_threads() == before
+    assert max(ts) - min(ts) < 1e-9

@@ -61,3 +61,12 @@ def pool(hidden: torch.Tensor, mask: torch.Tensor, strategy: Pooling | str) -> t
     # where() rather than multiply so that non-finite values at pads cannot leak in.
     summed = torch.where(keep.unsqueeze(-1), hidden, 0.0).sum(dim=1)  # (B, H)
     return summed / keep.sum(dim=1, keepdim=True).to(hidden.dtype)  # (B, H)
+
+
+def unit_pool(hidden: torch.Tensor, mask: torch.Tensor, strategy: Pooling | str) -> torch.Tensor:
+    """(B, H) float32 L2-normalised :func:`pool` vectors.
+
+    The features of the linear probe (fitting and inference) and of the out-of-scope flag: one definition,
+    so all of them read exactly the same vectors.
+    """
+    return torch.nn.functional.normalize(pool(hidden, mask, strategy), dim=-1)

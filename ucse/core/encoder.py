@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 
 from ucse.backbone.cache import OnTheFlyStates, SubsetStates, TokenStates
 from ucse.backbone.encoder import FrozenBackbone, validate_texts
-from ucse.backbone.pooling import pool
+from ucse.backbone.pooling import unit_pool
 from ucse.config import BackboneConfig, Precision
 from ucse.heads import load_head
 from ucse.heads.base import Head
@@ -179,8 +179,7 @@ class UcseEncoder:
 
     def _pooled(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """(B, H) float32 unit vectors: the backbone's pooling of (B, T, H) states, L2-normalised."""
-        x = pool(hidden.float(), mask.to(hidden.device), self.backbone.cfg.pooling)
-        return torch.nn.functional.normalize(x, dim=1)
+        return unit_pool(hidden, mask.to(hidden.device), self.backbone.cfg.pooling)
 
     @torch.inference_mode()
     def run_texts(self, texts: list[str]) -> EncodedBatch:

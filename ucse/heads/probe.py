@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ucse.backbone.pooling import pool
+from ucse.backbone.pooling import unit_pool
 from ucse.config import Pooling
 from ucse.heads.base import Head, HeadOutput, check_inputs
 
@@ -30,8 +30,7 @@ class ProbeHead(Head):
 
     def features(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """(B, H) unit-norm pooled vectors of (B, T, H) states under a (B, T) mask."""
-        pooled = pool(hidden, mask, self.pooling).to(self.linear.weight.dtype)  # (B, H)
-        return nn.functional.normalize(pooled, dim=-1)
+        return unit_pool(hidden, mask, self.pooling).to(self.linear.weight.dtype)  # (B, H)
 
     def forward(self, hidden: torch.Tensor, mask: torch.Tensor) -> HeadOutput:
         """The (B, H) unit vector as mean and z, var ``None``, logits (B, C)."""

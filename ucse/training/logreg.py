@@ -17,7 +17,7 @@ from sklearn.linear_model import LogisticRegressionCV
 from sklearn.model_selection import StratifiedKFold
 
 from ucse.backbone.cache import TokenStates
-from ucse.backbone.pooling import pool
+from ucse.backbone.pooling import pool, unit_pool
 from ucse.config import Pooling
 from ucse.heads.probe import ProbeHead
 
@@ -26,21 +26,26 @@ C_GRID = np.logspace(-2, 4, 13)
 C ranged from 3 (8 examples per class) to 300 (full sets) on the four local tasks."""
 
 
-def pooled_embeddings(states: TokenStates, strategy: str, batch_size: int = 256) -> np.ndarray:
-    """(N, H) pooled vectors of every row of ``states``, in row order."""
+def pooled_embeddings(
+    states: TokenStates, strategy: str, batch_size: int = 256, unit: bool = False
+) -> np.ndarray:
+    """(N, H) float32 pooled vectors of every row of ``states``, in row order (``unit``: L2-normalised)."""
     out = []
     for start in range(0, len(states), batch_size):
         hidden, mask = states.batch(
             list(range(start, min(start + batch_size, len(states))))
         )  # (B, T, H), (B, T)
-        out.append(pool(hidden.float(), mask, strategy).cpu().numpy())  # states may sit on a GPU
+        x = unit_pool(hidden, mask, strategy) if unit else pool(hidden, mask, strategy)
+        out.append(x.cpu().numpy())  # states may sit on a GPU
     return np.concatenate(out)
 
 
 def probe_features(states: TokenStates, strategy: str) -> np.ndarray:
-    """(N, H) unit-norm pooled vectors: what :class:`ProbeHead` computes before its linear layer."""
-    x = pooled_embeddings(states, strategy).astype(np.float64)
-    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    """(N, H) unit-norm pooled vectors (float64 for scikit-learn).
+
+    What :class:`ProbeHead` computes before its linear layer, normalised in float32 as it does.
+    """
+    return pooled_embeddings(states, strategy, unit=True).astype(np.float64)
 
 
 def cv_folds(labels: np.ndarray, folds: int) -> int:

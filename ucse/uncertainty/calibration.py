@@ -10,6 +10,7 @@ in float64 (Guo et al. 2017); torch-uncertainty's scalers would do the same but 
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,6 +62,9 @@ class Calibrator:
         return torch.softmax(self.logits(logits), dim=-1)
 
 
+_ONE_THREAD = threading.Lock()
+
+
 def _lbfgs(params: list[torch.Tensor], loss_fn, steps: int = 100) -> None:
     opt = torch.optim.LBFGS(params, lr=0.5, max_iter=steps, line_search_fn="strong_wolfe")
 
@@ -72,12 +76,14 @@ def _lbfgs(params: list[torch.Tensor], loss_fn, steps: int = 100) -> None:
 
     # One thread: these are (N, C) problems of a few thousand numbers, where intra-op threads only hand work
     # back and forth (a vector-scaling fit: 0.06 s on one thread, 1.7 s on two with the other core busy).
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        opt.step(closure)
-    finally:
-        torch.set_num_threads(threads)
+    # The thread count is process-wide: the lock keeps two concurrent fits from restoring each other's 1.
+    with _ONE_THREAD:
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            opt.step(closure)
+        finally:
+            torch.set_num_threads(threads)
 
 
 LOG_T_PRIOR_STD = 1.0
