@@ -40,11 +40,12 @@ from ucse.training import train
 from ucse.training.auto_run import HELDOUT_FILE, load_heldout
 from ucse.training.run import build_states, task_pool
 from ucse.uncertainty.calibration import calibration_metrics, ece
-from ucse.uncertainty.fit import encode_splits, fit_run_ood, fit_run_uncertainty
+from ucse.uncertainty.fit import fit_run_uncertainty
 from ucse.uncertainty.ood import fpr_at_tpr, ood_auroc
 from ucse.uncertainty.ood_detector import OodDetector
 from ucse.uncertainty.profile import load_uncertainty_profile
 from ucse.uncertainty.selective import aurc, e_aurc
+from ucse.uncertainty.train_split import encode_splits, fit_run_ood
 
 log = logging.getLogger("bench.uncertainty")
 TASKS = [

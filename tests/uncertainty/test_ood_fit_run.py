@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 from toy_tasks import own_rows, write_rows
 
-from ucse.config import build_config
+from ucse.config import build_config, from_yaml
 from ucse.inference.classifier import UcseClassifier
 from ucse.pipeline import run_training
 
@@ -51,3 +51,32 @@ def test_a_run_without_the_flag_says_null(tmp_path, tiny_bert_dir):
     assert profile.ood is None
     rows = UcseClassifier.from_pretrained(tmp_path / "run", device="cpu").predict_with_uncertainty(["a b c"])
     assert rows[0]["ood"] is None and rows[0]["ood_score"] is None
+
+
+def test_streamed_training_statistics_equal_those_of_the_whole_split(tmp_path, tiny_bert_dir, monkeypatch):
+    # The profile's class Gaussians (on mu) and the flag's (on the pooled vectors) are fitted block by block
+    # over the training split; with blocks of 7 rows they must equal a fit on all the split's outputs.
+    from ucse.core.encoder import UcseEncoder
+    from ucse.data import load_classification
+    from ucse.uncertainty import train_split
+    from ucse.uncertainty.density import fit_class_gaussians
+
+    monkeypatch.setattr(train_split, "TRAIN_BLOCK", 7)
+    _, profile = _train(tmp_path, tiny_bert_dir, "head=textcnn", "recipe=paper", "optim.epochs=1")
+    cfg = from_yaml(tmp_path / "run" / "config.yaml")
+    data = load_classification(cfg.task, cfg.data, cfg.seed)
+    enc = UcseEncoder.from_dir(tmp_path / "run" / "head")
+    train = train_split.encode_splits(cfg, enc, data, ("train",))["train"]
+    y, c = data.labels("train"), len(data.label_names)
+    for streamed, whole in (
+        (profile.gaussians, fit_class_gaussians(train.mean, y, c)),
+        (profile.ood.stats.gaussians, fit_class_gaussians(train.pooled, y, c)),
+    ):
+        # The head ran over other batches (blocks of 7, then length-sorted): its float32 outputs differ by a
+        # few ulps (2^-23 relative), the means by as much, and the precision by that times its condition.
+        scale = np.abs(whole.means.numpy()).max()
+        np.testing.assert_allclose(streamed.means.numpy(), whole.means.numpy(), rtol=0, atol=1e-6 * scale)
+        p = whole.precision.numpy()
+        tol = 1e-6 * np.linalg.cond(p) * np.abs(p).max()
+        np.testing.assert_allclose(streamed.precision.numpy(), p, rtol=0, atol=tol)
+    assert profile.info["n_train"] == len(y) and profile.ood.info["n_train"] == len(y)

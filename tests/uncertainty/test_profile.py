@@ -17,8 +17,9 @@ from ucse.evaluation.evaluate import evaluate_run
 from ucse.heads import load_head, save_head
 from ucse.heads.io import CALIBRATION_ARRAYS, CALIBRATION_FILE
 from ucse.training import train
-from ucse.uncertainty.fit import encode_splits, fit_run_uncertainty
+from ucse.uncertainty.fit import fit_run_uncertainty
 from ucse.uncertainty.profile import load_uncertainty_profile
+from ucse.uncertainty.train_split import encode_splits
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ per-class covariances (Mukhoti et al. 2023) are ``class_mahalanobis`` in :mod:`u
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,8 +50,8 @@ def row_chunks(x: Array) -> Iterator[tuple[slice, torch.Tensor]]:
         yield rows, t[rows].cpu().to(torch.float64)
 
 
-def ledoit_wolf_streamed(residuals: Iterable[torch.Tensor]) -> tuple[torch.Tensor, float]:
-    """(precision (D, D), log det covariance) of zero-mean residual (n_i, D) blocks, Ledoit-Wolf shrunk.
+class LedoitWolfSums:
+    """Running sums of zero-mean residual blocks from which :meth:`result` gives the Ledoit-Wolf estimate.
 
     The same estimator as scikit-learn's ``LedoitWolf(assume_centered=True)`` (its shrinkage formula, its
     ``pinvh`` precision), computed from sums that stream: ``S = X^T X`` and ``sum_i ||x_i||^4``. Written
@@ -59,37 +59,88 @@ def ledoit_wolf_streamed(residuals: Iterable[torch.Tensor]) -> tuple[torch.Tenso
     the profile of a 100k-text run, where these sums need (D, D) (docs/RESULTS.md section 2). Tested equal
     to scikit-learn's.
     """
-    from scipy.linalg import pinvh  # imported here: only fitting needs it
 
-    s: torch.Tensor | None = None
-    fourth, n = 0.0, 0
+    def __init__(self) -> None:
+        self.s: torch.Tensor | None = None  # (D, D) sum of r r^T
+        self.fourth, self.n = 0.0, 0
+
+    def add(self, residuals: torch.Tensor) -> None:
+        """Add (n, D) zero-mean residual rows."""
+        r = residuals.to(torch.float64)
+        self.s = r.T @ r if self.s is None else self.s + r.T @ r
+        self.fourth += float((r * r).sum(1).square().sum())  # sum_i ||r_i||^4
+        self.n += r.shape[0]
+
+    def result(self) -> tuple[torch.Tensor, float]:
+        """(precision (D, D), log det covariance) of the rows added so far."""
+        from scipy.linalg import pinvh  # imported here: only fitting needs it
+
+        if self.s is None or self.n == 0:
+            raise ValueError("Ledoit-Wolf needs at least one residual row")
+        s, n, d = self.s, self.n, self.s.shape[0]
+        emp = s / n  # (D, D) empirical covariance (assume_centered)
+        mu = float(torch.trace(emp)) / d
+        if d == 1:  # scikit-learn: no shrinkage for one feature
+            shrinkage = 0.0
+        else:
+            delta_ = float((s * s).sum()) / n**2  # ||X^T X||_F^2 / n^2
+            beta = (self.fourth / n - delta_) / (d * n)
+            delta = (delta_ - 2.0 * mu * float(torch.trace(emp)) + d * mu**2) / d
+            beta = min(beta, delta)
+            shrinkage = 0.0 if beta == 0 else beta / delta
+        cov = (1.0 - shrinkage) * emp
+        cov.diagonal().add_(shrinkage * mu)
+        precision = torch.as_tensor(pinvh(cov.numpy(), check_finite=False), dtype=torch.float64)
+        return precision, float(torch.linalg.slogdet(cov).logabsdet)
+
+
+def ledoit_wolf_streamed(residuals: Iterable[torch.Tensor]) -> tuple[torch.Tensor, float]:
+    """(precision (D, D), log det covariance) of zero-mean residual (n_i, D) blocks, Ledoit-Wolf shrunk."""
+    sums = LedoitWolfSums()
     for r in residuals:
-        r = r.to(torch.float64)
-        s = r.T @ r if s is None else s + r.T @ r  # (D, D)
-        fourth += float((r * r).sum(1).square().sum())  # sum_i ||x_i||^4
-        n += r.shape[0]
-    if s is None or n == 0:
-        raise ValueError("Ledoit-Wolf needs at least one residual row")
-    d = s.shape[0]
-    emp = s / n  # (D, D) empirical covariance (assume_centered)
-    mu = float(torch.trace(emp)) / d
-    if d == 1:  # scikit-learn: no shrinkage for one feature
-        shrinkage = 0.0
-    else:
-        delta_ = float((s * s).sum()) / n**2  # ||X^T X||_F^2 / n^2
-        beta = (fourth / n - delta_) / (d * n)
-        delta = (delta_ - 2.0 * mu * float(torch.trace(emp)) + d * mu**2) / d
-        beta = min(beta, delta)
-        shrinkage = 0.0 if beta == 0 else beta / delta
-    cov = (1.0 - shrinkage) * emp
-    cov.diagonal().add_(shrinkage * mu)
-    precision = torch.as_tensor(pinvh(cov.numpy(), check_finite=False), dtype=torch.float64)
-    return precision, float(torch.linalg.slogdet(cov).logabsdet)
+        sums.add(r)
+    return sums.result()
 
 
 def ledoit_wolf(residuals: Array) -> tuple[torch.Tensor, float]:
     """(precision (D, D), log det covariance) of (N, D) zero-mean residuals, Ledoit-Wolf shrunk."""
     return ledoit_wolf_streamed(block for _, block in row_chunks(residuals))
+
+
+Blocks = Callable[[], Iterable[tuple[dict[str, torch.Tensor], torch.Tensor]]]
+"""A function yielding the same data afresh on each call: ``({name: (n, D_name) rows}, (n,) labels)``."""
+
+
+def fit_class_gaussians_streamed(blocks: Blocks, num_classes: int) -> dict[str, ClassGaussians]:
+    """:func:`fit_class_gaussians` of every named feature, from two passes over ``blocks()``.
+
+    Pass one sums each class's rows (the means), pass two the residuals' Ledoit-Wolf sums: memory is one
+    block and (D, D) per feature, whatever the number of rows (e.g. head outputs computed block by block).
+    """
+    counts = torch.zeros(num_classes, dtype=torch.float64)
+    sums: dict[str, torch.Tensor] = {}
+    for feats, y in blocks():
+        y = torch.as_tensor(y).long()
+        counts += torch.bincount(y, minlength=num_classes).to(torch.float64)
+        for k, x in feats.items():
+            x = torch.as_tensor(x).to(torch.float64)
+            if k not in sums:
+                sums[k] = torch.zeros(num_classes, x.shape[1], dtype=torch.float64)
+            sums[k].index_add_(0, y, x)
+    if not sums:
+        raise ValueError("class Gaussians need at least one training row")
+    means = {k: v / counts.clamp_min(1.0)[:, None] for k, v in sums.items()}  # (C, D) each
+    lw = {k: LedoitWolfSums() for k in means}
+    for feats, y in blocks():
+        y = torch.as_tensor(y).long()
+        for k, x in feats.items():
+            lw[k].add(torch.as_tensor(x).to(torch.float64) - means[k][y])
+    log_prior = torch.log(counts / counts.sum())  # -inf for absent classes
+    out = {}
+    for k in means:
+        precision, logdet = lw[k].result()
+        out[k] = ClassGaussians(means[k], precision, log_prior.clone(), logdet)  # saved side by side
+    return out
 
 
 def fit_class_gaussians(features: Array, labels: Array, num_classes: int) -> ClassGaussians:
@@ -109,14 +160,9 @@ def fit_class_gaussians(features: Array, labels: Array, num_classes: int) -> Cla
     shape = tuple(features.shape)
     if len(shape) != 2 or tuple(y.shape) != (shape[0],):
         raise ValueError(f"features must be (N, D) and labels (N,), got {shape}, {tuple(y.shape)}")
-    counts = torch.bincount(y, minlength=num_classes).to(torch.float64)  # (C,)
-    means = torch.zeros(num_classes, shape[1], dtype=torch.float64)
-    for rows, block in row_chunks(features):
-        means.index_add_(0, y[rows], block)
-    means = means / counts.clamp_min(1.0)[:, None]  # (C, D)
-    precision, logdet = ledoit_wolf_streamed(block - means[y[rows]] for rows, block in row_chunks(features))
-    log_prior = torch.log(counts / counts.sum())  # -inf for absent classes
-    return ClassGaussians(means, precision, log_prior, logdet)
+    return fit_class_gaussians_streamed(
+        lambda: (({"x": block}, y[rows]) for rows, block in row_chunks(features)), num_classes
+    )["x"]
 
 
 def squared_mahalanobis(features: Array, g: ClassGaussians) -> torch.Tensor:

@@ -24,7 +24,6 @@ from ucse.config import TrainConfig, from_yaml
 from ucse.config.uncertainty import (
     CalibrationMethod,
     ConformalMethod,
-    OodConfig,
     ScoreName,
     UncertaintyConfig,
     Uncertifiable,
@@ -38,7 +37,7 @@ from ucse.training.run import build_states, resolve_device
 from ucse.uncertainty import conformal
 from ucse.uncertainty.calibration import fit_calibrator, out_of_fold_probs
 from ucse.uncertainty.density import ClassGaussians, fit_class_gaussians
-from ucse.uncertainty.ood_detector import OodDetector, fit_ood, rethreshold
+from ucse.uncertainty.ood_detector import OodStats, fit_ood, needed_stats, rethreshold
 from ucse.uncertainty.profile import UncertaintyProfile, row_uniforms
 from ucse.uncertainty.selective import (
     aurc,
@@ -47,6 +46,7 @@ from ucse.uncertainty.selective import (
     threshold_for_coverage,
     threshold_for_error,
 )
+from ucse.uncertainty.train_split import encode_splits, fit_run_ood, stream_train_gaussians
 
 log = logging.getLogger(__name__)
 
@@ -157,53 +157,6 @@ def fit_profile(
     return profile
 
 
-def encode_splits(
-    cfg: TrainConfig, encoder: UcseEncoder, data: TaskData, splits: tuple[str, ...]
-) -> dict[str, EncodedBatch]:
-    """Head outputs of the named splits, from the hidden-state cache the training run filled."""
-    states, _ = build_states(cfg, encoder.backbone, data)
-    return {s: encoder.run_states(states[s]) for s in splits}
-
-
-def fit_run_ood(
-    ocfg: OodConfig,
-    data: TaskData,
-    outs: dict[str, EncodedBatch],
-    held: EncodedBatch,
-    probs: torch.Tensor,
-    refitted: bool,
-    seed: int = 0,
-) -> OodDetector:
-    """Fit a run's out-of-scope flag: statistics of the frozen backbone's pooled vectors, a threshold.
-
-    The feature scores read the backbone's pooled unit vectors (``EncodedBatch.pooled``), not the head's mu:
-    no head training has shaped them, so a head trained on every labelled row (``head=auto``'s refit)
-    does not make its own rows look more in scope than new texts, and the cross-fitted threshold keeps
-    what it promises (bench/uncertainty.py; docs/RESULTS.md section 14).
-
-    Args:
-        ocfg: score, tpr, k.
-        data: the run's data (labels).
-        outs: the shipped head's outputs of ``train`` (and ``validation`` when ``refitted``).
-        held: the in-scope texts the threshold is set on: the validation outputs, or (``refitted``) the
-            saved held-out outputs, which belong to the last rows of train + validation.
-        probs: (N, C) their calibrated probabilities.
-        refitted: the shipped head was trained on train + validation (``heldout.safetensors`` exists): the
-            statistics are fitted on both and the threshold's feature scores cross-fitted over them.
-        seed: fold shuffling.
-    """
-    c = len(data.label_names)
-    if not refitted:
-        train = outs["train"]
-        return fit_ood(
-            ocfg, train.pooled, data.labels("train"), c, probs, held.logits, features=held.pooled, seed=seed
-        )
-    feats = np.concatenate([outs["train"].pooled, outs["validation"].pooled])
-    labels = np.concatenate([data.labels("train"), data.labels("validation")])
-    rows = np.arange(len(labels) - len(held.logits), len(labels))
-    return fit_ood(ocfg, feats, labels, c, probs, held.logits, rows=rows, seed=seed)
-
-
 def fit_for_run(
     run: Path,
     train_cfg: TrainConfig,
@@ -231,6 +184,7 @@ def fit_for_run(
         and (old_ood.score, old_ood.k) == (ocfg.score, ocfg.k)
     )
     gaussians = None  # the replaced profile's, when it has them: the training split need not be encoded
+    streamed: dict[str, ClassGaussians] = {}
     if heldout is not None:
         val, val_labels = heldout
         train, train_labels = None, None
@@ -239,22 +193,42 @@ def fit_for_run(
         outs = encode_splits(train_cfg, encoder, data, ("train", "validation")) if ocfg.enabled else {}
     else:
         gaussians = previous.gaussians if previous is not None else None
-        need_train = gaussians is None or (ocfg.enabled and not reuse_ood)
-        splits = ("train", "validation") if need_train else ("validation",)
-        outs = encode_splits(train_cfg, encoder, data, splits)
+        flag_stats = ocfg.enabled and not reuse_ood  # the flag's statistics are fitted on the training split
+        # Class Gaussians (the default flag's and the density scores') stream block by block; kNN, the
+        # background and per-class covariances read the training rows themselves.
+        streamable = needed_stats(ocfg.score) <= {"gaussians"}
+        keys = (("mean",) if gaussians is None else ()) + (("pooled",) if flag_stats and streamable else ())
+        states, _ = build_states(train_cfg, encoder.backbone, data)
+        splits = ("train", "validation") if flag_stats and not streamable else ("validation",)
+        outs = {s: encoder.run_states(states[s]) for s in splits}
+        if keys:
+            streamed = stream_train_gaussians(states["train"], data.labels("train"), encoder, keys, c)
         val, val_labels = outs["validation"], data.labels("validation")
-        # The replaced profile's Gaussians stand (same head, same rows); the training split, when encoded for
-        # the flag alone, does not refit them.
-        train = outs.get("train") if gaussians is None else None
-        train_labels = None if train is None else data.labels("train")
+        train, train_labels = None, None
     weight = classifier_weight(encoder.head)
-    profile = fit_profile(val, val_labels, ucfg, weight, train, train_labels, gaussians)
-    if gaussians is not None:
+    profile = fit_profile(
+        val, val_labels, ucfg, weight, train, train_labels, gaussians or streamed.get("mean")
+    )
+    if "mean" in streamed:
+        profile.info["n_train"] = len(data.labels("train"))
+    elif gaussians is not None:
         profile.info["n_train"] = previous.info.get("n_train")
     if ocfg.enabled:
         probs = profile.calibrator.probs(val.logits)
         if reuse_ood:
             profile.ood = rethreshold(old_ood, ocfg, val.pooled, probs, val.logits)
+        elif "pooled" in streamed:
+            profile.ood = fit_ood(
+                ocfg,
+                None,
+                data.labels("train"),
+                c,
+                probs,
+                val.logits,
+                features=val.pooled,
+                seed=ucfg.seed,
+                stats=OodStats(gaussians=streamed["pooled"]),
+            )
         else:
             profile.ood = fit_run_ood(ocfg, data, outs, val, probs, heldout is not None, ucfg.seed)
     profile.save(run / "head")

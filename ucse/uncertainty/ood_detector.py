@@ -162,7 +162,7 @@ def _crossfitted(
 
 def fit_ood(
     cfg: OodConfig,
-    train_features: Array,
+    train_features: Array | None,
     train_labels: Array,
     num_classes: int,
     probs: Array,
@@ -171,12 +171,14 @@ def fit_ood(
     rows: Array | None = None,
     seed: int = 0,
     folds: int = 5,
+    stats: OodStats | None = None,
 ) -> OodDetector:
     """Fit the statistics on training rows and the threshold on held-out in-scope texts.
 
     Args:
         cfg: score, tpr, k.
-        train_features: (M, H) training features (the backbone's pooled unit vectors).
+        train_features: (M, H) training features (the backbone's pooled unit vectors); ``None`` with
+            ``stats``.
         train_labels: (M,) their labels.
         num_classes: C.
         probs: (N, C) calibrated probabilities of N held-out in-scope texts.
@@ -186,6 +188,8 @@ def fit_ood(
             scores are then cross-fitted over ``folds`` folds.
         seed: fold shuffling.
         folds: cross-fitting folds.
+        stats: the statistics, already fitted on the training rows (e.g. streamed block by block; then
+            ``train_features`` may be ``None``); only with ``features``.
 
     Returns:
         The fitted :class:`OodDetector`.
@@ -194,15 +198,14 @@ def fit_ood(
         raise ValueError(
             "give exactly one of features (held-out texts) and rows (cross-fitted training rows)"
         )
+    if stats is not None and rows is not None:
+        raise ValueError("cross-fitted rows need the training features, not fitted statistics")
     # As given (float32 from the encoder): the statistics read float64 blocks, not an (M, H) float64 copy.
-    x = (
-        train_features.detach().cpu()
-        if isinstance(train_features, torch.Tensor)
-        else np.asarray(train_features)
-    )
+    t = train_features
+    x = None if t is None else t.detach().cpu() if isinstance(t, torch.Tensor) else np.asarray(t)
     y = np.asarray(train_labels)
     names = components(cfg.score)
-    st = fit_stats(cfg.score, x, y, num_classes)
+    st = stats if stats is not None else fit_stats(cfg.score, x, y, num_classes)
     if rows is None:
         parts = [base_score(n, st, features, probs, logits, cfg.k) for n in names]
         how = "validation"

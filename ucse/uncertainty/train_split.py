@@ -1,0 +1,89 @@
+"""What a run's uncertainty profile needs from the training split: outputs, class Gaussians, the flag.
+
+Split from :mod:`ucse.uncertainty.fit` (one concept: what the profile needs from the rows the head was
+trained on, read from the run's hidden-state cache).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ucse.backbone.cache import SubsetStates, TokenStates
+from ucse.config import TrainConfig
+from ucse.config.uncertainty import OodConfig
+from ucse.core.encoder import EncodedBatch, UcseEncoder
+from ucse.data import TaskData
+from ucse.training.run import build_states
+from ucse.uncertainty.density import ClassGaussians, fit_class_gaussians_streamed
+from ucse.uncertainty.ood_detector import OodDetector, fit_ood
+
+
+def encode_splits(
+    cfg: TrainConfig, encoder: UcseEncoder, data: TaskData, splits: tuple[str, ...]
+) -> dict[str, EncodedBatch]:
+    """Head outputs of the named splits, from the hidden-state cache the training run filled."""
+    states, _ = build_states(cfg, encoder.backbone, data)
+    return {s: encoder.run_states(states[s]) for s in splits}
+
+
+TRAIN_BLOCK = 8192
+"""Training rows run through the head at a time when the profile's class Gaussians are streamed."""
+
+
+def stream_train_gaussians(
+    train: TokenStates, labels: np.ndarray, encoder: UcseEncoder, keys: tuple[str, ...], num_classes: int
+) -> dict[str, ClassGaussians]:
+    """Class Gaussians of the named head outputs on the training split, computed block by block.
+
+    ``mean`` (mu: the density scores) and ``pooled`` (the out-of-scope flag's features). The head runs over
+    the cached states twice (class means, then the residuals' sums) instead of keeping all the split's
+    outputs: 4.9 KB per text for a 384-d head, ~470 MiB at 100k texts (docs/RESULTS.md section 2).
+    """
+
+    def blocks():
+        for start in range(0, len(train), TRAIN_BLOCK):
+            idx = list(range(start, min(start + TRAIN_BLOCK, len(train))))
+            out = encoder.run_states(SubsetStates(train, idx))
+            yield {k: torch.from_numpy(getattr(out, k)) for k in keys}, labels[idx]
+
+    return fit_class_gaussians_streamed(blocks, num_classes)
+
+
+def fit_run_ood(
+    ocfg: OodConfig,
+    data: TaskData,
+    outs: dict[str, EncodedBatch],
+    held: EncodedBatch,
+    probs: torch.Tensor,
+    refitted: bool,
+    seed: int = 0,
+) -> OodDetector:
+    """Fit a run's out-of-scope flag: statistics of the frozen backbone's pooled vectors, a threshold.
+
+    The feature scores read the backbone's pooled unit vectors (``EncodedBatch.pooled``), not the head's mu:
+    no head training has shaped them, so a head trained on every labelled row (``head=auto``'s refit)
+    does not make its own rows look more in scope than new texts, and the cross-fitted threshold keeps
+    what it promises (bench/uncertainty.py; docs/RESULTS.md section 14).
+
+    Args:
+        ocfg: score, tpr, k.
+        data: the run's data (labels).
+        outs: the shipped head's outputs of ``train`` (and ``validation`` when ``refitted``).
+        held: the in-scope texts the threshold is set on: the validation outputs, or (``refitted``) the
+            saved held-out outputs, which belong to the last rows of train + validation.
+        probs: (N, C) their calibrated probabilities.
+        refitted: the shipped head was trained on train + validation (``heldout.safetensors`` exists): the
+            statistics are fitted on both and the threshold's feature scores cross-fitted over them.
+        seed: fold shuffling.
+    """
+    c = len(data.label_names)
+    if not refitted:
+        train = outs["train"]
+        return fit_ood(
+            ocfg, train.pooled, data.labels("train"), c, probs, held.logits, features=held.pooled, seed=seed
+        )
+    feats = np.concatenate([outs["train"].pooled, outs["validation"].pooled])
+    labels = np.concatenate([data.labels("train"), data.labels("validation")])
+    rows = np.arange(len(labels) - len(held.logits), len(labels))
+    return fit_ood(ocfg, feats, labels, c, probs, held.logits, rows=rows, seed=seed)
