@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 from toy_tasks import own_rows, write_rows
 
 from ucse.config import build_config, from_yaml
@@ -53,15 +54,19 @@ def test_a_run_without_the_flag_says_null(tmp_path, tiny_bert_dir):
     assert rows[0]["ood"] is None and rows[0]["ood_score"] is None
 
 
-def test_streamed_training_statistics_equal_those_of_the_whole_split(tmp_path, tiny_bert_dir, monkeypatch):
+@pytest.mark.parametrize("block", [7, 16384])
+def test_streamed_training_statistics_equal_those_of_the_whole_split(
+    tmp_path, tiny_bert_dir, monkeypatch, block
+):
     # The profile's class Gaussians (on mu) and the flag's (on the pooled vectors) are fitted block by block
-    # over the training split; with blocks of 7 rows they must equal a fit on all the split's outputs.
+    # over the training split (blocks of 7 rows; or one block, run once and reused for the second pass);
+    # they must equal a fit on all the split's outputs.
     from ucse.core.encoder import UcseEncoder
     from ucse.data import load_classification
     from ucse.uncertainty import train_split
     from ucse.uncertainty.density import fit_class_gaussians
 
-    monkeypatch.setattr(train_split, "TRAIN_BLOCK", 7)
+    monkeypatch.setattr(train_split, "TRAIN_BLOCK", block)
     _, profile = _train(tmp_path, tiny_bert_dir, "head=textcnn", "recipe=paper", "optim.epochs=1")
     cfg = from_yaml(tmp_path / "run" / "config.yaml")
     data = load_classification(cfg.task, cfg.data, cfg.seed)

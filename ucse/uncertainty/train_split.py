@@ -27,8 +27,9 @@ def encode_splits(
     return {s: encoder.run_states(states[s]) for s in splits}
 
 
-TRAIN_BLOCK = 8192
-"""Training rows run through the head at a time when the profile's class Gaussians are streamed."""
+TRAIN_BLOCK = 16384
+"""Training rows run through the head at a time when the profile's class Gaussians are streamed (the kept
+outputs of a block: 16384 x (D + H) float32, 50 MB for MiniLM)."""
 
 
 def stream_train_gaussians(
@@ -36,18 +37,25 @@ def stream_train_gaussians(
 ) -> dict[str, ClassGaussians]:
     """Class Gaussians of the named head outputs on the training split, computed block by block.
 
-    ``mean`` (mu: the density scores) and ``pooled`` (the out-of-scope flag's features). The head runs over
-    the cached states twice (class means, then the residuals' sums) instead of keeping all the split's
-    outputs: 4.9 KB per text for a 384-d head, ~470 MiB at 100k texts (docs/RESULTS.md section 2).
+    ``mean`` (mu: the density scores) and ``pooled`` (the out-of-scope flag's features). Instead of keeping
+    all the split's outputs (4.9 KB per text for a 384-d head, ~470 MiB at 100k texts; docs/RESULTS.md
+    section 2), the head runs over the cached states twice (class means, then the residuals' sums); a
+    split of one block is run once and its outputs reused.
     """
+    starts = range(0, len(train), TRAIN_BLOCK)
+    memo: dict[int, tuple[dict[str, torch.Tensor], np.ndarray]] = {}
 
-    def blocks():
-        for start in range(0, len(train), TRAIN_BLOCK):
-            idx = list(range(start, min(start + TRAIN_BLOCK, len(train))))
-            out = encoder.run_states(SubsetStates(train, idx))
-            yield {k: torch.from_numpy(getattr(out, k)) for k in keys}, labels[idx]
+    def block(start: int) -> tuple[dict[str, torch.Tensor], np.ndarray]:
+        if start in memo:
+            return memo[start]
+        idx = list(range(start, min(start + TRAIN_BLOCK, len(train))))
+        out = encoder.run_states(SubsetStates(train, idx))
+        got = {k: torch.from_numpy(getattr(out, k)) for k in keys}, labels[idx]
+        if len(starts) == 1:
+            memo[start] = got
+        return got
 
-    return fit_class_gaussians_streamed(blocks, num_classes)
+    return fit_class_gaussians_streamed(lambda: (block(s) for s in starts), num_classes)
 
 
 def fit_run_ood(
