@@ -37,7 +37,7 @@ from ucse.training.run import build_states, resolve_device
 from ucse.uncertainty import conformal
 from ucse.uncertainty.calibration import fit_calibrator, out_of_fold_probs
 from ucse.uncertainty.density import ClassGaussians, fit_class_gaussians
-from ucse.uncertainty.ood_detector import OodStats, fit_ood, needed_stats, rethreshold
+from ucse.uncertainty.ood_detector import OodStats, needed_stats, rethreshold
 from ucse.uncertainty.profile import UncertaintyProfile, row_uniforms
 from ucse.uncertainty.selective import (
     aurc,
@@ -187,7 +187,6 @@ def fit_for_run(
     streamed: dict[str, ClassGaussians] = {}
     if heldout is not None:
         val, val_labels = heldout
-        train, train_labels = None, None
         # The shipped head was refitted on train + validation: the flag's statistics are fitted on (and its
         # threshold cross-fitted over) those rows' outputs under the shipped head.
         outs = encode_splits(train_cfg, encoder, data, ("train", "validation")) if ocfg.enabled else {}
@@ -204,11 +203,8 @@ def fit_for_run(
         if keys:
             streamed = stream_train_gaussians(states["train"], data.labels("train"), encoder, keys, c)
         val, val_labels = outs["validation"], data.labels("validation")
-        train, train_labels = None, None
     weight = classifier_weight(encoder.head)
-    profile = fit_profile(
-        val, val_labels, ucfg, weight, train, train_labels, gaussians or streamed.get("mean")
-    )
+    profile = fit_profile(val, val_labels, ucfg, weight, gaussians=gaussians or streamed.get("mean"))
     if "mean" in streamed:
         profile.info["n_train"] = len(data.labels("train"))
     elif gaussians is not None:
@@ -217,20 +213,9 @@ def fit_for_run(
         probs = profile.calibrator.probs(val.logits)
         if reuse_ood:
             profile.ood = rethreshold(old_ood, ocfg, val.pooled, probs, val.logits)
-        elif "pooled" in streamed:
-            profile.ood = fit_ood(
-                ocfg,
-                None,
-                data.labels("train"),
-                c,
-                probs,
-                val.logits,
-                features=val.pooled,
-                seed=ucfg.seed,
-                stats=OodStats(gaussians=streamed["pooled"]),
-            )
         else:
-            profile.ood = fit_run_ood(ocfg, data, outs, val, probs, heldout is not None, ucfg.seed)
+            stats = OodStats(gaussians=streamed["pooled"]) if "pooled" in streamed else None
+            profile.ood = fit_run_ood(ocfg, data, outs, val, probs, heldout is not None, ucfg.seed, stats)
     profile.save(run / "head")
     return profile
 

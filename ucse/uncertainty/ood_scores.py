@@ -25,15 +25,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from ucse.uncertainty.density import (
     ClassGaussians,
     fit_class_gaussians,
     ledoit_wolf,
-    ledoit_wolf_streamed,
     mahalanobis,
-    row_chunks,
 )
 from ucse.uncertainty.scores import Array, as_f64
 
@@ -65,8 +64,8 @@ class Background:
 
 def fit_background(features: Array) -> Background:
     """Mean and Ledoit-Wolf precision of all (N, D) training features, classes ignored."""
-    m = sum(block.sum(0) for _, block in row_chunks(features)) / len(features)  # (D,)
-    return Background(m, ledoit_wolf_streamed(block - m for _, block in row_chunks(features))[0])
+    g = fit_class_gaussians(features, np.zeros(len(features), dtype=np.int64), 1)  # one class: all rows
+    return Background(g.means[0], g.precision)
 
 
 def relative_mahalanobis(features: Array, g: ClassGaussians, bg: Background) -> torch.Tensor:

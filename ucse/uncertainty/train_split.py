@@ -16,7 +16,7 @@ from ucse.core.encoder import EncodedBatch, UcseEncoder
 from ucse.data import TaskData
 from ucse.training.run import build_states
 from ucse.uncertainty.density import ClassGaussians, fit_class_gaussians_streamed
-from ucse.uncertainty.ood_detector import OodDetector, fit_ood
+from ucse.uncertainty.ood_detector import OodDetector, OodStats, fit_ood
 
 
 def encode_splits(
@@ -43,18 +43,15 @@ def stream_train_gaussians(
     split of one block is run once and its outputs reused.
     """
     starts = range(0, len(train), TRAIN_BLOCK)
-    memo: dict[int, tuple[dict[str, torch.Tensor], np.ndarray]] = {}
 
     def block(start: int) -> tuple[dict[str, torch.Tensor], np.ndarray]:
-        if start in memo:
-            return memo[start]
         idx = list(range(start, min(start + TRAIN_BLOCK, len(train))))
         out = encoder.run_states(SubsetStates(train, idx))
-        got = {k: torch.from_numpy(getattr(out, k)) for k in keys}, labels[idx]
-        if len(starts) == 1:
-            memo[start] = got
-        return got
+        return {k: torch.from_numpy(getattr(out, k)) for k in keys}, labels[idx]
 
+    if len(starts) == 1:
+        only = [block(0)]
+        return fit_class_gaussians_streamed(lambda: only, num_classes)
     return fit_class_gaussians_streamed(lambda: (block(s) for s in starts), num_classes)
 
 
@@ -66,6 +63,7 @@ def fit_run_ood(
     probs: torch.Tensor,
     refitted: bool,
     seed: int = 0,
+    stats: OodStats | None = None,
 ) -> OodDetector:
     """Fit a run's out-of-scope flag: statistics of the frozen backbone's pooled vectors, a threshold.
 
@@ -84,12 +82,14 @@ def fit_run_ood(
         refitted: the shipped head was trained on train + validation (``heldout.safetensors`` exists): the
             statistics are fitted on both and the threshold's feature scores cross-fitted over them.
         seed: fold shuffling.
+        stats: the statistics already fitted on the training split (:func:`stream_train_gaussians`); then
+            ``outs`` needs no ``train``. Not with ``refitted``.
     """
     c = len(data.label_names)
     if not refitted:
-        train = outs["train"]
+        x = None if stats is not None else outs["train"].pooled
         return fit_ood(
-            ocfg, train.pooled, data.labels("train"), c, probs, held.logits, features=held.pooled, seed=seed
+            ocfg, x, data.labels("train"), c, probs, held.logits, features=held.pooled, seed=seed, stats=stats
         )
     feats = np.concatenate([outs["train"].pooled, outs["validation"].pooled])
     labels = np.concatenate([data.labels("train"), data.labels("validation")])
