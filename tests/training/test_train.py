@@ -230,8 +230,8 @@ def _best_checkpoint(run_dir: Path, metrics: dict) -> dict:
 def test_the_shipped_head_is_the_best_checkpoint_without_reading_it_back(tiny_run_cfg, monkeypatch):
     # The best epoch's weights and validation scores are kept in memory; they must be exactly what the
     # checkpoint holds and what a validation pass over it reports.
-    reads = []
-    monkeypatch.setattr(torch, "load", lambda *a, **k: reads.append(a) or _torch_load(*a, **k))
+    reads, real_load = [], torch.load
+    monkeypatch.setattr(torch, "load", lambda *a, **k: reads.append(a) or real_load(*a, **k))
     result = train(tiny_run_cfg("optim.epochs=4", "head_precision=fp32"))
     assert not reads  # no checkpoint was read back during the run
     monkeypatch.undo()
@@ -251,6 +251,3 @@ def test_a_run_resumed_after_its_best_epoch_ships_the_checkpointed_best(tiny_run
     shipped = UcseEncoder.from_dir(again.run_dir / "head").head.state_dict()
     assert all(torch.equal(v, best["state_dict"][f"head.{k}"]) for k, v in shipped.items())
     assert again.metrics["val"] == first.metrics["val"] and again.metrics["test"] == first.metrics["test"]
-
-
-_torch_load = torch.load
