@@ -1,7 +1,9 @@
 """Locating, loading and fingerprinting the frozen backbone.
 
-A backbone is named by a hub id (``Qwen/Qwen3-Embedding-0.6B``), a local folder, or ``pkg:<module>/<subdir>``
-for weights shipped inside an installed pip package. GGUF checkpoints are dequantised to fp32 by transformers.
+A backbone is named by a hub id (``Qwen/Qwen3-Embedding-0.6B``), a local folder, ``pkg:<module>/<subdir>``
+for weights shipped inside an installed pip package, or ``pkgparts:<prefix>/<subdir>`` for a zip split over
+several packages (``ucse/backbone/split_package.py``). GGUF checkpoints are dequantised to fp32 by
+transformers.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from transformers.utils import logging as hf_logging
 
 from ucse.backbone.gguf import load_dequantised, save_dequantised
 from ucse.backbone.precision import effective_precision
+from ucse.backbone.split_package import PARTS_PREFIX, SplitPackageError, resolve_parts_spec
 from ucse.config import BackboneConfig, PaddingSide, Precision
 
 logger = logging.getLogger(__name__)
@@ -49,6 +52,7 @@ def resolve_model_path(spec: str) -> str:
 
     Args:
         spec: ``pkg:<module>[/<subdir>]`` (folder inside an installed package, found without importing it),
+            ``pkgparts:<prefix>/<subdir>`` (a zip split over packages ``<prefix>-001..``, extracted once),
             a local folder, or a hub id.
 
     Returns:
@@ -57,6 +61,11 @@ def resolve_model_path(spec: str) -> str:
     Raises:
         BackboneLoadError: the package is not installed, or its folder lacks ``subdir``.
     """
+    if spec.startswith(PARTS_PREFIX):
+        try:
+            return resolve_parts_spec(spec)
+        except SplitPackageError as err:
+            raise BackboneLoadError(str(err)) from None
     if not spec.startswith(PKG_PREFIX):
         return spec
     module, _, subdir = spec[len(PKG_PREFIX) :].partition("/")
