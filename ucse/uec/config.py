@@ -37,6 +37,15 @@ class MemberScales(str, Enum):
 
     none = "none"
     labels = "labels"  # trained heads: relative scales by the fused label NLL on validation (label_scales.py)
+    validation = "validation"  # by the task family's validation score (validation_choice.py); labels on heads
+
+
+class Space(str, Enum):
+    """Where a Laplace member's Gaussian lives (its variance is that of the vector the probit scores)."""
+
+    scored = "scored"  # y / ||y||, the normalised embedding the model's cosine sees (Jacobian of the norm)
+    raw = "raw"  # y = W e + b before the normalisation, the paper's Laplace-on-the-last-layer space
+    auto = "auto"  # both built, the one with the better validation score of the UEC row kept
 
 
 class MemberKind(str, Enum):
@@ -134,8 +143,14 @@ class EnsembleConfig:
     member_scales: str = MemberScales.none.value
     """``labels`` (trained heads of one task only): on top of each member's own scale, relative scales chosen
     jointly on the runs' validation split by the NLL of the UEC-weighted average of the heads' calibrated
-    probabilities, so weights also reflect each head's reliability (``ucse/uec/label_scales.py``); or
-    ``none``."""
+    probabilities, so weights also reflect each head's reliability (``ucse/uec/label_scales.py``);
+    ``validation`` (any members): the same relative scales chosen by the task family's validation score of the
+    UEC row (STS: Spearman on the validation pairs; retrieval: nDCG@10 on the train queries; classification:
+    the label NLL above), jointly with beta (``ucse/uec/validation_choice.py``); or ``none``."""
+    space: str = Space.scored.value
+    """Laplace members' space: ``scored`` (y / ||y||: in-plane variance, so the probit term barely moves a
+    cosine), ``raw`` (y before the normalisation, as the paper scores it) or ``auto`` (whichever gives the UEC
+    row the better validation score; ``ucse/uec/validation_choice.py``). Head members are always scored."""
     align: str = "auto"
     """``auto`` (Procrustes only for members whose width differs from the first member's), ``procrustes``
     (align every member to the first on the train texts) or ``none`` (same-space members only)."""
@@ -178,6 +193,7 @@ def validate(cfg: EnsembleConfig) -> EnsembleConfig:
     _check_choice(cfg.temperature_mode, TemperatureMode, "temperature_mode")
     _check_choice(cfg.align, AlignMode, "align")
     _check_choice(cfg.member_scales, MemberScales, "member_scales")
+    _check_choice(cfg.space, Space, "space")
     heads_only = all(m.kind is MemberKind.head for m in cfg.members)
     if cfg.member_scales == MemberScales.labels.value and not heads_only:
         raise ConfigError("member_scales=labels needs every member to be a trained head (kind: head)")

@@ -23,7 +23,7 @@ from omegaconf import OmegaConf
 
 from ucse.atomic import write_json
 from ucse.backbone import FrozenBackbone
-from ucse.config import BackboneConfig, TaskConfig, TaskType, load_group
+from ucse.config import BackboneConfig, ConfigError, TaskConfig, TaskType, load_group
 from ucse.core.gaussian import GaussianEmbeddings
 from ucse.data.loading import read_jsonl
 from ucse.data.pairs import (
@@ -50,6 +50,7 @@ from ucse.uec.config import (
     MemberKind,
     MemberScales,
     PairSource,
+    Space,
 )
 from ucse.uec.digest import cache_root, stable_digest
 from ucse.uec.ensemble_task import task_config
@@ -158,6 +159,16 @@ def _scale(member: Any, pairs: FitPairs, method: ScaleFit = ScaleFit.pairs) -> t
     return s, info
 
 
+def _cached_scale(path: Path) -> dict | None:
+    """A variance-scale record written earlier, or None when missing, unreadable or not a scale > 0."""
+    try:
+        record = json.loads(path.read_text())
+        scale = float(record["variance_scale"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return record if isinstance(record, dict) and 0 < scale < float("inf") else None
+
+
 def build_member(
     member: MemberConfig,
     pairs: FitPairs,
@@ -165,8 +176,11 @@ def build_member(
     calibrate: bool = True,
     task: str | None = None,
     data_root: str | Path | None = None,
+    space: Space = Space.scored,
 ) -> tuple[Any, dict]:
     """A fitted (and, with ``calibrate``, scaled) member plus a record of its fit; Laplace fits are cached.
+
+    ``space`` applies to Laplace members (``scored`` or ``raw``); head members are always in the scored space.
 
     A head member evaluated on the task it was trained on (``task``) reads that task's token states from its
     run's hidden-state cache instead of running its backbone again.
@@ -181,11 +195,11 @@ def build_member(
             negatives = pairs.negatives() if method is ScaleFit.contrastive else None
             key = stable_digest([head.cache_key(), pairs.heldout, method.value, "mahalanobis", negatives])
             path = cache_root() / "uec" / "scales" / f"{member.id}-{key}.json"
-            try:
-                info.update(json.loads(path.read_text()))
-            except (OSError, ValueError):
-                info.update(_scale(head, pairs, method)[1])
-                write_json(path, info)
+            record = _cached_scale(path)
+            if record is None:
+                record = _scale(head, pairs, method)[1]
+                write_json(path, {**info, **record})
+            info.update(record)
             head.variance_scale = float(info["variance_scale"])
         return head, info
     backbone = FrozenBackbone(backbone_config(member), device)
@@ -206,9 +220,11 @@ def build_member(
     if folder.is_dir():
         try:
             loaded = LaplaceMember.load(folder, device, backbone=backbone, store_root=store)
-            return loaded, json.loads((folder / "fit.json").read_text())
+            record = json.loads((folder / "fit.json").read_text())
         except (LaplaceFileError, ValueError, OSError, KeyError) as err:
             logger.warning("cached Laplace member %s is unusable (%s); refitting it", folder, err)
+        else:
+            return _in_space(loaded, record, space, pairs, member, calibrate)
     fitted = LaplaceMember(backbone.cfg, member.id, backbone=backbone, store_root=store)
     start = time.perf_counter()
     fitted.fit(pairs.fit, pairs.fit_groups, **opts)
@@ -221,6 +237,32 @@ def build_member(
     logger.info("fitted Laplace member %s on %d pairs: %s", member.id, len(pairs.fit), info)
     fitted.save(folder)
     write_json(folder / "fit.json", info)
+    return _in_space(fitted, info, space, pairs, member, calibrate)
+
+
+def _in_space(
+    fitted: LaplaceMember, info: dict, space: Space, pairs: FitPairs, member: MemberConfig, calibrate: bool
+) -> tuple[LaplaceMember, dict]:
+    """The fitted (scored-space) member moved to ``space``; the raw space gets its own variance scale.
+
+    The posterior is the same in both spaces (it is fitted on the cosine likelihood); only the moments the
+    member reports differ, so a raw member reuses the cached fit and refits (and caches) just its scale.
+    """
+    if space is Space.scored:
+        return fitted, info
+    fitted.space, fitted.variance_scale = space.value, 1.0
+    info = {**info, "space": space.value}
+    if calibrate:
+        method = ScaleFit(member.fit.scale)
+        negatives = pairs.negatives() if method is ScaleFit.contrastive else None
+        key = stable_digest([fitted.cache_key(), pairs.heldout, method.value, "mahalanobis", negatives])
+        path = cache_root() / "uec" / "scales" / f"{member.id}-{space.value}-{key}.json"
+        record = _cached_scale(path)
+        if record is None:
+            record = _scale(fitted, pairs, method)[1]
+            write_json(path, record)
+        fitted.variance_scale = float(record["variance_scale"])
+        info.update(record)
     return fitted, info
 
 
@@ -265,13 +307,18 @@ def align_members(members: list[Any], mode: AlignMode, texts: list[str]) -> tupl
         if ref_mean is None:
             ref_mean = ref.encode(texts).mean
         mapping = fit_procrustes(m.encode(texts).mean, ref_mean, m.member_id)
-        info[m.member_id] = {"fit_residual": mapping.fit_residual, "texts": len(texts)}
+        info[m.member_id] = {"fit_residual": mapping.fit_residual, "rank": mapping.rank, "texts": len(texts)}
         out.append(AlignedMember(m, mapping))
     return out, info
 
 
 def build_members(
-    ens_cfg: EnsembleConfig, task: TaskConfig, root: Path, device: torch.device, temperature: float
+    ens_cfg: EnsembleConfig,
+    task: TaskConfig,
+    root: Path,
+    device: torch.device,
+    temperature: float,
+    space: Space = Space.scored,
 ) -> tuple[list[Any], list[Any], dict, dict]:
     """Every member of ``ens_cfg`` for ``task``: fitted, scaled, aligned (and label-scaled when configured).
 
@@ -285,10 +332,19 @@ def build_members(
         if m.head_dir:
             m.head_dir = m.head_dir.replace("{task}", task.name)
         pairs = fit_pairs(m.fit, task, root, lambda name: task_config(name, root))
-        member, fit_info[m.id] = build_member(m, pairs, device, ens_cfg.calibrate, task.name, root)
+        member, fit_info[m.id] = build_member(m, pairs, device, ens_cfg.calibrate, task.name, root, space)
         built.append(member)
     members, align_info = align_members(built, AlignMode(ens_cfg.align), pairs.texts())
-    if ens_cfg.member_scales == MemberScales.labels.value:
+    by_labels = ens_cfg.member_scales == MemberScales.labels.value or (
+        ens_cfg.member_scales == MemberScales.validation.value and task.type is TaskType.classification
+    )
+    if by_labels:
+        if not all(isinstance(m, HeadMember) for m in built):
+            raise ConfigError(
+                f"member_scales={ens_cfg.member_scales} on classification task {task.name} fits the scales "
+                "on the heads' validation labels, so every member must be a trained head (kind: head); use "
+                "member_scales=none for Laplace members"
+            )
         gauss, probs, labels = head_outputs(members, built, root)
         args = (ens_cfg.rule, temperature, ens_cfg.temperature_mode)
         scales, nll = fit_label_scales(gauss, probs, labels, *args)

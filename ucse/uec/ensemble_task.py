@@ -141,7 +141,8 @@ class EnsembleTask:
         """The metric the report ranks by, in words."""
         return RANKED_BY[self.type]
 
-    def _val_texts(self) -> list[str]:
+    def validation_texts(self) -> list[str]:
+        """The texts :meth:`validate` scores (STS: both sides of the pairs; retrieval: corpus + queries)."""
         return self.val_a + self.val_b if self.type is TaskType.sts else self.docs + self.val_q
 
     def validation_means(
@@ -156,12 +157,12 @@ class EnsembleTask:
             sub.type, sub.val_a, sub.val_b = self.type, self.val_a[:max_pairs], self.val_b[:max_pairs]
             sub.val_y = self.val_y[:max_pairs]
             return sub.validation_means(members)
-        means = [m.encode(self._val_texts()).mean for m in members]
+        means = [m.encode(self.validation_texts()).mean for m in members]
         return means, lambda fused: self._score(torch.nn.functional.normalize(fused, dim=-1), None)
 
     def validate(self, scorer: Any, members: list[Any]) -> float:
         """Validation score of one variant (STS: Spearman; retrieval: nDCG@10 on the train qrels)."""
-        gauss = [m.encode(self._val_texts()) for m in members]
+        gauss = [m.encode(self.validation_texts()) for m in members]
         packed = scorer.pack(gauss)
         var = scorer.gaussian(gauss).var.numpy() if scorer.gaussian_variant else None
         return self._score(packed, scorer, var)

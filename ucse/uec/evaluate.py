@@ -38,11 +38,11 @@ from ucse.uec.ensemble import (
     VariantScorer,
     concatenate,
 )
-from ucse.uec.ensemble_members import build_members
 from ucse.uec.ensemble_merges import merge_members, merge_scorer
 from ucse.uec.ensemble_task import EnsembleTask, ndcg_at_10, task_config
 from ucse.uec.fusion import simplex_grid, weighted_ensemble
 from ucse.uec.members import CachedMember
+from ucse.uec.validation_choice import choose_members
 
 __all__ = ["ndcg_at_10", "run_ensemble", "write_weight_summary"]
 logger = logging.getLogger(__name__)
@@ -184,7 +184,10 @@ def run_ensemble(cfg: EvalConfig) -> dict:
     timings: dict[str, float] = {}
     start = time.perf_counter()
     temperature = ens_cfg.temperature or paper_temperature(ens_cfg.temperature_family)
-    built, members, fit_info, align_info = build_members(ens_cfg, task_cfg, root, device, temperature)
+    task = EnsembleTask(task_cfg, root, mteb_eval)
+    built, members, fit_info, align_info, choice = choose_members(
+        ens_cfg, task_cfg, task, root, device, temperature
+    )
     timings["members_s"] = time.perf_counter() - start
     cached = [CachedMember(m, cache_root() / "uec" / "embeddings") for m in members]
     ens = UecEnsemble(
@@ -195,7 +198,6 @@ def run_ensemble(cfg: EvalConfig) -> dict:
         1.0 if ens_cfg.beta is None else ens_cfg.beta,
         temperature_mode=ens_cfg.temperature_mode,
     )
-    task = EnsembleTask(task_cfg, root, mteb_eval)
     start = time.perf_counter()
     for m in cached:
         m.precompute(task.texts)
@@ -251,6 +253,7 @@ def run_ensemble(cfg: EvalConfig) -> dict:
         "temperature_mode": ens_cfg.temperature_mode,
         "config": OmegaConf.to_container(OmegaConf.structured(ens_cfg)),
         "members": member_info,
+        "choice": choice,
         "results": results,
         "weights_per_row": {r: w.tolist() for r, w in heat.items()},
         "timings": timings,

@@ -30,6 +30,7 @@ from ucse.uec.laplace_io import load_laplace, save_laplace
 from ucse.uec.pooled_store import PooledStore, pooled_key
 
 MEMBER_FILE = "member.json"
+SPACES = ("scored", "raw")
 
 
 class LaplaceMember:
@@ -43,6 +44,7 @@ class LaplaceMember:
         backbone: an already loaded backbone for ``cfg`` (shares the model, no reload).
         store_root: folder of the pooled-embedding store; ``None`` keeps it in memory.
         variance_scale: multiplies the predictive variance (fitted on held-out positives).
+        space: ``scored`` (moments of y / ||y||) or ``raw`` (moments of y itself, before the normalisation).
     """
 
     def __init__(
@@ -54,13 +56,17 @@ class LaplaceMember:
         backbone: FrozenBackbone | None = None,
         store_root: str | Path | None = None,
         variance_scale: float = 1.0,
+        space: str = "scored",
     ) -> None:
+        if space not in SPACES:
+            raise ValueError(f"space must be one of {SPACES}, got {space!r}")
         self.backbone = backbone if backbone is not None else FrozenBackbone(cfg, device)
         self.cfg = self.backbone.cfg
         self.member_id = member_id or cfg.name
         self.store = PooledStore(self.backbone, store_root, pooled_key(self.backbone))
         self.laplace = laplace
         self.variance_scale = float(variance_scale)
+        self.space = space
 
     @property
     def dim(self) -> int:
@@ -101,8 +107,12 @@ class LaplaceMember:
         return self.laplace
 
     def encode(self, texts: Sequence[str]) -> GaussianEmbeddings:
-        """(N, D) Gaussians of the scored embedding y / ||y||, variance times ``variance_scale``."""
-        mean, var = self._require_fit().predict(self.features(texts))
+        """(N, D) Gaussians of y / ||y|| (``raw``: of y), variance times ``variance_scale``."""
+        laplace, phi = self._require_fit(), self.features(texts)
+        if self.space == "raw":
+            mean, var = laplace.predict_mean(phi), laplace.predict_var(phi)
+        else:
+            mean, var = laplace.predict(phi)
         meta = {
             "member": self.member_id,
             "backbone": self.cfg.model,
@@ -111,7 +121,7 @@ class LaplaceMember:
             "source": "laplace",
             "prior_precision": self.laplace.prior_precision,
             "variance_scale": self.variance_scale,
-            "normalisation": "l2_jacobian",
+            "normalisation": "none" if self.space == "raw" else "l2_jacobian",
         }
         return GaussianEmbeddings(mean, var * self.variance_scale, meta)
 
@@ -119,7 +129,7 @@ class LaplaceMember:
         """Identity of the embeddings this member produces (weights, config, posterior, scale)."""
         post = None if self.laplace is None else [self.laplace.prior_precision, self.laplace.log_lik]
         return stable_digest(
-            ["laplace-scored", self.backbone.fingerprint, str(self.cfg), post, self.variance_scale]
+            [f"laplace-{self.space}", self.backbone.fingerprint, str(self.cfg), post, self.variance_scale]
         )
 
     def save(self, directory: str | Path) -> Path:
