@@ -97,6 +97,9 @@ def test_space_auto_and_validation_scales_end_to_end(tiny_bert_dir: Path, tmp_pa
     assert choice["space"] == max(by_space, key=by_space.get)
     assert choice["scales"][0] == 1.0 and len(choice["scales"]) == 2
     assert choice["validation_after"] >= choice["validation_before"]
+    signal = report["weight_signal"]  # the per-input diagnostic on the test pairs
+    assert -1 <= signal["per_input_correlation"] <= 1 and sum(signal["mean_weights"]) == pytest.approx(1)
+    assert 0 < signal["inputs"] <= 40 and 0 <= signal["weight_on_better"] <= 1
     # Independent recomputation of the reported UEC test score from members built in the chosen space.
     from ucse.uec.config import Space
     from ucse.uec.ensemble_members import build_member, fit_pairs

@@ -70,6 +70,11 @@ def infer_type(folder: Path) -> TaskType:
 
 def ndcg_at_10(scores: torch.Tensor, qrels: list[dict[int, int]]) -> float:
     """Mean nDCG@10 of score rows (Nq, Nc) against graded relevance per query (doc index -> gain)."""
+    return float(np.mean(ndcg_at_10_per_query(scores, qrels)))
+
+
+def ndcg_at_10_per_query(scores: torch.Tensor, qrels: list[dict[int, int]]) -> list[float]:
+    """nDCG@10 of each score row (Nq, Nc) against its query's graded relevance (doc index -> gain)."""
     top = scores.topk(min(10, scores.shape[1]), dim=1).indices.tolist()
     discount = 1.0 / np.log2(np.arange(2, 12))
     out = []
@@ -77,7 +82,7 @@ def ndcg_at_10(scores: torch.Tensor, qrels: list[dict[int, int]]) -> float:
         dcg = sum(rel.get(d, 0) * discount[r] for r, d in enumerate(ranked))
         ideal = sum(g * discount[r] for r, g in enumerate(sorted(rel.values(), reverse=True)[:10]))
         out.append(dcg / ideal if ideal > 0 else 0.0)
-    return float(np.mean(out))
+    return out
 
 
 class EnsembleTask:
@@ -97,6 +102,7 @@ class EnsembleTask:
             self.has_validation = (folder / f"{val_split}.jsonl").is_file()
             val = load_sts(folder, val_split) if self.has_validation else test.select([])
             s1, s2 = list(test["sentence1"]), list(test["sentence2"])
+            self.test_a, self.test_b, self.test_y = s1, s2, list(test["score"])
             self.val_a, self.val_b = list(val["sentence1"]), list(val["sentence2"])
             self.val_y = list(val["score"])
             self.texts = s1 + s2 + self.val_a + self.val_b
@@ -114,6 +120,8 @@ class EnsembleTask:
                 self.val_q = list(val.queries.values())
                 self.val_rel = [{pos[d]: r for d, r in val.qrels[q].items() if d in pos} for q in val.queries]
             self.texts = self.docs + list(test.queries.values()) + self.val_q
+            self.test_q = list(test.queries.values())  # every query is judged in the split
+            self.test_rel = [{pos[d]: r for d, r in test.qrels[q].items() if d in pos} for q in test.queries]
             self.mteb_task = mteb_eval.local_retrieval_task(
                 task.name, test.corpus, test.queries, test.qrels, task.test_split
             )

@@ -43,6 +43,7 @@ from ucse.uec.ensemble_task import EnsembleTask, ndcg_at_10, task_config
 from ucse.uec.fusion import simplex_grid, weighted_ensemble
 from ucse.uec.members import CachedMember
 from ucse.uec.validation_choice import choose_members
+from ucse.uec.weight_signal import weight_signal
 
 __all__ = ["ndcg_at_10", "run_ensemble", "write_weight_summary"]
 logger = logging.getLogger(__name__)
@@ -132,6 +133,18 @@ def _markdown(report: dict) -> str:
             f"| {m['id']} | {m.get('kind', '-')} | {m.get('prior_precision', '-')} "
             f"| {m.get('variance_scale', 1.0):.4g} | {m['mean_trace']:.4g} | {m['mean_weight']:.3f} |"
         )
+    choice = report.get("choice") or {}
+    if "space_validation" in choice or "scales" in choice:
+        lines += ["", f"Chosen on validation: {json.dumps(choice)}"]
+    signal = report.get("weight_signal")
+    if signal:
+        lines += [
+            "",
+            f"Per-input weights vs per-input member quality on the test split: correlation "
+            f"{signal['per_input_correlation']:.3f}; where one member is better ({signal['inputs']} inputs) "
+            f"it gets {signal['weight_on_better']:.3f} of the weight "
+            f"(its mean weight {signal['its_mean_weight']:.3f}).",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -242,6 +255,7 @@ def run_ensemble(cfg: EvalConfig) -> dict:
         info.update(fit_info[m.member_id])
         info.update({"alignment": align_info[m.member_id]} if m.member_id in align_info else {})
         member_info.append(info)
+    signal = weight_signal(task, ens)
     timings["total_s"] = sum(timings.values()) + sum(r["seconds"] for r in results.values())
     report = {
         "ensemble": ens_cfg.name,
@@ -256,6 +270,7 @@ def run_ensemble(cfg: EvalConfig) -> dict:
         "choice": choice,
         "results": results,
         "weights_per_row": {r: w.tolist() for r, w in heat.items()},
+        "weight_signal": signal,
         "timings": timings,
         "device": str(device),
     }
