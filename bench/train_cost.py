@@ -116,7 +116,7 @@ def measure(argv: list[str], cache_root: str | None = None) -> dict:
     cfg.cache.dir = cache_root
     cfg.output_dir = tempfile.mkdtemp(prefix="ucse-bench-run-")
     cfg.progress_bar = False
-    device = resolve_device(cfg.device)
+    device = resolve_device(cfg.accelerator)
     data = load_classification(cfg.task, cfg.data, cfg.seed)
     texts = {s: data.texts(s) for s in SPLITS}
     backbone = FrozenBackbone(cfg.backbone, device, instruction=cfg.task.instruction)

@@ -191,7 +191,7 @@ CASES: list[Case] = [
             ("overwrite=true ckpt_path=last", "contradict each other"),
         )
     ),
-    Case("`device=cuda`, no GPU", "train", lambda ws: ["device=cuda"], 2, "no CUDA GPU is visible"),
+    Case("`accelerator=cuda`, no GPU", "train", lambda ws: ["accelerator=cuda"], 2, "no CUDA GPU is visible"),
     Case(
         "`backbone.prompt=query: {text}` (accepted verbatim)",
         "train",

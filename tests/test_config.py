@@ -16,6 +16,7 @@ from ucse.config import (
     group_choices,
     to_yaml,
 )
+from ucse.config.build import parse_flat_config
 
 
 @pytest.mark.parametrize("group", GROUPS)
@@ -146,8 +147,28 @@ def test_cuda_without_a_gpu_is_refused_at_build_time(monkeypatch):
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    with pytest.raises(ConfigError, match="device='cuda': no CUDA GPU is visible; use device=auto"):
-        build_config(["device=cuda"])
+    with pytest.raises(ConfigError, match="accelerator='cuda': no CUDA GPU is visible; use accelerator=auto"):
+        build_config(["accelerator=cuda"])
+
+
+def test_the_old_device_spelling_still_works_with_a_warning(tmp_path: Path, caplog):
+    from ucse.evaluation.config import EvalConfig
+    from ucse.inference.config import PredictConfig
+
+    with caplog.at_level("WARNING", logger="ucse.config.build"):
+        cfg = build_config(["device=cpu"])
+    assert cfg.accelerator.value == "cpu"
+    assert "'device=' is now 'accelerator='" in caplog.text
+    assert parse_flat_config(EvalConfig, ["device=cpu"], "eval.py").accelerator.value == "cpu"
+    assert parse_flat_config(PredictConfig, ["device=cpu", "run=r"], "predict").accelerator.value == "cpu"
+    # A run folder written before the rename reads back silently (the user did not type it).
+    old = to_yaml(build_config(["accelerator=cpu"])).replace("accelerator: cpu", "device: cpu")
+    assert "device: cpu" in old
+    (tmp_path / "config.yaml").write_text(old)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="ucse.config.build"):
+        assert from_yaml(tmp_path / "config.yaml").accelerator.value == "cpu"
+    assert caplog.text == ""
 
 
 def test_a_prompt_with_colons_is_taken_verbatim():

@@ -76,7 +76,9 @@ def fit_uncertainty(run_dir: Path, cfg: TrainConfig, data: TaskData) -> Uncertai
     from ucse.uncertainty.fit import fit_for_run
 
     encoder = UcseEncoder.from_dir(
-        run_dir / "head", device=resolve_device(cfg.device), trust_remote_code=cfg.backbone.trust_remote_code
+        run_dir / "head",
+        device=resolve_device(cfg.accelerator),
+        trust_remote_code=cfg.backbone.trust_remote_code,
     )
     return fit_for_run(run_dir, cfg, cfg.uncertainty, data, encoder)
 

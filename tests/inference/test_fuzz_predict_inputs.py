@@ -156,7 +156,7 @@ def test_predict_from_stdin_exits_0_with_a_row_per_line_or_2_in_one_line(tiny_cl
     sys.stdin = io.TextIOWrapper(io.BytesIO(raw))
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(["predict", f"run={tiny_clf_run}", "input=-", "device=cpu"])
+            code = main(["predict", f"run={tiny_clf_run}", "input=-", "accelerator=cpu"])
     finally:
         sys.stdin = old
     errors = [line for line in err.getvalue().splitlines() if line.startswith("error: ")]

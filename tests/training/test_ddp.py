@@ -178,7 +178,9 @@ def test_fsdp_without_a_gpu_fails_in_one_line(tiny_run_cfg, tmp_path):
     from ucse.config import ConfigError
 
     with pytest.raises(ConfigError, match="strategy=fsdp needs CUDA GPUs.*use strategy=ddp"):
-        train(tiny_run_cfg("strategy=fsdp", "devices=2", "device=cpu", f"output_dir={tmp_path / 'never'}"))
+        train(
+            tiny_run_cfg("strategy=fsdp", "devices=2", "accelerator=cpu", f"output_dir={tmp_path / 'never'}")
+        )
     assert not (tmp_path / "never").exists()
 
 

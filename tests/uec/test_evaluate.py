@@ -134,7 +134,7 @@ def test_run_ensemble_end_to_end_on_tiny_sts(tiny_bert_dir, tmp_path):
         task="STSBenchmark",
         data_root=str(tmp_path / "data"),
         out=str(tmp_path / "out"),
-        device=Device.cpu,
+        accelerator=Device.cpu,
         batch_size=16,
     )
     run_ensemble(cfg)
@@ -289,7 +289,7 @@ def test_ensemble_on_own_retrieval_data_end_to_end(tiny_bert_dir, tmp_path):
         task="MyDocs",
         data_root=str(tmp_path / "data"),
         out=str(tmp_path / "out"),
-        device=Device.cpu,
+        accelerator=Device.cpu,
         batch_size=16,
     )
     out = run_ensemble(cfg)
@@ -342,7 +342,7 @@ def test_trained_heads_ensemble_reads_run_caches_and_resolves_task_paths(tiny_ru
         task=task,
         data_root=str(tiny_run_cfg().data.root),
         out=str(tmp_path / "out"),
-        device=Device.cpu,
+        accelerator=Device.cpu,
         batch_size=16,
     )
     run_ensemble(cfg)

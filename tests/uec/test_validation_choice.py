@@ -86,7 +86,7 @@ def test_space_auto_and_validation_scales_end_to_end(tiny_bert_dir: Path, tmp_pa
         task="STSBenchmark",
         data_root=str(tmp_path / "data"),
         out=str(tmp_path / "out"),
-        device=Device.cpu,
+        accelerator=Device.cpu,
         batch_size=16,
     )
     run_ensemble(cfg)

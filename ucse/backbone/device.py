@@ -15,7 +15,9 @@ from ucse.config import ConfigError, Device
 def resolve_device(device: Device) -> torch.device:
     """``auto`` -> CUDA when available, else CPU; ``cuda`` without a GPU fails clearly (a ``ConfigError``)."""
     if device == Device.cuda and not torch.cuda.is_available():
-        raise ConfigError("device=cuda but no CUDA GPU is visible; use device=auto or device=cpu.")
+        raise ConfigError(
+            "accelerator=cuda but no CUDA GPU is visible; use accelerator=auto or accelerator=cpu."
+        )
     if device == Device.cpu or (device == Device.auto and not torch.cuda.is_available()):
         return torch.device("cpu")
     return torch.device("cuda")

@@ -59,7 +59,10 @@ def main(argv: list[str]) -> int:
         check_output(cfg.out, cfg.overwrite)
         texts = read_texts(cfg.input, cfg.text_column or _trained_text_column(head_dir))
         clf = UcseClassifier.from_pretrained(
-            head_dir, device=cfg.device, batch_size=cfg.batch_size, trust_remote_code=cfg.trust_remote_code
+            head_dir,
+            device=cfg.accelerator,
+            batch_size=cfg.batch_size,
+            trust_remote_code=cfg.trust_remote_code,
         )
         rows = clf.predict_with_uncertainty(
             texts, top_k=cfg.top_k, sets=cfg.sets, progress=cfg.progress and sys.stderr.isatty()

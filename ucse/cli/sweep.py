@@ -18,7 +18,7 @@ import time
 from dataclasses import fields
 from pathlib import Path
 
-from ucse.config import ConfigError, TrainConfig, build_config, did_you_mean
+from ucse.config import RENAMED_KEYS, ConfigError, TrainConfig, build_config, did_you_mean
 from ucse.config.uncertainty import check_uncertainty_config
 from ucse.training.variants import EXTRAS, TABLE7, Variant, variant_overrides
 
@@ -114,7 +114,7 @@ def parse(argv: list[str]) -> tuple[dict, list[str]]:
         key, value = tok.split("=", 1)
         if key in SWEEP_KEYS:
             opts[key] = value
-        elif "." not in key and key not in TRAIN_FIELDS:
+        elif "." not in key and key not in TRAIN_FIELDS and RENAMED_KEYS.get(key) not in TRAIN_FIELDS:
             raise ConfigError(
                 f"Unknown sweep option '{key}'. Sweep options: {', '.join(SWEEP_KEYS)}; anything else must "
                 f"be a train override like optim.epochs=3.{did_you_mean(key, SWEEP_KEYS)}"

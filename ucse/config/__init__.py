@@ -9,6 +9,7 @@ another directly (never this package), so the package has no import circle.
 
 from ucse.config.build import (
     IN_MEMORY_TASK,
+    RENAMED_KEYS,
     build_config,
     default_task_name,
     did_you_mean,
@@ -49,6 +50,7 @@ __all__ = [
     "CONFIG_DIR",
     "GROUPS",
     "IN_MEMORY_TASK",
+    "RENAMED_KEYS",
     "BackboneConfig",
     "CacheConfig",
     "CacheDtype",

@@ -8,6 +8,7 @@ public names, so ``from ucse.config import build_config`` is the public import.
 from __future__ import annotations
 
 import difflib
+import logging
 from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,36 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
 from ucse.config.schema import CONFIG_DIR, GROUPS, ConfigError, TrainConfig
+
+logger = logging.getLogger(__name__)
+
+RENAMED_KEYS: dict[str, str] = {"device": "accelerator"}
+"""Old top-level spelling -> today's name. The old one is still read for a version: from the command line
+with a warning naming the new key, from a run's ``config.yaml`` written by an older ucse silently."""
+
+
+def renamed_tokens(tokens: list[str], names: set[str] | frozenset[str] | None = None) -> list[str]:
+    """``key=value`` tokens with old key spellings replaced by today's (a warning names each).
+
+    Args:
+        tokens: command-line tokens.
+        names: the command's top-level field names; a rename applies only where the new name is one of them
+            (``None``: the train config's).
+    """
+    names = names if names is not None else {f.name for f in fields(TrainConfig)}
+    out = []
+    for tok in tokens:
+        key, eq, value = tok.partition("=")
+        new = RENAMED_KEYS.get(key)
+        if eq and new in names:
+            logger.warning(
+                "'%s=' is now '%s=' (as Lightning names it); the old spelling goes in a later version",
+                key,
+                new,
+            )
+            tok = f"{new}={value}"
+        out.append(tok)
+    return out
 
 
 def did_you_mean(value: str, choices: list[str] | tuple[str, ...]) -> str:
@@ -122,6 +153,7 @@ def build_config(
     for tok in overrides:
         if "=" not in tok:
             raise ConfigError(f"Override '{tok}' is not of the form key=value (e.g. loss.lcl_weight=0.6).")
+    overrides = renamed_tokens(overrides)
     cfg: DictConfig = OmegaConf.structured(TrainConfig)
     base = OmegaConf.load(CONFIG_DIR / base_file)
     defaults = base.pop("defaults", None) or {}
@@ -210,6 +242,9 @@ def from_yaml(path: str | Path) -> TrainConfig:
         raise ConfigError(
             f"{path} must hold a mapping of config keys; ucse train writes it: restore it or retrain."
         )
+    for old, new in RENAMED_KEYS.items():  # a run folder written before the rename
+        if old in loaded and new not in loaded:
+            loaded[new] = loaded.pop(old)
     return to_object(_merge(OmegaConf.structured(TrainConfig), loaded, str(path)))
 
 
@@ -229,6 +264,7 @@ def parse_flat_config(schema: type, tokens: list[str] | None, what: str, dash_is
     for tok in tokens:
         if "=" not in tok:
             raise ConfigError(f"Argument '{tok}' is not of the form key=value (e.g. run=runs/...).")
+    tokens = renamed_tokens(tokens, {f.name for f in fields(schema)})
     if dash_is_text:
         tokens = [f"{t.split('=', 1)[0]}='-'" if t.split("=", 1)[1] == "-" else t for t in tokens]
     try:

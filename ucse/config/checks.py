@@ -118,9 +118,10 @@ def validate_config(cfg: TrainConfig) -> None:
     _check(cfg.num_workers >= 0, "num_workers", cfg.num_workers, "an integer >= 0")
     _check(cfg.log_every_n_steps >= 1, "log_every_n_steps", cfg.log_every_n_steps, "an integer >= 1")
     _check(cfg.seed >= 0, "seed", cfg.seed, "an integer >= 0")
-    if Device(cfg.device) is Device.cuda and not _cuda_available():
+    if Device(cfg.accelerator) is Device.cuda and not _cuda_available():
         raise ConfigError(
-            "Invalid value device='cuda': no CUDA GPU is visible; use device=auto or device=cpu."
+            "Invalid value accelerator='cuda': no CUDA GPU is visible; use accelerator=auto or "
+            "accelerator=cpu."
         )
     if cfg.overwrite and cfg.ckpt_path:
         raise ConfigError(

@@ -340,8 +340,9 @@ class TrainConfig:
     """Parent of ``<task>/<backbone>/<name>/``."""
     output_dir: str | None = None
     """Explicit run folder (overrides ``runs_dir``/task/backbone/name)."""
-    device: Device = Device.auto
-    """Accelerator for backbone and head."""
+    accelerator: Device = Device.auto
+    """Accelerator for backbone and head (``auto``, ``cpu``, ``cuda``; Lightning's ``Trainer(accelerator=)``;
+    the old spelling ``device=`` still works, with a warning)."""
     devices: int = 1
     """Processes (CPU) or GPUs to train on (Lightning ``Trainer(devices=)``). With N > 1 every rank encodes
     its share of the texts into the cache, each optimiser step takes one global batch of

@@ -43,8 +43,9 @@ class EvalConfig:
     """Task of the ensemble evaluation (e.g. ``STSBenchmark``, ``SciFact``)."""
     data_root: str | None = None
     """Local data folder (else env ``UCSE_DATA_DIR``)."""
-    device: Device = Device.auto
-    """Where to run."""
+    accelerator: Device = Device.auto
+    """Where to run (``auto``, ``cpu``, ``cuda``; the old spelling ``device=`` still works, with a
+    warning)."""
     batch_size: int = 64
     """Encoding batch size."""
 

@@ -192,7 +192,7 @@ def evaluate_run(cfg: EvalConfig) -> dict:
     ``config.yaml``; token states come from the hidden-state cache when the training run left them there.
     """
     run, train_cfg = load_run(cfg.run or "", cfg.data_root)
-    device = resolve_device(cfg.device)
+    device = resolve_device(cfg.accelerator)
     encoder = UcseEncoder.from_dir(run / "head", device=device, trust_remote_code=cfg.trust_remote_code)
     data = load_classification(train_cfg.task, train_cfg.data, train_cfg.seed)
     if cfg.split not in data.splits:

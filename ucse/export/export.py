@@ -87,7 +87,7 @@ def export_run(cfg: EvalConfig) -> dict:
         texts, origin = read_texts(source), {"input_file": str(source)}
     elif cfg.export not in SPLITS:
         raise ValueError(f"export={cfg.export!r} is neither a .jsonl file nor a split ({', '.join(SPLITS)}).")
-    device = resolve_device(cfg.device)
+    device = resolve_device(cfg.accelerator)
     encoder = UcseEncoder.from_dir(run / "head", device=device, trust_remote_code=cfg.trust_remote_code)
     if cfg.export in SPLITS and source.suffix != ".jsonl":
         data = load_classification(train_cfg.task, train_cfg.data, train_cfg.seed)

@@ -162,7 +162,12 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         from ucse.pipeline import overrides_to_tokens
 
         tokens = [] if self.backbone is None else [f"backbone={self.backbone}"]
-        tokens += [f"head={self.head}", f"recipe={self.recipe}", f"seed={self.seed}", f"device={self.device}"]
+        tokens += [
+            f"head={self.head}",
+            f"recipe={self.recipe}",
+            f"seed={self.seed}",
+            f"accelerator={self.device}",
+        ]
         tokens += overrides_to_tokens(self.overrides or {})
         tokens += [f"output_dir={run_dir}", "progress_bar=false", "data.test_fraction=0"]
         if self.trust_remote_code:

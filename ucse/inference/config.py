@@ -29,8 +29,9 @@ class PredictConfig:
     """Keep only the ``top_k`` most probable labels in each row's ``probs``; ``None`` keeps all."""
     sets: bool = True
     """Add ``set`` (conformal prediction set, label names) when the head has a fitted conformal quantile."""
-    device: Device = Device.auto
-    """Where the backbone and head run."""
+    accelerator: Device = Device.auto
+    """Where the backbone and head run (``auto``, ``cpu``, ``cuda``; the old spelling ``device=`` still works,
+    with a warning)."""
     batch_size: int | None = None
     """Texts per backbone forward pass; ``None`` keeps the run's backbone setting."""
     progress: bool = True

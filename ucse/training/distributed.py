@@ -27,9 +27,9 @@ def check_devices(cfg: TrainConfig) -> None:
     if cfg.devices < 1:
         raise ConfigError(f"devices={cfg.devices} must be >= 1 (the number of processes or GPUs).")
     gpus = torch.cuda.device_count()
-    if cfg.strategy == Strategy.fsdp and (cfg.device == Device.cpu or gpus == 0):
+    if cfg.strategy == Strategy.fsdp and (cfg.accelerator == Device.cpu or gpus == 0):
         raise ConfigError("strategy=fsdp needs CUDA GPUs (Lightning's FSDP); on CPU use strategy=ddp.")
-    if cfg.device == Device.cuda and cfg.devices > gpus:
+    if cfg.accelerator == Device.cuda and cfg.devices > gpus:
         raise ConfigError(
             f"devices={cfg.devices} but only {gpus} CUDA GPU(s) are visible; use devices<={gpus}."
         )

@@ -193,7 +193,7 @@ def check_run(cfg: TrainConfig) -> tuple[torch.device, Path]:
     validate_config(cfg)  # again: a config built by hand (Python API) skips build_config
     if Recipe(cfg.recipe) is Recipe.paper and HeadType(cfg.head.type) is HeadType.auto:
         cfg.head.type = HeadType.textcnn  # the paper's head; its Table 7 runs keep their folder names
-    device = resolve_device(cfg.device)
+    device = resolve_device(cfg.accelerator)
     run_dir = run_dir_for(cfg)
     if cfg.cache.enabled:
         HiddenStateCache.check_root(cfg.cache.dir)  # a cache folder that is a file fails before any write

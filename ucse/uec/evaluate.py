@@ -192,7 +192,7 @@ def run_ensemble(cfg: EvalConfig) -> dict:
     if root is None:
         raise DataError("ensemble mode reads local data: pass data_root=<folder> or set env UCSE_DATA_DIR")
     task_cfg = task_config(cfg.task, root)
-    device = resolve_device(cfg.device)
+    device = resolve_device(cfg.accelerator)
     out = Path(cfg.out or Path("runs") / "ensembles" / ens_cfg.name / task_cfg.name)
     timings: dict[str, float] = {}
     start = time.perf_counter()

@@ -245,7 +245,7 @@ def fit_run_uncertainty(
     ucfg = cfg or train_cfg.uncertainty
     # The run's own command asked for the model code; a stored config.yaml alone never enables it.
     encoder = UcseEncoder.from_dir(
-        run / "head", device=resolve_device(train_cfg.device), trust_remote_code=trust_remote_code
+        run / "head", device=resolve_device(train_cfg.accelerator), trust_remote_code=trust_remote_code
     )
     data = load_classification(train_cfg.task, train_cfg.data, train_cfg.seed)
     profile = fit_for_run(run, train_cfg, ucfg, data, encoder)
@@ -325,7 +325,7 @@ def refit_run_profile(
     if data_root:
         train_cfg.data.root = data_root
     encoder = UcseEncoder.from_dir(
-        run / "head", device=resolve_device(train_cfg.device), trust_remote_code=trust_remote_code
+        run / "head", device=resolve_device(train_cfg.accelerator), trust_remote_code=trust_remote_code
     )
     before = load_uncertainty_profile(run / "head", num_classes=len(encoder.label_names) or None)
     data = load_classification(train_cfg.task, train_cfg.data, train_cfg.seed)
