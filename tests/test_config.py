@@ -151,7 +151,7 @@ def test_cuda_without_a_gpu_is_refused_at_build_time(monkeypatch):
         build_config(["accelerator=cuda"])
 
 
-def test_the_old_device_spelling_still_works_with_a_warning(tmp_path: Path, caplog):
+def test_old_spellings_still_work_with_a_warning(tmp_path: Path, caplog):
     from ucse.evaluation.config import EvalConfig
     from ucse.inference.config import PredictConfig
 
@@ -163,12 +163,17 @@ def test_the_old_device_spelling_still_works_with_a_warning(tmp_path: Path, capl
     assert parse_flat_config(PredictConfig, ["device=cpu", "run=r"], "predict").accelerator.value == "cpu"
     # A run folder written before the rename reads back silently (the user did not type it).
     old = to_yaml(build_config(["accelerator=cpu"])).replace("accelerator: cpu", "device: cpu")
-    assert "device: cpu" in old
+    old = old.replace("  gaussian: true", "  uncertainty: true")
+    assert "device: cpu" in old and "  uncertainty: true" in old
     (tmp_path / "config.yaml").write_text(old)
     caplog.clear()
     with caplog.at_level("WARNING", logger="ucse.config.build"):
-        assert from_yaml(tmp_path / "config.yaml").accelerator.value == "cpu"
+        back = from_yaml(tmp_path / "config.yaml")
+    assert back.accelerator.value == "cpu" and back.head.gaussian is True
     assert caplog.text == ""
+    with caplog.at_level("WARNING", logger="ucse.config.build"):
+        assert build_config(["head.uncertainty=false"]).head.gaussian is False
+    assert "'head.uncertainty=' is now 'head.gaussian='" in caplog.text
 
 
 def test_a_prompt_with_colons_is_taken_verbatim():

@@ -17,7 +17,7 @@ CLASSES = {
 @pytest.mark.parametrize("head_type", list(CLASSES))
 @pytest.mark.parametrize("uncertainty", [False, True])
 def test_build_each_head_and_run_it(head_type, uncertainty):
-    cfg = HeadConfig(type=head_type, uncertainty=uncertainty, num_filters=4, embed_dim=6, mlp_hidden=5)
+    cfg = HeadConfig(type=head_type, gaussian=uncertainty, num_filters=4, embed_dim=6, mlp_hidden=5)
     head = build_head(cfg, hidden_size=8, num_classes=3, pooling=Pooling.last)
     assert type(head) is CLASSES[head_type]
     assert head.spec.config is cfg and head.spec.pooling is Pooling.last

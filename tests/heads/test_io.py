@@ -17,7 +17,7 @@ META = {
 
 def _head(head_type=HeadType.textcnn):
     torch.manual_seed(0)
-    cfg = HeadConfig(type=head_type, uncertainty=True, num_filters=4, embed_dim=6)
+    cfg = HeadConfig(type=head_type, gaussian=True, num_filters=4, embed_dim=6)
     return build_head(cfg, 8, 3, Pooling.last)
 
 

@@ -92,7 +92,7 @@ def test_a_string_format_version_says_the_type_is_wrong(saved):
         ("head.embed_dim", 10**9),
         ("head.num_filters", -4),
         ("head.dropout", float("nan")),
-        ("head.uncertainty", "yes"),
+        ("head.gaussian", "yes"),
     ],
 )
 def test_sizes_out_of_range_are_refused_before_anything_is_built(saved, meta_only, field, value):

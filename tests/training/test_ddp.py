@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 # mean, so DDP's average of the two ranks' gradients equals the gradient over their union.
 DETERMINISTIC = [
     "head.dropout=0",
-    "head.uncertainty=false",
+    "head.gaussian=false",
     "loss.contrastive=none",
     "uncertainty.enabled=false",
 ]

@@ -112,8 +112,8 @@ def test_exported_head_encodes_like_the_trained_module(tiny_run_cfg, tiny_task_r
         ("head=attention",),
         ("head=textcnn-base",),
         ("head=textcnn", "loss.contrastive=supcon"),
-        ("head=textcnn", "loss.contrastive=simcse", "head.uncertainty=false"),
-        ("head=linear", "head.uncertainty=true", "loss.contrastive=lcl"),
+        ("head=textcnn", "loss.contrastive=simcse", "head.gaussian=false"),
+        ("head=linear", "head.gaussian=true", "loss.contrastive=lcl"),
     ],
 )
 def test_every_head_and_objective_trains(tiny_run_cfg, overrides):

@@ -27,7 +27,7 @@ def test_every_variant_builds_a_valid_config(variant):
 )
 def test_variant_semantics(variant, head, ucl, contrastive):
     cfg = build_config(variant_overrides(variant))
-    assert (cfg.head.type, cfg.head.uncertainty, cfg.loss.contrastive) == (head, ucl, contrastive)
+    assert (cfg.head.type, cfg.head.gaussian, cfg.loss.contrastive) == (head, ucl, contrastive)
 
 
 def test_full_method_equals_the_default_config():

@@ -107,7 +107,7 @@ def test_cached_member_serves_rows_without_rerunning(fitted, tmp_path):
 
 def test_head_member_is_mu_and_sigma_squared(tiny_bert_dir, tmp_path):
     cfg = make_tiny_bert_cfg(tiny_bert_dir)
-    head = build_head(HeadConfig(type=HeadType.linear, uncertainty=True), 32, 3, Pooling.mean)
+    head = build_head(HeadConfig(type=HeadType.linear, gaussian=True), 32, 3, Pooling.mean)
     backbone_meta = {k: (v.value if hasattr(v, "value") else v) for k, v in vars(cfg).items()}
     save_head(head.eval(), tmp_path / "run" / "head", {"backbone": backbone_meta})
     member = HeadMember(tmp_path / "run" / "head")

@@ -21,8 +21,8 @@ from ucse.config.schema import CONFIG_DIR, GROUPS, ConfigError, TrainConfig
 
 logger = logging.getLogger(__name__)
 
-RENAMED_KEYS: dict[str, str] = {"device": "accelerator"}
-"""Old top-level spelling -> today's name. The old one is still read for a version: from the command line
+RENAMED_KEYS: dict[str, str] = {"device": "accelerator", "head.uncertainty": "head.gaussian"}
+"""Old spelling (dotted path) -> today's name. The old one is still read for a version: from the command line
 with a warning naming the new key, from a run's ``config.yaml`` written by an older ucse silently."""
 
 
@@ -31,20 +31,16 @@ def renamed_tokens(tokens: list[str], names: set[str] | frozenset[str] | None = 
 
     Args:
         tokens: command-line tokens.
-        names: the command's top-level field names; a rename applies only where the new name is one of them
-            (``None``: the train config's).
+        names: the command's top-level field names; a rename applies only where the new name's first part is
+            one of them (``None``: the train config's).
     """
     names = names if names is not None else {f.name for f in fields(TrainConfig)}
     out = []
     for tok in tokens:
         key, eq, value = tok.partition("=")
         new = RENAMED_KEYS.get(key)
-        if eq and new in names:
-            logger.warning(
-                "'%s=' is now '%s=' (as Lightning names it); the old spelling goes in a later version",
-                key,
-                new,
-            )
+        if eq and new is not None and new.split(".")[0] in names:
+            logger.warning("'%s=' is now '%s='; the old spelling goes in a later version", key, new)
             tok = f"{new}={value}"
         out.append(tok)
     return out
@@ -243,8 +239,13 @@ def from_yaml(path: str | Path) -> TrainConfig:
             f"{path} must hold a mapping of config keys; ucse train writes it: restore it or retrain."
         )
     for old, new in RENAMED_KEYS.items():  # a run folder written before the rename
-        if old in loaded and new not in loaded:
-            loaded[new] = loaded.pop(old)
+        *parents, leaf = old.split(".")
+        node = loaded
+        for part in parents:
+            node = node.get(part) if isinstance(node, DictConfig) else None
+        new_leaf = new.rpartition(".")[2]
+        if isinstance(node, DictConfig) and leaf in node and new_leaf not in node:
+            node[new_leaf] = node.pop(leaf)
     return to_object(_merge(OmegaConf.structured(TrainConfig), loaded, str(path)))
 
 

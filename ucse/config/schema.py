@@ -202,8 +202,9 @@ class HeadConfig:
 
     type: HeadType = HeadType.textcnn
     """Head architecture."""
-    uncertainty: bool = True
-    """UCL: a variance branch and reparameterised z = mu + eps * sigma during training."""
+    gaussian: bool = True
+    """A Gaussian head: a variance branch beside the mean (the paper's UCL) and z = mu + eps * sigma in
+    training; ``false`` gives a deterministic head (the old spelling ``head.uncertainty=`` still works)."""
     kernel_sizes: list[int] = field(default_factory=lambda: [3, 4, 5])
     """TextCNN kernel sizes."""
     num_filters: int | None = None
@@ -232,7 +233,7 @@ class LossConfig:
     lcl_weight: float = 0.6
     """lambda_lcl: total = (1 - lambda_lcl) * CE + lambda_lcl * contrastive + lambda_kl * KL."""
     kl_weight: float = 1e-3
-    """lambda_kl (only with ``head.uncertainty``)."""
+    """lambda_kl (only with ``head.gaussian``)."""
     temperature: float = 2.0
     """Contrastive temperature tau."""
     contrastive: ContrastiveType = ContrastiveType.lcl

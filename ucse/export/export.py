@@ -98,8 +98,8 @@ def export_run(cfg: EvalConfig) -> dict:
     out = encoder.encode_gaussian(texts)
     if out.var is None:
         raise ValueError(
-            f"The head in {run / 'head'} is deterministic (head.uncertainty=false): it has no variance to "
-            "export. Train with head.uncertainty=true, or give this backbone a post-hoc Laplace variance "
+            f"The head in {run / 'head'} is deterministic (head.gaussian=false): it has no variance to "
+            "export. Train with head.gaussian=true, or give this backbone a post-hoc Laplace variance "
             "(ucse.uec.laplace)."
         )
     meta = {

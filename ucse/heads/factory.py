@@ -72,7 +72,7 @@ def build_head(cfg: HeadConfig, hidden_size: int, num_classes: int, pooling: Poo
     """Build the trainable head ``cfg.type`` for a backbone of width H and C classes.
 
     Args:
-        cfg: head config (``type``, ``uncertainty``, ``kernel_sizes``, ``num_filters``, ``embed_dim``,
+        cfg: head config (``type``, ``gaussian``, ``kernel_sizes``, ``num_filters``, ``embed_dim``,
             ``dropout``, ``mlp_hidden``).
         hidden_size: H, the backbone's hidden size.
         num_classes: C.
@@ -94,7 +94,7 @@ def build_head(cfg: HeadConfig, hidden_size: int, num_classes: int, pooling: Poo
             f"{', '.join(t.value for t in NN_HEADS)}."
         )
     _check(cfg, hidden_size, num_classes)
-    common = {"embed_dim": cfg.embed_dim, "uncertainty": cfg.uncertainty, "dropout": cfg.dropout}
+    common = {"embed_dim": cfg.embed_dim, "uncertainty": cfg.gaussian, "dropout": cfg.dropout}
     if head_type in (HeadType.textcnn, HeadType.blend):
         head: Head = GaussianTextCNN(
             hidden_size, num_classes, cfg.kernel_sizes, num_filters=cfg.num_filters, **common

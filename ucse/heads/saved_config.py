@@ -45,7 +45,7 @@ def _kernels(value: Any) -> bool:
 WIDTH = f"null or an integer in [1, {MAX_WIDTH}]"
 _HEAD_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "type": (lambda v: isinstance(v, str), "a head type name"),
-    "uncertainty": (lambda v: type(v) is bool, "true or false"),
+    "gaussian": (lambda v: type(v) is bool, "true or false"),
     "kernel_sizes": (_kernels, f"a list of 1 to {MAX_KERNEL} integers in [1, {MAX_KERNEL}]"),
     "num_filters": (_width, WIDTH),
     "embed_dim": (_width, WIDTH),
@@ -62,6 +62,8 @@ def _head_config(fields: Any, path: Path) -> HeadConfig:
     """Rebuild a HeadConfig from its JSON dict, rejecting unknown, missing or out-of-range fields by name."""
     if not isinstance(fields, dict):
         raise ValueError(f"{path}: field 'head' must be an object, got {type(fields).__name__}; {REEXPORT}.")
+    if "uncertainty" in fields and "gaussian" not in fields:  # the field's name before ucse renamed it
+        fields = {("gaussian" if k == "uncertainty" else k): v for k, v in fields.items()}
     known = {f.name for f in dataclasses.fields(HeadConfig)}
     unknown = sorted(set(fields) - known)
     if unknown or "type" not in fields:

@@ -35,17 +35,17 @@ class Variant(str, Enum):
 
 
 _COMPONENTS = {
-    "base": ("head.uncertainty=false", "loss.contrastive=none"),
-    "lcl": ("head.uncertainty=false", "loss.contrastive=lcl"),
-    "ucl": ("head.uncertainty=true", "loss.contrastive=none"),
-    "both": ("head.uncertainty=true", "loss.contrastive=lcl"),
+    "base": ("head.gaussian=false", "loss.contrastive=none"),
+    "lcl": ("head.gaussian=false", "loss.contrastive=lcl"),
+    "ucl": ("head.gaussian=true", "loss.contrastive=none"),
+    "both": ("head.gaussian=true", "loss.contrastive=lcl"),
 }
 
 _SINGLE = {
     Variant.mean: ("head=mean",),
     Variant.mlp: ("head=mlp",),
-    Variant.supcon: ("head=textcnn", "head.uncertainty=false", "loss.contrastive=supcon"),
-    Variant.simcse: ("head=textcnn", "head.uncertainty=false", "loss.contrastive=simcse"),
+    Variant.supcon: ("head=textcnn", "head.gaussian=false", "loss.contrastive=supcon"),
+    Variant.simcse: ("head=textcnn", "head.gaussian=false", "loss.contrastive=simcse"),
     Variant.logreg: ("head=logreg",),
 }
 

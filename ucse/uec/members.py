@@ -128,9 +128,9 @@ class HeadMember:
         out = self.encoder.encode_gaussian(validate_texts(texts))
         if out.var is None:
             raise ValueError(
-                f"head member {self.member_id} ({self.head_dir}) is deterministic (head.uncertainty=false): "
+                f"head member {self.member_id} ({self.head_dir}) is deterministic (head.gaussian=false): "
                 "it "
-                "has no variance branch; train it with head.uncertainty=true or wrap its backbone as a "
+                "has no variance branch; train it with head.gaussian=true or wrap its backbone as a "
                 "Laplace member"
             )
         meta = {
