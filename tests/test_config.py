@@ -164,16 +164,22 @@ def test_old_spellings_still_work_with_a_warning(tmp_path: Path, caplog):
     # A run folder written before the rename reads back silently (the user did not type it).
     old = to_yaml(build_config(["accelerator=cpu"])).replace("accelerator: cpu", "device: cpu")
     old = old.replace("  gaussian: true", "  uncertainty: true")
-    assert "device: cpu" in old and "  uncertainty: true" in old
+    # before one name per concept, a run saved both a task's column and a data override (null when unset)
+    old = old.replace("  text_column: text\n", "  text_column: null\n").replace(
+        "task:\n", "task:\n  text_column: body\n"
+    )
+    assert "device: cpu" in old and "  uncertainty: true" in old and "  text_column: body" in old
     (tmp_path / "config.yaml").write_text(old)
     caplog.clear()
     with caplog.at_level("WARNING", logger="ucse.config.build"):
         back = from_yaml(tmp_path / "config.yaml")
-    assert back.accelerator.value == "cpu" and back.head.gaussian is True
+    assert back.accelerator.value == "cpu" and back.head.gaussian is True and back.data.text_column == "body"
     assert caplog.text == ""
     with caplog.at_level("WARNING", logger="ucse.config.build"):
         assert build_config(["head.uncertainty=false"]).head.gaussian is False
+        assert build_config(["task.label_column=intent"]).data.label_column == "intent"
     assert "'head.uncertainty=' is now 'head.gaussian='" in caplog.text
+    assert "'task.label_column=' is now 'data.label_column='" in caplog.text
 
 
 def test_a_prompt_with_colons_is_taken_verbatim():

@@ -95,10 +95,10 @@ def test_configured_validation_split_absent_is_carved(tmp_path):
 def test_column_renames(tmp_path):
     rows = [{"sentence": r["text"], "y": r["label"], "label_text": r["label_text"]} for r in toy_rows("tr")]
     root = make_task(tmp_path, {"train": rows, "test": rows[:20]})
-    td = load_classification(toy_task(text_column="sentence", label_column="y"), toy_data(root), seed=0)
+    td = load_classification(toy_task(), toy_data(root, text_column="sentence", label_column="y"), seed=0)
     assert td.splits["test"]["text"] == [r["sentence"] for r in rows[:20]]
-    with pytest.raises(DataError, match=r"no column 'body' \(task.text_column\)"):
-        load_classification(toy_task(text_column="body"), toy_data(root), seed=0)
+    with pytest.raises(DataError, match=r"no column 'body' \(data.text_column\)"):
+        load_classification(toy_task(), toy_data(root, text_column="body"), seed=0)
 
 
 def test_test_fraction_carves_test_from_single_split(tmp_path):

@@ -164,11 +164,11 @@ def test_bool_labels_are_names(tmp_path):
     assert td.label_names == ["false", "true"]
 
 
-def test_columns_from_data_or_task_config(tmp_path):
+def test_columns_from_the_data_config(tmp_path):
     rows = [{"body": r["text"], "intent": r["label"], "id": i} for i, r in enumerate(own_rows(30))]
     path = write_rows(tmp_path / "d.parquet", rows)
     a = load_task_data(path, data=DataConfig(text_column="body", label_column="intent"))
-    b = load_task_data(path, TaskConfig(name="t", text_column="body", label_column="intent"))
+    b = load_task_data(path, TaskConfig(name="t"), DataConfig(text_column="body", label_column="intent"))
     assert a.label_names == b.label_names == NAMES and b.name == "t"
     with pytest.raises(DataError) as err:
         load_task_data(path)

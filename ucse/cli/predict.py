@@ -41,7 +41,7 @@ def _trained_text_column(head_dir: Path) -> str:
     from ucse.config import from_yaml
 
     cfg = from_yaml(cfg_file)
-    return cfg.data.text_column or cfg.task.text_column
+    return cfg.data.text_column
 
 
 def main(argv: list[str]) -> int:

@@ -21,7 +21,12 @@ from ucse.config.schema import CONFIG_DIR, GROUPS, ConfigError, TrainConfig
 
 logger = logging.getLogger(__name__)
 
-RENAMED_KEYS: dict[str, str] = {"device": "accelerator", "head.uncertainty": "head.gaussian"}
+RENAMED_KEYS: dict[str, str] = {
+    "device": "accelerator",
+    "head.uncertainty": "head.gaussian",
+    "task.text_column": "data.text_column",
+    "task.label_column": "data.label_column",
+}
 """Old spelling (dotted path) -> today's name. The old one is still read for a version: from the command line
 with a warning naming the new key, from a run's ``config.yaml`` written by an older ucse silently."""
 
@@ -239,14 +244,29 @@ def from_yaml(path: str | Path) -> TrainConfig:
             f"{path} must hold a mapping of config keys; ucse train writes it: restore it or retrain."
         )
     for old, new in RENAMED_KEYS.items():  # a run folder written before the rename
-        *parents, leaf = old.split(".")
-        node = loaded
-        for part in parents:
-            node = node.get(part) if isinstance(node, DictConfig) else None
-        new_leaf = new.rpartition(".")[2]
-        if isinstance(node, DictConfig) and leaf in node and new_leaf not in node:
-            node[new_leaf] = node.pop(leaf)
+        _move_key(loaded, old, new)
     return to_object(_merge(OmegaConf.structured(TrainConfig), loaded, str(path)))
+
+
+def _move_key(root: DictConfig, old: str, new: str) -> None:
+    """Move the value at dotted path ``old`` to ``new`` unless ``new`` holds a value already (not null)."""
+
+    def parent(path: str, create: bool) -> tuple[Any, str]:
+        *parts, leaf = path.split(".")
+        node: Any = root
+        for part in parts:
+            if isinstance(node, DictConfig) and part not in node and create:
+                node[part] = {}
+            node = node.get(part) if isinstance(node, DictConfig) else None
+        return node, leaf
+
+    src, leaf = parent(old, create=False)
+    if not (isinstance(src, DictConfig) and leaf in src):
+        return
+    value = src.pop(leaf)
+    dst, new_leaf = parent(new, create=True)
+    if isinstance(dst, DictConfig) and dst.get(new_leaf) is None:
+        dst[new_leaf] = value
 
 
 def parse_flat_config(schema: type, tokens: list[str] | None, what: str, dash_is_text: bool = False) -> Any:

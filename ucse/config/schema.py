@@ -136,10 +136,6 @@ class TaskConfig:
     """Hub dataset revision (commit) pinned for reproducibility."""
     hf_subset: str | None = None
     """Hub config/subset, e.g. ``en`` for the multilingual MTEB tasks."""
-    text_column: str = "text"
-    """Column holding the input text (``data.text_column`` overrides it)."""
-    label_column: str = "label"
-    """Column holding the label: names (strings) or integer ids (``data.label_column`` overrides it)."""
     validation_split: str | None = None
     """Name of the task's own validation split; ``None`` carves a stratified slice of train."""
     test_split: str = "test"
@@ -264,11 +260,11 @@ class DataConfig:
     """Your own data: a ``.csv``/``.tsv``/``.jsonl``/``.json``/``.parquet`` file, a folder of split files
     (``train.*``, ``validation.*``/``dev.*``/``val.*``, ``test.*``) or a ``datasets`` ``save_to_disk`` folder.
     Wins over ``data.root``; without ``task=`` no task YAML is merged and the task is named after the path."""
-    text_column: str | None = None
-    """Text column of ``data.path`` data; ``None`` means ``task.text_column`` (``text``)."""
-    label_column: str | None = None
-    """Label column (names or integer ids) of ``data.path`` data; ``None`` means ``task.label_column``
-    (``label``)."""
+    text_column: str = "text"
+    """Column holding the input text, in your own data or a task's files (formerly also ``task.text_column``,
+    still read with a warning)."""
+    label_column: str = "label"
+    """Column holding the label: names (strings) or integer ids (formerly also ``task.label_column``)."""
     root: str | None = None
     """Local folder in the ``shared/data`` layout; falls back to env ``UCSE_DATA_DIR``, then the hub."""
     val_fraction: float = 0.1

@@ -75,11 +75,11 @@ def read_jsonl(path: Path) -> datasets.Dataset:
         datasets.utils.logging.set_verbosity(level)
 
 
-def _standardise_columns(ds: datasets.Dataset, task: TaskConfig, where: str) -> datasets.Dataset:
-    """Rename the task's columns to ``text``/``label``; expose ClassLabel names as ``label_text``."""
+def _standardise_columns(ds: datasets.Dataset, data: DataConfig, where: str) -> datasets.Dataset:
+    """Rename the configured columns to ``text``/``label``; expose ClassLabel names as ``label_text``."""
     for src, dst, key in (
-        (task.text_column, "text", "text_column"),
-        (task.label_column, "label", "label_column"),
+        (data.text_column, "text", "text_column"),
+        (data.label_column, "label", "label_column"),
     ):
         if src != dst and src in ds.column_names:
             if dst in ds.column_names:
@@ -87,8 +87,8 @@ def _standardise_columns(ds: datasets.Dataset, task: TaskConfig, where: str) -> 
             ds = ds.rename_column(src, dst)
         if dst not in ds.column_names:
             raise DataError(
-                f"{where} has no column '{src}' (task.{key}); its columns are {ds.column_names}. "
-                f"Set task.{key} to the right one."
+                f"{where} has no column '{src}' (data.{key}); its columns are {ds.column_names}. "
+                f"Set data.{key} to the right one."
             )
     label_feature = ds.features["label"]
     if isinstance(label_feature, datasets.ClassLabel) and "label_text" not in ds.column_names:
@@ -111,7 +111,7 @@ def _read_splits(task: TaskConfig, data: DataConfig, names: list[str]) -> tuple[
         raw = {s: hub[s] for s in names if s in hub}
         where = {s: f"hub {source} split '{s}'" for s in raw}
         available = list(hub)
-    return {s: _standardise_columns(ds, task, where[s]) for s, ds in raw.items()}, where, (source, available)
+    return {s: _standardise_columns(ds, data, where[s]) for s, ds in raw.items()}, where, (source, available)
 
 
 @dataclass

@@ -176,10 +176,10 @@ def load_task_data(
         source: a path (``.csv``/``.tsv``/``.jsonl``/``.json``/``.parquet`` file, a folder of
             ``train``/``validation``/``test`` files, or a ``save_to_disk`` folder), a ``datasets.Dataset`` or
             ``DatasetDict``, a pandas ``DataFrame``, or a ``(texts, labels)`` pair of sequences.
-        task: the task name and columns (``task.name``, ``task.text_column``, ``task.label_column``);
-            ``None`` names the task after the path (file stem or folder name), or ``data`` in memory.
-        data: fractions, bad-row policy, excluded labels, subsample sizes and column overrides
-            (``data.text_column``/``data.label_column`` win over the task's); ``None`` = defaults.
+        task: the task (its ``name``); ``None`` names the task after the path (file stem or folder name),
+            or ``data`` in memory.
+        data: columns (``data.text_column``/``data.label_column``), fractions, bad-row policy, excluded
+            labels and subsample sizes; ``None`` = defaults.
         seed: seed of the carved slices, the excluded-label draw and subsamples.
 
     Returns:
@@ -193,8 +193,7 @@ def load_task_data(
     """
     data = data or DataConfig()
     is_path = isinstance(source, (str, Path))
-    text_column = data.text_column or (task.text_column if task else "text")
-    label_column = data.label_column or (task.label_column if task else "label")
+    text_column, label_column = data.text_column, data.label_column
     if is_path:
         path = Path(source).expanduser().resolve()
         raws, origin = read_path(path), str(path)
