@@ -7,11 +7,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from toy_tasks import own_rows, write_rows
 
-from ucse.config import build_config, from_yaml
+from ucse.config import ConfigError, build_config, from_yaml
 from ucse.inference.classifier import UcseClassifier
 from ucse.pipeline import run_training
+from ucse.uncertainty.ood_examples import youden_threshold
 
 
 def _train(tmp: Path, tiny_bert_dir: Path, *extra: str):
@@ -85,3 +87,49 @@ def test_streamed_training_statistics_equal_those_of_the_whole_split(
         tol = 1e-6 * np.linalg.cond(p) * np.abs(p).max()
         np.testing.assert_allclose(streamed.precision.numpy(), p, rtol=0, atol=tol)
     assert profile.info["n_train"] == len(y) and profile.ood.info["n_train"] == len(y)
+
+
+def test_youden_threshold_is_the_brute_force_best_cut():
+    rng = np.random.default_rng(0)
+    for ties in (False, True):
+        ins, ex = rng.normal(size=60), rng.normal(1.2, 1.0, size=25)
+        if ties:
+            ins, ex = np.round(ins, 1), np.round(ex, 1)  # shared values: the cut counts both sides at once
+        t, rec = youden_threshold(torch.as_tensor(ins), torch.as_tensor(ex))
+        cuts = np.unique(np.concatenate([ins, ex]))
+        j = np.array([np.mean(ins <= c) + np.mean(ex > c) - 1 for c in cuts])
+        assert rec["youden_j"] == pytest.approx(j.max(), abs=1e-12)
+        assert t == cuts[np.flatnonzero(j == j.max()).max()]  # ties: the largest cut keeps the most in scope
+        assert rec["inscope_kept"] == pytest.approx(np.mean(ins <= t))
+        assert rec["examples_flagged"] == pytest.approx(np.mean(ex > t))
+
+
+def test_out_of_scope_examples_set_the_threshold(tmp_path, tiny_bert_dir):
+    oos = ["zzz qqq xxyy", "0 0 0 0 0 0", "lorem ipsum dolor", "qwerty uiop", "%% && ##", "x y z w v u"] * 3
+    (tmp_path / "oos.txt").write_text("\n".join(oos) + "\n")
+    _, tuned = _train(tmp_path, tiny_bert_dir, "head=logreg", f"data.ood_path={tmp_path / 'oos.txt'}")
+    info = tuned.ood.info
+    assert info["threshold_from"] == "examples" and info["n_examples"] == len(oos)
+    saved = json.loads((tmp_path / "run" / "head" / "calibration.json").read_text())["ood"]
+    assert saved["info"]["examples_flagged"] == info["examples_flagged"]
+    assert saved["threshold"] == pytest.approx(tuned.ood.threshold)
+    # The examples' scores through the saved model: their flagged share is the recorded one (a score within
+    # float round-off of the cut may fall either side: one example's worth of tolerance).
+    clf = UcseClassifier.from_pretrained(tmp_path / "run", device="cpu")
+    rows = clf.predict_with_uncertainty(oos)
+    share = np.mean([r["ood"] for r in rows])
+    assert abs(share - info["examples_flagged"]) <= 1 / len(oos) + 1e-12
+    # threshold=tpr keeps the in-scope guarantee and only reports what the examples show.
+    _, kept = _train(
+        tmp_path / "b",
+        tiny_bert_dir,
+        "head=logreg",
+        f"data.ood_path={tmp_path / 'oos.txt'}",
+        "uncertainty.ood.threshold=tpr",
+    )
+    assert "threshold_from" not in kept.ood.info and 0 <= kept.ood.info["examples_flagged"] <= 1
+
+
+def test_a_missing_examples_file_fails_before_training(tmp_path):
+    with pytest.raises(ConfigError, match="data.ood_path=.*no such file"):
+        build_config([f"data.ood_path={tmp_path / 'nope.txt'}"])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import fields, is_dataclass
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -113,6 +114,11 @@ def validate_config(cfg: TrainConfig) -> None:
     for key in ("max_train_samples", "max_eval_samples"):
         value = getattr(d, key)
         _check(value is None or value >= 1, f"data.{key}", value, ">= 1 or null")
+    if d.ood_path is not None and not Path(d.ood_path).expanduser().is_file():
+        raise ConfigError(
+            f"data.ood_path={d.ood_path}: no such file; give a .txt (one out-of-scope example per line) or a "
+            "table file with a text column."
+        )
     tf = cfg.task.test_fraction
     _check(tf is None or 0 < tf < 1, "task.test_fraction", tf, "0 < test_fraction < 1 or null")
     _check(cfg.num_workers >= 0, "num_workers", cfg.num_workers, "an integer >= 0")

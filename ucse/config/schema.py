@@ -272,6 +272,10 @@ class DataConfig:
     test_fraction: float = 0.2
     """Stratified, seeded share of a ``data.path`` source carved as the test split when it has none; 0 carves
     none (the run reports no test figures: ``UcseClassifier.fit`` trains on all rows but validation)."""
+    ood_path: str | None = None
+    """Your own out-of-scope examples (texts that are none of your labels, CLINC-style): a ``.txt`` file (one
+    per line) or a table file with ``data.text_column``. They set the out-of-scope threshold
+    (``uncertainty.ood.threshold``); they never train the head."""
     exclude_labels: Any = None
     """Labels held out for out-of-distribution checks: a list of label names, or a fraction in (0, 1) of
     the train labels picked at random with ``seed``. Their rows leave train and validation; their test

@@ -46,6 +46,14 @@ class ConformalMethod(str, Enum):
     raps = "raps"  # regularised APS (Angelopoulos et al. 2021): penalises long sets
 
 
+class OodThreshold(str, Enum):
+    """How the out-of-scope threshold is set."""
+
+    auto = "auto"  # examples when data.ood_path gives out-of-scope examples, else tpr
+    tpr = "tpr"  # keep ``tpr`` of held-out in-scope texts (a split-conformal guarantee)
+    examples = "examples"  # best balanced accuracy between held-out in-scope texts and data.ood_path's
+
+
 class OodScore(str, Enum):
     """Out-of-scope scores (higher = more likely none of the labels); see ``ucse.uncertainty.ood_scores``."""
 
@@ -125,6 +133,11 @@ class OodConfig:
     least this share is kept on average."""
     k: int = 10
     """``knn``: which nearest neighbour's distance is the score."""
+    threshold: OodThreshold = OodThreshold.auto
+    """``tpr`` keeps ``tpr`` of held-out in-scope texts; ``examples`` (what ``auto`` means when
+    ``data.ood_path`` is set) maximises the balanced accuracy (in-scope kept + examples flagged) between the
+    held-out in-scope texts and your out-of-scope examples, trading the ``tpr`` guarantee for what your
+    examples show."""
 
 
 @dataclass

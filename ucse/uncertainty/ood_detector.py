@@ -121,6 +121,8 @@ class OodDetector:
     k: int = 10
     standardize: list[float] | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    heldout_scores: torch.Tensor | None = field(default=None, repr=False, compare=False)
+    """(N,) the held-out in-scope scores the threshold was set on (in memory only, never saved)."""
 
     def scores(self, x: Array | None, probs: Array | None, logits: Array | None) -> torch.Tensor:
         """(N,) out-of-scope scores: features (N, H), calibrated probs (N, C), raw logits (N, C)."""
@@ -229,7 +231,8 @@ def set_threshold(det: OodDetector, parts: list[torch.Tensor]) -> None:
     det.standardize = None
     if len(parts) > 1:
         det.standardize = [v for p in parts for v in (float(p.mean()), float(p.std().clamp_min(1e-12)))]
-    det.threshold = keep_threshold(combine(parts, det.standardize), det.tpr)
+    det.heldout_scores = combine(parts, det.standardize)
+    det.threshold = keep_threshold(det.heldout_scores, det.tpr)
 
 
 def rethreshold(det: OodDetector, cfg: OodConfig, x: Array, probs: Array, logits: Array) -> OodDetector:

@@ -1,0 +1,112 @@
+"""Out-of-scope examples (``data.ood_path``) set the out-of-scope threshold.
+
+Without examples the threshold keeps ``tpr`` of held-out in-scope texts: a guarantee about in-scope texts, and
+nothing about how many out-of-scope ones are caught. A practitioner with examples of what users really send
+(CLINC150's "oos" class, an intent bot's logged fallbacks) can do better: the threshold t that maximises the
+balanced accuracy
+
+    J(t) = P_in(score <= t) + P_out(score > t) - 1          (Youden's J)
+
+over the held-out in-scope scores (the ones the ``tpr`` threshold is set on: validation, or cross-fitted when
+the head was refitted on every labelled row) and the examples' scores. Ties go to the largest t (keep more
+in-scope texts). The examples are in-sample for this choice, so their flagged share is optimistic on few
+examples: the record says how many there were.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ucse.data.files import decode_utf8, read_file
+from ucse.data.tasks import DataError
+
+TEXT_SUFFIX = ".txt"
+
+
+def read_ood_texts(path: str | Path, text_column: str = "text") -> list[str]:
+    """The texts of an out-of-scope examples file: ``.txt`` (one per line) or a table with ``text_column``.
+
+    Raises:
+        DataError: a missing column (listing the columns found), an empty file or an empty/non-string text
+            (naming the file and line).
+        FileNotFoundError: the file does not exist.
+    """
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise FileNotFoundError(f"data.ood_path={path}: no such file.")
+    if p.suffix.lower() == TEXT_SUFFIX:
+        lines = decode_utf8(p, p.read_bytes()).split("\n")
+        texts = [t.rstrip("\r") for t in lines]
+        while texts and not texts[-1].strip():
+            texts.pop()  # a trailing newline ends the file, it is not an empty example
+        bad = next((i for i, t in enumerate(texts) if not t.strip()), None)
+        if bad is not None:
+            raise DataError(
+                f"{p} line {bad + 1}: empty text; remove the line (data.ood_path holds one text per line)."
+            )
+    else:
+        raw = read_file(p)
+        if text_column not in raw.columns:
+            raise DataError(
+                f"{p} has no column '{text_column}'; its columns are {raw.columns}. "
+                "Set data.text_column=<column>."
+            )
+        texts = raw.values(text_column)
+        lines = raw.lines()
+        for i, t in enumerate(texts):
+            if not isinstance(t, str) or not t.strip():
+                at = f"line {lines[i]}" if lines else f"row {i}"
+                raise DataError(
+                    f"{p} {at}: column '{text_column}' is empty or not text; fix or remove the row."
+                )
+    if not texts:
+        raise DataError(f"{p} holds no texts; give at least one out-of-scope example or drop data.ood_path.")
+    return texts
+
+
+def youden_threshold(inscope: torch.Tensor, outscope: torch.Tensor) -> tuple[float, dict[str, Any]]:
+    """The threshold maximising in-scope kept + out-of-scope flagged (a text is flagged when score > t).
+
+    Args:
+        inscope: (N,) held-out in-scope scores.
+        outscope: (M,) out-of-scope examples' scores.
+
+    Returns:
+        (t, a record: the in-scope share kept and the examples' share flagged at t, J, the example count).
+    """
+    a, b = torch.sort(inscope.double()).values, torch.sort(outscope.double()).values
+    cands = torch.unique(torch.cat([a, b]))  # every distinct score is a cut point; sorted ascending
+    kept = torch.searchsorted(a, cands, right=True).double() / len(a)  # (K,) share of in-scope <= t
+    flagged = 1.0 - torch.searchsorted(b, cands, right=True).double() / len(b)  # share of examples > t
+    j = kept + flagged - 1.0
+    best = int(torch.nonzero(j == j.max()).max())  # the largest t among the best
+    record = {
+        "threshold_from": "examples",
+        "n_examples": len(b),
+        "inscope_kept": float(kept[best]),
+        "examples_flagged": float(flagged[best]),
+        "youden_j": float(j[best]),
+    }
+    return float(cands[best]), record
+
+
+def tune_with_examples(det: Any, encoder: Any, calibrator: Any, texts: list[str]) -> dict[str, Any]:
+    """Set ``det``'s threshold from held-out in-scope scores and the examples' scores; returns the record.
+
+    Args:
+        det: a fitted :class:`~ucse.uncertainty.ood_detector.OodDetector` (its ``heldout_scores`` set).
+        encoder: the run's :class:`~ucse.core.encoder.UcseEncoder` (backbone + head).
+        calibrator: the profile's calibrator (the probability scores read calibrated probabilities).
+        texts: the out-of-scope examples.
+    """
+    if det.heldout_scores is None:
+        raise ValueError("the detector has no held-out in-scope scores (it was loaded, not fitted)")
+    out = encoder.run_texts(texts)
+    probs = calibrator.probs(out.logits)
+    scores = det.scores(out.pooled, probs, out.logits)
+    det.threshold, record = youden_threshold(det.heldout_scores, scores)
+    det.info.update(record)
+    return record
