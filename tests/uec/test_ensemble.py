@@ -154,18 +154,18 @@ def test_bad_inputs_fail_clearly(members):
     small = TableMember("tiny", TEXTS, 4, seed=9, var_scale=1.0)
     with pytest.raises(ValueError, match=r"different dimensions \{'m0': 8, 'm1': 8, 'm2': 8, 'tiny': 4\}"):
         UecEnsemble([*members, small])
-    with pytest.raises(ValueError, match=r"rule='bogus' is not valid; choose one of \['inverse_trace'"):
+    with pytest.raises(ValueError, match=r"Invalid value rule=.bogus.; choose one of \[.inverse_trace."):
         UecEnsemble(members, rule="bogus")
-    with pytest.raises(ValueError, match="similarity='l7' is not valid"):
+    with pytest.raises(ValueError, match="Invalid value similarity='l7'; choose one of"):
         UecEnsemble(members, similarity="l7")
     with pytest.raises(ValueError, match="temperature must be"):
         UecEnsemble(members, temperature=0.0)
-    with pytest.raises(ValueError, match="variant='best' is not valid"):
+    with pytest.raises(ValueError, match="Invalid value variant='best'; choose one of"):
         UecEnsemble(members).scorer("best")
     with pytest.raises(ValueError, match=r"needs member in \[0, 3\)"):
-        VariantScorer(Variant.MEMBER, dim=8, n_members=3)
+        VariantScorer(Variant.member, dim=8, n_members=3)
     with pytest.raises(ValueError, match="needs 3 weights"):
-        VariantScorer(Variant.WEIGHTED, dim=8, n_members=3, weights=(0.5, 0.5))
+        VariantScorer(Variant.weighted, dim=8, n_members=3, weights=(0.5, 0.5))
     with pytest.raises(ValueError, match="at least one member"):
         UecEnsemble([])
     scorer = UecEnsemble(members).scorer("uec")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import logging
 from dataclasses import fields, is_dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,23 @@ def did_you_mean(value: str, choices: list[str] | tuple[str, ...]) -> str:
     """Return a ``did you mean 'x'?`` suffix for the closest choice, or an empty string."""
     close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1, cutoff=0.5)
     return f" Did you mean '{close[0]}'?" if close else ""
+
+
+def parse_enum(cls: type[Enum], value: object, name: str) -> Enum:
+    """``cls(value)`` (a member or its value) with an error naming the key, the bad value and the choices.
+
+    The one parser of string choices: train, eval and ensemble configs, heads and UEC scorers use it.
+
+    Raises:
+        ConfigError: (a ``ValueError``) ``value`` is none of ``cls``'s values.
+    """
+    try:
+        return cls(value.value if isinstance(value, Enum) else value)
+    except ValueError:
+        options = [m.value for m in cls]  # type: ignore[attr-defined]
+        raise ConfigError(
+            f"Invalid value {name}={value!r}; choose one of {options}.{did_you_mean(str(value), options)}"
+        ) from None
 
 
 def group_choices(group: str) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ucse.config import HeadConfig, HeadType, Pooling, did_you_mean
+from ucse.config import HeadConfig, HeadType, Pooling, parse_enum
 from ucse.heads.attention import AttentionPoolHead
 from ucse.heads.base import Head
 from ucse.heads.blend import BlendHead
@@ -43,17 +43,6 @@ class HeadSpec:
     pooling: Pooling
 
 
-def _enum(enum_cls: type, value: object, field: str) -> object:
-    try:
-        return enum_cls(value.value if hasattr(value, "value") else value)
-    except ValueError:
-        choices = [m.value for m in enum_cls]
-        raise ValueError(
-            f"Invalid {field} '{value}'. Valid choices: {', '.join(choices)}."
-            f"{did_you_mean(str(value), choices)}"
-        ) from None
-
-
 def _check(cfg: HeadConfig, hidden_size: int, num_classes: int) -> None:
     """Reject values no head can be built from, naming the field and the fix."""
     if hidden_size < 1:
@@ -86,8 +75,8 @@ def build_head(cfg: HeadConfig, hidden_size: int, num_classes: int, pooling: Poo
         ValueError: on an unknown head type or pooling, on ``auto`` (a choice made in training), or on
             invalid sizes.
     """
-    head_type = _enum(HeadType, cfg.type, "head.type")
-    pooling = _enum(Pooling, pooling, "backbone.pooling")
+    head_type = parse_enum(HeadType, cfg.type, "head.type")
+    pooling = parse_enum(Pooling, pooling, "backbone.pooling")
     if head_type is HeadType.auto:
         raise ValueError(
             "head.type=auto is a choice made in training (ucse.training.auto), not a head; build one of "

@@ -6,15 +6,16 @@ the valid choices and a "did you mean".
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+import re
+from dataclasses import dataclass, field, fields, is_dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, get_type_hints
 
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
-from ucse.config import CONFIG_DIR, ConfigError, did_you_mean
+from ucse.config import CONFIG_DIR, ConfigError, did_you_mean, parse_enum
 from ucse.uec.calibration import ScaleFit
 from ucse.uec.convolution import TemperatureMode, WeightRule
 from ucse.uec.distances import Metric
@@ -80,13 +81,13 @@ class FitConfig:
     """Cap on pairs (first ones kept; label pairs are sampled with ``seed``)."""
     seed: int = 0
     """Seed of the label-pair sampling."""
-    hessian: str = HessianType.GGN.value
+    hessian: HessianType = HessianType.ggn
     """``ggn`` or ``ef``."""
-    prior: str = PriorSelection.MARGLIK.value
+    prior: PriorSelection = PriorSelection.marglik
     """``marglik`` (Laplace evidence) or ``val_loss``."""
     temperature: float = 0.05
     """InfoNCE temperature of the likelihood (all-MiniLM-L6-v2 was trained with scale 20 = 1/0.05)."""
-    similarity: str = PairSimilarity.COSINE.value
+    similarity: PairSimilarity = PairSimilarity.cosine
     """Similarity inside the likelihood's logits."""
     batch_size: int = 32
     """Pairs per in-batch-negatives group."""
@@ -96,7 +97,7 @@ class FitConfig:
     """At most this many (refine MAP, choose prior by evidence) rounds."""
     heldout_fraction: float = 0.2
     """Share of the pair groups held out of the fit to fit the member's variance scale."""
-    scale: str = ScaleFit.pairs.value
+    scale: ScaleFit = ScaleFit.pairs
     """Held-out likelihood the variance scale maximises: ``pairs`` (the positive pairs' differences) or
     ``contrastive`` (retrieving each positive among negatives by Mahalanobis distance; measured worse on
     STSBenchmark, 78.13 vs 80.15 Spearman: see docs/RESULTS_UEC.md)."""
@@ -129,39 +130,39 @@ class EnsembleConfig:
     """Ensemble name (output folder)."""
     members: list[MemberConfig] = field(default_factory=list)
     """The K members (same D)."""
-    rule: str = WeightRule.INVERSE_TRACE.value
+    rule: WeightRule = WeightRule.inverse_trace
     """UEC coefficient rule (``inverse_trace`` = Eq. 4, ``inverse_cost`` = Eq. 8)."""
     temperature: float | None = None
     """UEC temperature T; ``None`` = the paper's value for the task family (MTEB tasks 1.8, App. B.4.4;
     MIRACL 1.5, App. B.3.4; see ``ucse/uec/convolution.py``)."""
     temperature_family: str = "mteb"
     """Task family whose paper temperature applies when ``temperature`` is ``None``."""
-    temperature_mode: str = TemperatureMode.SHARPEN.value
+    temperature_mode: TemperatureMode = TemperatureMode.sharpen
     """``sharpen`` (the paper's: softmax(T * logit), T = 1 is Eq. 4/8) or ``divide`` (softmax(logit / T))."""
     calibrate: bool = True
     """Fit each member's variance scale on held-out positive pairs (comparable variances across kinds)."""
-    member_scales: str = MemberScales.none.value
+    member_scales: MemberScales = MemberScales.none
     """``labels`` (trained heads of one task only): on top of each member's own scale, relative scales chosen
     jointly on the runs' validation split by the NLL of the UEC-weighted average of the heads' calibrated
     probabilities, so weights also reflect each head's reliability (``ucse/uec/label_scales.py``);
     ``validation`` (any members): the same relative scales chosen by the task family's validation score of the
     UEC row (STS: Spearman on the validation pairs; retrieval: nDCG@10 on the train queries; classification:
     the label NLL above), jointly with beta (``ucse/uec/validation_choice.py``); or ``none``."""
-    space: str = Space.scored.value
+    space: Space = Space.scored
     """Laplace members' space: ``scored`` (y / ||y||: in-plane variance, so the probit term barely moves a
     cosine), ``raw`` (y before the normalisation, as the paper scores it) or ``auto`` (whichever gives the UEC
     row the better validation score; ``ucse/uec/validation_choice.py``). Head members are always scored."""
-    align: str = "auto"
+    align: AlignMode = AlignMode.auto
     """``auto`` (Procrustes only for members whose width differs from the first member's), ``procrustes``
     (align every member to the first on the train texts) or ``none`` (same-space members only)."""
-    similarity: str = Metric.PROBIT.value
+    similarity: Metric = Metric.probit
     """Similarity of the Gaussian variants."""
     beta: float | None = None
     """Variance scale of the probit score (App. B.3.4); ``None`` = chosen on the validation split from
     ``beta_grid`` for each Gaussian variant (the paper searches it)."""
     beta_grid: list[float] = field(default_factory=lambda: [1e-4, 1e-3, 1e-2, 1e-1, 1.0])
     """Candidate betas: the paper's App. B.3.4 grid plus 1 (Eq. 6 unscaled)."""
-    variants: list[str] = field(default_factory=lambda: [v.value for v in Variant])
+    variants: list[Variant] = field(default_factory=lambda: list(Variant))
     """Variants to evaluate (borda/rrf only on retrieval tasks)."""
     weight_step: float = 0.1
     """Simplex grid step of the weighted ensemble."""
@@ -178,22 +179,14 @@ class EnsembleConfig:
     """Simplex grid step of the weighted merge (each grid point re-encodes the validation texts)."""
 
 
-def _check_choice(value: str, cls: type[Enum], key: str) -> None:
-    options = [m.value for m in cls]  # type: ignore[attr-defined]
-    if value not in options:
-        raise ConfigError(
-            f"Invalid value {key}={value!r}; choose one of {options}.{did_you_mean(value, options)}"
-        )
-
-
 def validate(cfg: EnsembleConfig) -> EnsembleConfig:
-    """Check the string choices and member consistency; returns ``cfg``."""
-    _check_choice(cfg.rule, WeightRule, "rule")
-    _check_choice(cfg.similarity, Metric, "similarity")
-    _check_choice(cfg.temperature_mode, TemperatureMode, "temperature_mode")
-    _check_choice(cfg.align, AlignMode, "align")
-    _check_choice(cfg.member_scales, MemberScales, "member_scales")
-    _check_choice(cfg.space, Space, "space")
+    """Parse the choices (strings set in Python become members), check member consistency; returns ``cfg``."""
+    cfg.rule = parse_enum(WeightRule, cfg.rule, "rule")
+    cfg.similarity = parse_enum(Metric, cfg.similarity, "similarity")
+    cfg.temperature_mode = parse_enum(TemperatureMode, cfg.temperature_mode, "temperature_mode")
+    cfg.align = parse_enum(AlignMode, cfg.align, "align")
+    cfg.member_scales = parse_enum(MemberScales, cfg.member_scales, "member_scales")
+    cfg.space = parse_enum(Space, cfg.space, "space")
     heads_only = all(m.kind is MemberKind.head for m in cfg.members)
     if cfg.member_scales == MemberScales.labels.value and not heads_only:
         raise ConfigError("member_scales=labels needs every member to be a trained head (kind: head)")
@@ -201,18 +194,17 @@ def validate(cfg: EnsembleConfig) -> EnsembleConfig:
         raise ConfigError(
             f"Invalid value temperature={cfg.temperature}; it must be > 0 (or null for the paper's)"
         )
-    for v in cfg.variants:
-        _check_choice(v, Variant, "variants[]")
+    cfg.variants = [parse_enum(Variant, v, "variants[]") for v in cfg.variants]
     if not cfg.members:
         raise ConfigError(f"ensemble '{cfg.name}' has no members; list them under `members:`")
     ids = [m.id for m in cfg.members]
     if len(set(ids)) != len(ids):
         raise ConfigError(f"ensemble '{cfg.name}' has duplicate member ids {ids}")
     for m in cfg.members:
-        _check_choice(m.fit.hessian, HessianType, f"members[{m.id}].fit.hessian")
-        _check_choice(m.fit.prior, PriorSelection, f"members[{m.id}].fit.prior")
-        _check_choice(m.fit.similarity, PairSimilarity, f"members[{m.id}].fit.similarity")
-        _check_choice(m.fit.scale, ScaleFit, f"members[{m.id}].fit.scale")
+        m.fit.hessian = parse_enum(HessianType, m.fit.hessian, f"members[{m.id}].fit.hessian")
+        m.fit.prior = parse_enum(PriorSelection, m.fit.prior, f"members[{m.id}].fit.prior")
+        m.fit.similarity = parse_enum(PairSimilarity, m.fit.similarity, f"members[{m.id}].fit.similarity")
+        m.fit.scale = parse_enum(ScaleFit, m.fit.scale, f"members[{m.id}].fit.scale")
         if m.kind is MemberKind.laplace and not m.backbone:
             raise ConfigError(f"laplace member '{m.id}' needs `backbone:` (a configs/backbone/<name>.yaml)")
         if m.kind is MemberKind.head and not m.head_dir:
@@ -263,6 +255,16 @@ def load_ensemble_config(name_or_path: str, overrides: list[str] | None = None) 
                 f"Unknown key '{key}' in {where} of {path}. Valid keys there: {', '.join(valid)}."
                 f"{did_you_mean(leaf, valid)}"
             ) from None
+        owner = getattr(err, "object_type", None)
+        hint = get_type_hints(owner).get(str(getattr(err, "key", ""))) if is_dataclass(owner) else None
+        ref = getattr(err, "ref_type", None)  # a list field's element type
+        types = (ref, *getattr(ref, "__args__", ()), hint, *getattr(hint, "__args__", ()))
+        choices = next((t for t in types if isinstance(t, type) and issubclass(t, Enum)), None)
+        if choices is not None:  # one message for every bad choice: the key, the value, the options, a guess
+            try:
+                parse_enum(choices, getattr(err, "value", None), re.sub(r"\[\d+\]", "[]", key))
+            except ConfigError as bad:
+                raise ConfigError(f"{bad} ({path})") from None
         raise ConfigError(f"Invalid value at '{key}' in {path}: {str(err).splitlines()[0]}") from None
     assert isinstance(cfg, EnsembleConfig)
     for m in cfg.members:  # head paths are relative to the config file, so configs work from any folder

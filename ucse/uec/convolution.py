@@ -43,17 +43,17 @@ from ucse.core.gaussian import GaussianEmbeddings
 class WeightRule(str, Enum):
     """Rule mapping each member's (mean, variance) at one input to its convolution coefficient."""
 
-    INVERSE_TRACE = "inverse_trace"
-    INVERSE_COST = "inverse_cost"
-    SOFTMAX_TRACE = "softmax_trace"
-    SOFTMAX_PRECISION = "softmax_precision"
+    inverse_trace = "inverse_trace"
+    inverse_cost = "inverse_cost"
+    softmax_trace = "softmax_trace"
+    softmax_precision = "softmax_precision"
 
 
 class TemperatureMode(str, Enum):
     """How T enters the coefficient softmax (see the module docstring)."""
 
-    SHARPEN = "sharpen"  # pi = softmax(T * logit): the paper's "temperature to sharpen", T = 1 is Eq. 4/8
-    DIVIDE = "divide"  # pi = softmax(logit / T): the conventional softmax temperature (earlier behaviour)
+    sharpen = "sharpen"  # pi = softmax(T * logit): the paper's "temperature to sharpen", T = 1 is Eq. 4/8
+    divide = "divide"  # pi = softmax(logit / T): the conventional softmax temperature (earlier behaviour)
 
 
 PAPER_TEMPERATURES = {"mteb": 1.8, "miracl": 1.5}  # App. B.4.4 (MMTEB) and App. B.3.4 (MIRACL)
@@ -74,7 +74,7 @@ def coefficients(
     var: torch.Tensor,
     rule: WeightRule | str,
     temperature: float = 1.0,
-    mode: TemperatureMode | str = TemperatureMode.SHARPEN,
+    mode: TemperatureMode | str = TemperatureMode.sharpen,
 ) -> torch.Tensor:
     """(N, K) float64 convolution coefficients of K members' (K, N, D) means and variances."""
     if not temperature > 0 or not math.isfinite(temperature):
@@ -86,7 +86,7 @@ def coefficients(
             f"temperature_mode={mode!r} invalid; choose one of {[m.value for m in TemperatureMode]}"
         ) from None
     logits = coefficient_logits(mean, var, rule)
-    scaled = logits * temperature if mode is TemperatureMode.SHARPEN else logits / temperature
+    scaled = logits * temperature if mode is TemperatureMode.sharpen else logits / temperature
     return torch.softmax(scaled, dim=1)
 
 
@@ -142,22 +142,22 @@ def coefficient_logits(
         raise ValueError(f"rule={rule!r} invalid; choose one of {[r.value for r in WeightRule]}") from None
     var = var.double()
     trace = var.sum(-1).T  # (N, K)
-    if rule is WeightRule.INVERSE_TRACE:
+    if rule is WeightRule.inverse_trace:
         return -trace.clamp_min(eps).log()
-    if rule is WeightRule.INVERSE_COST:
+    if rule is WeightRule.inverse_cost:
         cost = trace + (mean.double() ** 2).sum(-1).T  # (N, K) Eq. 7 cost c_k
         return -cost.clamp_min(eps).log()
-    if rule is WeightRule.SOFTMAX_TRACE:
+    if rule is WeightRule.softmax_trace:
         return -trace
     return (1.0 / var.clamp_min(eps)).sum(-1).T  # softmax_precision (reference code)
 
 
 def convolve(
     members: list[GaussianEmbeddings],
-    rule: WeightRule | str = WeightRule.INVERSE_TRACE,
+    rule: WeightRule | str = WeightRule.inverse_trace,
     temperature: float = 1.0,
     normalize: bool = True,
-    temperature_mode: TemperatureMode | str = TemperatureMode.SHARPEN,
+    temperature_mode: TemperatureMode | str = TemperatureMode.sharpen,
 ) -> ConvolutionResult:
     """Fuse K members' Gaussian embeddings of the same N inputs into one Gaussian per input.
 

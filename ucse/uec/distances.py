@@ -20,14 +20,14 @@ from ucse.uec.similarity import check_gaussian, probit_similarity
 class Metric(str, Enum):
     """Similarity / distance choices of App. B.2 (and the UEC probit score)."""
 
-    COSINE = "cosine"  # cosine of the means (deterministic baseline)
-    KL = "kl"  # -KL(q || c), Eq. 24 with N1 = query, N2 = candidate
-    JEFFREYS = "jeffreys"  # -(KL(q||c) + KL(c||q)), App. A.3.4 Eq. 19
-    W1 = "w1"  # -W1 approximation of Eq. 25 (not the exact W1; see w1_similarity)
-    W2 = "w2"  # -W2^2, exact for diagonal Gaussians (Eq. 26)
-    CSD = "csd"  # -closed-form sampled distance of PCME++ (Eq. 27)
-    CAUCHY_SCHWARZ = "cauchy_schwarz"  # -Cauchy-Schwarz divergence, exact closed form
-    PROBIT = "probit"  # UEC s_hat (Eq. 6)
+    cosine = "cosine"  # cosine of the means (deterministic baseline)
+    kl = "kl"  # -KL(q || c), Eq. 24 with N1 = query, N2 = candidate
+    jeffreys = "jeffreys"  # -(KL(q||c) + KL(c||q)), App. A.3.4 Eq. 19
+    w1 = "w1"  # -W1 approximation of Eq. 25 (not the exact W1; see w1_similarity)
+    w2 = "w2"  # -W2^2, exact for diagonal Gaussians (Eq. 26)
+    csd = "csd"  # -closed-form sampled distance of PCME++ (Eq. 27)
+    cauchy_schwarz = "cauchy_schwarz"  # -Cauchy-Schwarz divergence, exact closed form
+    probit = "probit"  # UEC s_hat (Eq. 6)
 
 
 def _sq_euclidean(mu_q: torch.Tensor, mu_c: torch.Tensor) -> torch.Tensor:
@@ -149,15 +149,15 @@ def pairwise_similarity(
         raise ValueError(f"query dim {q.dim} != candidate dim {c.dim}; both must share D")
     check_gaussian(q, "query")
     check_gaussian(c, "candidate")
-    if metric is Metric.PROBIT:
+    if metric is Metric.probit:
         return probit_similarity(q, c, beta=beta)
     table = {
-        Metric.COSINE: cosine_similarity,
-        Metric.KL: kl_similarity,
-        Metric.JEFFREYS: jeffreys_similarity,
-        Metric.W1: w1_similarity,
-        Metric.W2: w2_similarity,
-        Metric.CSD: csd_similarity,
-        Metric.CAUCHY_SCHWARZ: cauchy_schwarz_similarity,
+        Metric.cosine: cosine_similarity,
+        Metric.kl: kl_similarity,
+        Metric.jeffreys: jeffreys_similarity,
+        Metric.w1: w1_similarity,
+        Metric.w2: w2_similarity,
+        Metric.csd: csd_similarity,
+        Metric.cauchy_schwarz: cauchy_schwarz_similarity,
     }
     return table[metric](q, c)

@@ -37,6 +37,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F  # noqa: N812
 
+from ucse.config import parse_enum
 from ucse.core.gaussian import GaussianEmbeddings
 from ucse.uec.convolution import ConvolutionResult, TemperatureMode, WeightRule, convolve
 from ucse.uec.distances import Metric, pairwise_similarity
@@ -48,23 +49,23 @@ from ucse.uec.similarity import probit_score
 class Variant(str, Enum):
     """Ensemble variants and baselines (see the module table)."""
 
-    UEC = "uec"
-    UEC_NO_SIM = "uec_no_sim"
-    UEC_NO_WEIGHTS = "uec_no_weights"
-    UNIFORM = "uniform"
-    WEIGHTED = "weighted"
-    CONCAT = "concat"
-    WEIGHTED_CONCAT = "weighted_concat"
-    MEMBER = "member"
-    MEMBER_PROBIT = "member_probit"
-    BORDA = "borda"
-    RRF = "rrf"
+    uec = "uec"
+    uec_no_sim = "uec_no_sim"
+    uec_no_weights = "uec_no_weights"
+    uniform = "uniform"
+    weighted = "weighted"
+    concat = "concat"
+    weighted_concat = "weighted_concat"
+    member = "member"
+    member_probit = "member_probit"
+    borda = "borda"
+    rrf = "rrf"
 
 
-GAUSSIAN_VARIANTS = (Variant.UEC, Variant.UEC_NO_WEIGHTS, Variant.MEMBER_PROBIT)
-RANK_VARIANTS = (Variant.BORDA, Variant.RRF)
-CONCAT_VARIANTS = (Variant.CONCAT, Variant.WEIGHTED_CONCAT)
-WEIGHTED_VARIANTS = (Variant.WEIGHTED, Variant.WEIGHTED_CONCAT)
+GAUSSIAN_VARIANTS = (Variant.uec, Variant.uec_no_weights, Variant.member_probit)
+RANK_VARIANTS = (Variant.borda, Variant.rrf)
+CONCAT_VARIANTS = (Variant.concat, Variant.weighted_concat)
+WEIGHTED_VARIANTS = (Variant.weighted, Variant.weighted_concat)
 
 
 def concatenate(means: Sequence[torch.Tensor], weights: Sequence[float] | None = None) -> torch.Tensor:
@@ -78,15 +79,6 @@ def concatenate(means: Sequence[torch.Tensor], weights: Sequence[float] | None =
     if len(w) != len(means) or any(x < 0 for x in w) or abs(sum(w) - 1) > 1e-5:
         raise ValueError(f"concatenation weights must be {len(means)} values >= 0 summing to 1, got {w}")
     return torch.cat([math.sqrt(wk) * F.normalize(m.float(), dim=-1) for wk, m in zip(w, means)], dim=1)
-
-
-def parse_enum(cls: type[Enum], value: object, name: str) -> Enum:
-    """``cls(value)`` with an error that names the bad value and the valid options."""
-    try:
-        return cls(value)
-    except ValueError:
-        options = [m.value for m in cls]  # type: ignore[attr-defined]
-        raise ValueError(f"{name}={value!r} is not valid; choose one of {options}") from None
 
 
 def check_same_dim(members: Sequence[Member]) -> int:
@@ -148,10 +140,10 @@ class VariantScorer:
     variant: Variant
     dim: int
     n_members: int
-    rule: WeightRule = WeightRule.INVERSE_TRACE
+    rule: WeightRule = WeightRule.inverse_trace
     temperature: float = 1.0
-    temperature_mode: TemperatureMode = TemperatureMode.SHARPEN
-    metric: Metric = Metric.PROBIT
+    temperature_mode: TemperatureMode = TemperatureMode.sharpen
+    metric: Metric = Metric.probit
     beta: float = 1.0
     member: int | None = None
     weights: tuple[float, ...] | None = None
@@ -164,7 +156,7 @@ class VariantScorer:
         self.rule = parse_enum(WeightRule, self.rule, "rule")
         self.temperature_mode = parse_enum(TemperatureMode, self.temperature_mode, "temperature_mode")
         self.metric = parse_enum(Metric, self.metric, "similarity")
-        if self.variant in (Variant.MEMBER, Variant.MEMBER_PROBIT) and not (
+        if self.variant in (Variant.member, Variant.member_probit) and not (
             self.member is not None and 0 <= self.member < self.n_members
         ):
             raise ValueError(
@@ -195,11 +187,11 @@ class VariantScorer:
 
     def gaussian(self, members: Sequence[GaussianEmbeddings]) -> GaussianEmbeddings:
         """The normalised (N, D) Gaussian a Gaussian variant scores."""
-        if self.variant is Variant.UEC:
+        if self.variant is Variant.uec:
             fused = self.convolution(members).fused
-        elif self.variant is Variant.UEC_NO_WEIGHTS:
+        elif self.variant is Variant.uec_no_weights:
             fused = fixed_weight_convolution(members, [1.0 / len(members)] * len(members))
-        elif self.variant is Variant.MEMBER_PROBIT:
+        elif self.variant is Variant.member_probit:
             fused = members[self.member]
         else:
             raise ValueError(f"variant {self.variant.value} is deterministic; it has no Gaussian")
@@ -210,17 +202,17 @@ class VariantScorer:
         means = [m.mean for m in members]
         if self.variant in GAUSSIAN_VARIANTS:
             return self.gaussian(members).mean
-        if self.variant is Variant.UEC_NO_SIM:
+        if self.variant is Variant.uec_no_sim:
             out = self.convolution(members).fused.mean
-        elif self.variant is Variant.UNIFORM:
+        elif self.variant is Variant.uniform:
             out = uniform_ensemble(means)
-        elif self.variant is Variant.WEIGHTED:
+        elif self.variant is Variant.weighted:
             out = weighted_ensemble(means, self.weights)
-        elif self.variant is Variant.MEMBER:
+        elif self.variant is Variant.member:
             out = means[self.member]
-        elif self.variant is Variant.CONCAT:
+        elif self.variant is Variant.concat:
             return concatenate(means)
-        elif self.variant is Variant.WEIGHTED_CONCAT:
+        elif self.variant is Variant.weighted_concat:
             return concatenate(means, self.weights)
         else:
             raise ValueError(
@@ -270,7 +262,7 @@ class VariantScorer:
             )
         d = self.dim
         scores = [x[:, k * d : (k + 1) * d] @ y[:, k * d : (k + 1) * d].T for k in range(self.n_members)]
-        if self.variant is Variant.BORDA:
+        if self.variant is Variant.borda:
             return borda_count(scores)
         return reciprocal_rank_fusion(scores, k=self.rrf_k)
 
@@ -288,7 +280,7 @@ class VariantScorer:
         q, c = self._gauss(a, var_a), self._gauss(b, var_b)
         if q.n != c.n:
             raise ValueError(f"pairwise similarity needs equal row counts, got {q.n} and {c.n}")
-        if self.metric is Metric.PROBIT:
+        if self.metric is Metric.probit:
             mu_s = (q.mean * c.mean).sum(1)  # (N,)
             var_s = (q.mean**2 * c.var + q.var * (c.mean**2 + c.var)).sum(1)  # (N,) diagonal of Eq. 5
             return probit_score(mu_s, var_s, self.beta)
@@ -316,11 +308,11 @@ class UecEnsemble:
     def __init__(
         self,
         members: Sequence[Member],
-        rule: WeightRule | str = WeightRule.INVERSE_TRACE,
+        rule: WeightRule | str = WeightRule.inverse_trace,
         temperature: float = 1.0,
-        similarity: Metric | str = Metric.PROBIT,
+        similarity: Metric | str = Metric.probit,
         beta: float = 1.0,
-        temperature_mode: TemperatureMode | str = TemperatureMode.SHARPEN,
+        temperature_mode: TemperatureMode | str = TemperatureMode.sharpen,
     ) -> None:
         self.members = list(members)
         self.dim = check_same_dim(self.members)

@@ -213,7 +213,7 @@ def build_member(
             opts,
             pairs.fit,
             pairs.heldout if calibrate else None,
-            f"{member.fit.scale}-mahalanobis" if calibrate else None,
+            f"{ScaleFit(member.fit.scale).value}-mahalanobis" if calibrate else None,
         ]
     )
     folder = cache_root() / "uec" / "laplace" / f"{member.id}-{key}"
@@ -341,9 +341,9 @@ def build_members(
     if by_labels:
         if not all(isinstance(m, HeadMember) for m in built):
             raise ConfigError(
-                f"member_scales={ens_cfg.member_scales} on classification task {task.name} fits the scales "
-                "on the heads' validation labels, so every member must be a trained head (kind: head); use "
-                "member_scales=none for Laplace members"
+                f"member_scales={MemberScales(ens_cfg.member_scales).value} on classification task "
+                f"{task.name} fits the scales on the heads' validation labels, so every member must be a "
+                "trained head (kind: head); use member_scales=none for Laplace members"
             )
         gauss, probs, labels = head_outputs(members, built, root)
         args = (ens_cfg.rule, temperature, ens_cfg.temperature_mode)

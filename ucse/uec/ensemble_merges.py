@@ -76,4 +76,4 @@ def merge_members(merges: list[str], members: list[Any], task: Any, weight_step:
 
 def merge_scorer(member: MergedMember) -> VariantScorer:
     """Cosine scorer of a merged (one-member) model."""
-    return VariantScorer(Variant.MEMBER, dim=member.dim, n_members=1, member=0)
+    return VariantScorer(Variant.member, dim=member.dim, n_members=1, member=0)

@@ -27,7 +27,7 @@ from ucse.data.tasks import DataError, resolve_data_root
 from ucse.evaluation.config import EvalConfig
 from ucse.evaluation.plots import plot_weight_heatmap
 from ucse.uec.config import EnsembleConfig, load_ensemble_config
-from ucse.uec.convolution import paper_temperature
+from ucse.uec.convolution import TemperatureMode, paper_temperature
 from ucse.uec.digest import cache_root
 from ucse.uec.ensemble import (
     GAUSSIAN_VARIANTS,
@@ -69,7 +69,7 @@ def _with_beta(cfg: EnsembleConfig, ens: UecEnsemble, task: EnsembleTask, member
 
 def _pick_weights(cfg: EnsembleConfig, task: EnsembleTask, members: list, variant: Variant) -> tuple:
     means, score_fn = task.validation_means(members)
-    combine = weighted_ensemble if variant is Variant.WEIGHTED else concatenate
+    combine = weighted_ensemble if variant is Variant.weighted else concatenate
     grid = simplex_grid(len(members), cfg.weight_step, cfg.weight_min)
     scores = torch.tensor([float(score_fn(combine(means, w.tolist()))) for w in grid])
     best = grid[int(scores.argmax())]
@@ -80,13 +80,14 @@ def _pick_weights(cfg: EnsembleConfig, task: EnsembleTask, members: list, varian
 def _scorers(cfg: EnsembleConfig, ens: UecEnsemble, task: EnsembleTask, members: list[CachedMember]) -> dict:
     """Name -> (VariantScorer, note) for every variant that applies to this task."""
     out: dict[str, tuple[VariantScorer, str]] = {}
-    for name in cfg.variants:
-        variant = Variant(name)
+    for choice in cfg.variants:
+        variant = Variant(choice)
+        name = variant.value  # the row's name in reports (an f-string of the member would read Variant.x)
         if variant in RANK_VARIANTS and task.type is not TaskType.retrieval:
             continue  # rank fusion is retrieval-only
-        if variant in (Variant.MEMBER, Variant.MEMBER_PROBIT):
+        if variant in (Variant.member, Variant.member_probit):
             for k, m in enumerate(members):
-                if variant is Variant.MEMBER:
+                if variant is Variant.member:
                     out[f"{name}:{m.member_id}"] = (ens.scorer(variant, member=k), "")
                 else:
                     out[f"{name}:{m.member_id}"] = _with_beta(
@@ -264,8 +265,8 @@ def run_ensemble(cfg: EvalConfig) -> dict:
         "metrics": list(task.metrics),
         "ranked_by": task.ranked_by,
         "temperature": temperature,
-        "temperature_mode": ens_cfg.temperature_mode,
-        "config": OmegaConf.to_container(OmegaConf.structured(ens_cfg)),
+        "temperature_mode": TemperatureMode(ens_cfg.temperature_mode).value,
+        "config": OmegaConf.to_container(OmegaConf.structured(ens_cfg), enum_to_str=True),
         "members": member_info,
         "choice": choice,
         "results": results,

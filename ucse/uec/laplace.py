@@ -23,36 +23,29 @@ from enum import Enum
 
 import torch
 
+from ucse.config import parse_enum
 from ucse.uec.laplace_curvature import batch_curvature, batch_loss, normalised_moments, probit_val_loss
 
 
 class HessianType(str, Enum):
     """Curvature used for the posterior precision."""
 
-    GGN = "ggn"  # diagonal generalised Gauss-Newton J^T Lambda J, Lambda = softmax Hessian
-    EF = "ef"  # diagonal empirical Fisher: sum over queries of squared per-query gradients
+    ggn = "ggn"  # diagonal generalised Gauss-Newton J^T Lambda J, Lambda = softmax Hessian
+    ef = "ef"  # diagonal empirical Fisher: sum over queries of squared per-query gradients
 
 
 class PriorSelection(str, Enum):
     """How the isotropic prior precision delta is chosen on the grid."""
 
-    MARGLIK = "marglik"  # maximise the Laplace log marginal likelihood (MacKay evidence)
-    VAL_LOSS = "val_loss"  # minimise the probit-corrected in-batch InfoNCE loss on held-out pairs
+    marglik = "marglik"  # maximise the Laplace log marginal likelihood (MacKay evidence)
+    val_loss = "val_loss"  # minimise the probit-corrected in-batch InfoNCE loss on held-out pairs
 
 
 class PairSimilarity(str, Enum):
     """Similarity inside the InfoNCE logits."""
 
-    COSINE = "cosine"
-    DOT = "dot"
-
-
-def _enum(cls: type[Enum], value: object, name: str) -> Enum:
-    try:
-        return cls(value)
-    except ValueError:
-        options = [m.value for m in cls]  # type: ignore[attr-defined]
-        raise ValueError(f"{name}={value!r} is not valid; choose one of {options}") from None
+    cosine = "cosine"
+    dot = "dot"
 
 
 class DiagonalLaplace:
@@ -72,19 +65,19 @@ class DiagonalLaplace:
 
     def __init__(
         self,
-        hessian: HessianType | str = HessianType.GGN,
-        prior: PriorSelection | str = PriorSelection.MARGLIK,
+        hessian: HessianType | str = HessianType.ggn,
+        prior: PriorSelection | str = PriorSelection.marglik,
         temperature: float = 0.05,
-        similarity: PairSimilarity | str = PairSimilarity.COSINE,
+        similarity: PairSimilarity | str = PairSimilarity.cosine,
         prior_grid: torch.Tensor | None = None,
         batch_size: int = 32,
         refine_steps: int = 300,
         evidence_rounds: int = 10,
         dtype: torch.dtype = torch.float64,
     ) -> None:
-        self.hessian = _enum(HessianType, hessian, "hessian")
-        self.prior = _enum(PriorSelection, prior, "prior")
-        self.similarity = _enum(PairSimilarity, similarity, "similarity")
+        self.hessian = parse_enum(HessianType, hessian, "hessian")
+        self.prior = parse_enum(PriorSelection, prior, "prior")
+        self.similarity = parse_enum(PairSimilarity, similarity, "similarity")
         if not temperature > 0:
             raise ValueError(f"temperature must be > 0, got {temperature}")
         if batch_size < 2:
@@ -115,7 +108,7 @@ class DiagonalLaplace:
     @property
     def cosine(self) -> bool:
         """Whether the logits (and the scored embedding) are cosine / L2-normalised."""
-        return self.similarity is PairSimilarity.COSINE
+        return self.similarity is PairSimilarity.cosine
 
     # ------------------------------------------------------------------ likelihood
     def _batches(self, n: int) -> list[slice]:
@@ -188,7 +181,7 @@ class DiagonalLaplace:
                 self.bias,
                 self.cosine,
                 self.temperature,
-                self.hessian is HessianType.EF,
+                self.hessian is HessianType.ef,
                 self._same(groups, sl),
             )
             loss, h_w, h_b = loss + float(batch_nll), h_w + bw, h_b + bb
@@ -240,7 +233,7 @@ class DiagonalLaplace:
             groups = torch.as_tensor(groups).flatten()
             if groups.shape != (len(pa),):
                 raise ValueError(f"groups must be (N,) = ({len(pa)},), got {tuple(groups.shape)}")
-        if self.prior is PriorSelection.VAL_LOSS and (val_phi_a is None or val_phi_b is None):
+        if self.prior is PriorSelection.val_loss and (val_phi_a is None or val_phi_b is None):
             raise ValueError(
                 "prior='val_loss' needs val_phi_a and val_phi_b (held-out pairs); or use prior='marglik'"
             )
@@ -291,7 +284,7 @@ class DiagonalLaplace:
         }
 
     def _select_prior(self, pa, pb, val_phi_a, val_phi_b, feat: int) -> None:
-        if self.prior is PriorSelection.MARGLIK:
+        if self.prior is PriorSelection.marglik:
             self.grid_scores = torch.stack([self.log_marginal_likelihood(d) for d in self.prior_grid])
             self.prior_precision = float(self.prior_grid[int(self.grid_scores.argmax())])
             return

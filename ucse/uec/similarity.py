@@ -26,8 +26,8 @@ from ucse.core.gaussian import GaussianEmbeddings
 class TopkStrategy(str, Enum):
     """How :func:`topk` evaluates sigma_s^2 (both give the exact probit top-k)."""
 
-    DENSE = "dense"  # sigma_s^2 for every (query, doc) pair: one extra (Nq, 2D) x (2D, chunk) matmul
-    BOUNDED = "bounded"  # s_hat <= mu_s prunes docs; exact sigma_s^2 only for each query's top-2k by mu_s
+    dense = "dense"  # sigma_s^2 for every (query, doc) pair: one extra (Nq, 2D) x (2D, chunk) matmul
+    bounded = "bounded"  # s_hat <= mu_s prunes docs; exact sigma_s^2 only for each query's top-2k by mu_s
 
 
 def check_gaussian(g: GaussianEmbeddings, side: str) -> None:
@@ -161,7 +161,7 @@ def topk(
     k: int = 10,
     chunk: int = 16384,
     beta: float = 1.0,
-    strategy: TopkStrategy | str = TopkStrategy.BOUNDED,
+    strategy: TopkStrategy | str = TopkStrategy.bounded,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Exact top-k of the probit similarity, streaming the corpus in chunks.
 
@@ -195,7 +195,7 @@ def topk(
     for start in range(0, corpus.n, chunk):
         mu_c, var_c = corpus.mean[start : start + chunk], corpus.var[start : start + chunk]
         mu_s = query.mean @ mu_c.T  # (Nq, C)
-        if strategy is TopkStrategy.BOUNDED and mu_s.shape[1] > 2 * k:
+        if strategy is TopkStrategy.bounded and mu_s.shape[1] > 2 * k:
             best_s, best_i = _bounded_merge(best_s, best_i, mu_s, query, q_left, mu_c, var_c, start, k, beta)
         else:
             scores = _dense_scores(q_left, mu_s, mu_c, var_c, beta)

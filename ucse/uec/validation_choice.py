@@ -80,7 +80,7 @@ def uec_validation(
     scales = [1.0] * len(gaussians) if scales is None else list(scales)
     fixed = [FixedMember(g, f"m{k}", s) for k, (g, s) in enumerate(zip(gaussians, scales))]
     ens = UecEnsemble(fixed, cfg.rule, temperature, cfg.similarity, temperature_mode=cfg.temperature_mode)
-    scorer = ens.scorer(Variant.UEC)
+    scorer = ens.scorer(Variant.uec)
     best, best_beta = -math.inf, math.nan
     for beta in [cfg.beta] if cfg.beta is not None else cfg.beta_grid:
         scorer.beta = float(beta)
