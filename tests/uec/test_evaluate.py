@@ -16,12 +16,13 @@ from scipy.stats import spearmanr
 
 from ucse.config import ConfigError, Device
 from ucse.core.gaussian import GaussianEmbeddings
-from ucse.evaluation import mteb_eval  # the UEC glue: UecMtebEncoder, local_*_task, evaluate_task
+from ucse.evaluation import mteb_eval  # local_*_task, evaluate_task
 from ucse.evaluation.config import EvalConfig
 from ucse.uec.config import load_ensemble_config
 from ucse.uec.convolution import convolve
 from ucse.uec.ensemble import UecEnsemble
 from ucse.uec.evaluate import ndcg_at_10, run_ensemble
+from ucse.uec.mteb_encoder import UecMtebEncoder
 from ucse.uec.similarity import probit_similarity
 
 
@@ -52,7 +53,7 @@ def _loader(texts: list[str], batch: int = 3) -> list[dict]:
 def test_encoder_hooks_return_probit_matrix_and_classification_gets_means():
     members = [RandomMember("a", 6, 0.3), RandomMember("b", 6, 0.9)]
     ens = UecEnsemble(members, temperature=1.5, beta=0.1)
-    enc = mteb_eval.UecMtebEncoder(members, ens.scorer("uec"))
+    enc = UecMtebEncoder(members, ens.scorer("uec"))
     texts = [f"q{i}" for i in range(4)] + [f"d{i}" for i in range(7)]
     sts = SimpleNamespace(type="Retrieval")
     packed = enc.encode(_loader(texts), task_metadata=sts, hf_split="test", hf_subset="default")
@@ -82,7 +83,7 @@ def test_mteb_retrieval_ndcg_uses_probit_scores():
     queries = {f"q{i}": f"query {i}" for i in range(12)}
     qrels = {f"q{i}": {f"d{(3 * i) % 30}": 1, f"d{(3 * i + 1) % 30}": 2} for i in range(12)}
     task = mteb_eval.local_retrieval_task("SciFact", corpus, queries, qrels)
-    scores = mteb_eval.evaluate_task(mteb_eval.UecMtebEncoder(members, scorer), task, batch_size=8)
+    scores = mteb_eval.evaluate_task(UecMtebEncoder(members, scorer), task, batch_size=8)
     gauss = [m.encode(list(queries.values()) + [d["text"] for d in corpus.values()]) for m in members]
     packed = scorer.pack(gauss)
     var = scorer.gaussian(gauss).var
@@ -90,7 +91,7 @@ def test_mteb_retrieval_ndcg_uses_probit_scores():
     rel = [{int(d[1:]): r for d, r in qrels[q].items()} for q in queries]
     assert scores["ndcg_at_10"] == pytest.approx(ndcg_at_10(sim, rel), abs=1e-4)
     cosine = ens.scorer("uniform")
-    cos_scores = mteb_eval.evaluate_task(mteb_eval.UecMtebEncoder(members, cosine), task, batch_size=8)
+    cos_scores = mteb_eval.evaluate_task(UecMtebEncoder(members, cosine), task, batch_size=8)
     assert cos_scores["ndcg_at_10"] != pytest.approx(
         scores["ndcg_at_10"], abs=1e-6
     )  # the hook changes rankings

@@ -184,7 +184,8 @@ def write_weight_summary(ensemble_dir: Path, name: str | None = None) -> Path | 
 
 def run_ensemble(cfg: EvalConfig) -> dict:
     """Evaluate ensemble ``cfg.ensemble`` on ``cfg.task``; write ensemble.json, .md, weights.png to out."""
-    from ucse.evaluation import mteb_eval  # the only module importing mteb (slow import)
+    from ucse.evaluation import mteb_eval  # mteb's tasks (slow import)
+    from ucse.uec.mteb_encoder import UecMtebEncoder  # imports mteb too
 
     if not cfg.task:
         raise DataError("ensemble mode needs task=<name>, e.g. task=STSBenchmark or task=SciFact")
@@ -222,9 +223,7 @@ def run_ensemble(cfg: EvalConfig) -> dict:
     results = {}
     for name, (scorer, note) in scorers.items():
         t0 = time.perf_counter()
-        encoder = mteb_eval.UecMtebEncoder(
-            cached, scorer, name=f"ucse/{ens_cfg.name}-{name.replace(':', '-')}"
-        )
+        encoder = UecMtebEncoder(cached, scorer, name=f"ucse/{ens_cfg.name}-{name.replace(':', '-')}")
         scores = mteb_eval.evaluate_task(encoder, task.mteb_task, cfg.batch_size)
         results[name] = {
             "scores": {k: float(v) for k, v in scores.items() if isinstance(v, (int, float, np.floating))},
@@ -238,7 +237,7 @@ def run_ensemble(cfg: EvalConfig) -> dict:
     merges = ens_cfg.merges if task.type is not TaskType.retrieval or ens_cfg.merge_retrieval else []
     for name, (merged, note) in merge_members(merges, built, task, ens_cfg.merge_step).items():
         t0 = time.perf_counter()
-        encoder = mteb_eval.UecMtebEncoder([merged], merge_scorer(merged), name=f"ucse/{ens_cfg.name}-{name}")
+        encoder = UecMtebEncoder([merged], merge_scorer(merged), name=f"ucse/{ens_cfg.name}-{name}")
         scores = mteb_eval.evaluate_task(encoder, task.mteb_task, cfg.batch_size)
         results[name] = {
             "scores": {k: float(v) for k, v in scores.items() if isinstance(v, (int, float, np.floating))},
