@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What runs on a lent GPU machine (docs/RESULTS.md, section 4), from the repository root:
+# What runs on a lent GPU machine (docs/RESULTS.md, section 6), from the repository root:
 #   bash bench/gpu_session.sh minilm   # python train.py on CUDA, MiniLM-L6 on Banking77, seeds 0-2, + eval efficiency
 #   bash bench/gpu_session.sh qwen3    # bench/scale_gpu.py: Qwen3-Embedding-0.6B-shaped random backbone
 #   bash bench/gpu_session.sh finite   # the per-step finite-loss check's cost, cudnn.benchmark on the head

@@ -3,7 +3,7 @@
 The backbone sorts every text by token length before batching, so the whole corpus is tokenised up front.
 Kept as the tokenizer returns it (a Python list of Python ints per text and per output, plus the fast
 tokenizer's own objects) that cost 5.8 KB per Banking77 text: 570 MiB resident for 100k texts
-(docs/RESULTS.md section 2), more than the model. Here each output is one int32 array over all texts with
+(docs/RESULTS.md section 5), more than the model. Here each output is one int32 array over all texts with
 an offsets array, filled chunk by chunk, so only one chunk's tokenizer objects are alive at a time.
 """
 

@@ -126,7 +126,7 @@ class OodConfig:
     AUROC of the scores whose storage does not grow with C * H^2 over the six task x setting cases of
     bench/uncertainty.py (held-out classes, another task's texts): 0.900 against MSP's 0.873;
     ``class_mahalanobis`` ranked a little better (0.905) but saves C * H^2 numbers (docs/RESULTS.md
-    section 14)."""
+    section 4)."""
     tpr: float = 0.95
     """Share of in-scope texts the threshold keeps (``ood`` false): the threshold is the
     ceil((n + 1) * tpr)-th smallest score of n held-out in-scope texts, so on exchangeable in-scope data at

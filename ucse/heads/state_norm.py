@@ -4,7 +4,7 @@ Decoder LLM states are badly conditioned for a head trained by gradient steps: S
 states share a large common vector (norm 44 against 6.5 of variation between texts) and a few outlier
 dimensions hold 30 % of the variance. Adam's per-weight steps then mostly move the logits of every text
 together, and a linear probe or TextCNN stays at the majority class for a short run (docs/RESULTS.md,
-section 11), while scikit-learn's LBFGS logistic regression, run to convergence, is unaffected.
+section 7), while scikit-learn's LBFGS logistic regression, run to convergence, is unaffected.
 Subtracting the training split's per-dimension mean and dividing by its standard deviation fixes the
 conditioning. The statistics are buffers of the head, so the saved head applies them at inference too.
 """

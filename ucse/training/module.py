@@ -157,7 +157,7 @@ class UcseModule(L.LightningModule):
 
         Lightning 2.x has no built-in stop on a non-finite loss (``terminate_on_nan`` was removed), hence this
         check. Reading the flag is a device-to-host sync, which cost +5.5 % of the fit on an H100
-        (docs/RESULTS.md section 4), so on an accelerator the first bad step is recorded on the device,
+        (docs/RESULTS.md section 6), so on an accelerator the first bad step is recorded on the device,
         without a sync, and read every ``_finite_every()`` steps and at the end of each epoch: the error still
         names the exact step and its loss terms; training runs on at most that many steps before it stops.
         """

@@ -358,7 +358,7 @@ def _fit_lightning(
     saved_best = None if ckpt.best_model_score is None else float(ckpt.best_model_score)
     if keep.state is not None and saved_best in (None, keep.best):
         # The best epoch ran in this process: its weights and validation scores are in memory, so neither a
-        # checkpoint read nor a second validation pass is needed (docs/RESULTS.md section 2).
+        # checkpoint read nor a second validation pass is needed (docs/RESULTS.md section 5).
         module.head.load_state_dict(keep.state)
         val, reload = keep.metrics, None
     else:  # resumed, and the best epoch ran before the resume: its weights are only in its checkpoint

@@ -56,7 +56,7 @@ class LedoitWolfSums:
     The same estimator as scikit-learn's ``LedoitWolf(assume_centered=True)`` (its shrinkage formula, its
     ``pinvh`` precision), computed from sums that stream: ``S = X^T X`` and ``sum_i ||x_i||^4``. Written
     because scikit-learn needs the whole (N, D) float64 matrix and its square: 1.2 GB of peak memory for
-    the profile of a 100k-text run, where these sums need (D, D) (docs/RESULTS.md section 2). Tested equal
+    the profile of a 100k-text run, where these sums need (D, D) (docs/RESULTS.md section 5). Tested equal
     to scikit-learn's.
     """
 

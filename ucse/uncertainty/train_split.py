@@ -39,7 +39,7 @@ def stream_train_gaussians(
 
     ``mean`` (mu: the density scores) and ``pooled`` (the out-of-scope flag's features). Instead of keeping
     all the split's outputs (4.9 KB per text for a 384-d head, ~470 MiB at 100k texts; docs/RESULTS.md
-    section 2), the head runs over the cached states twice (class means, then the residuals' sums); a
+    section 5), the head runs over the cached states twice (class means, then the residuals' sums); a
     split of one block is run once and its outputs reused.
     """
     starts = range(0, len(train), TRAIN_BLOCK)
@@ -70,7 +70,7 @@ def fit_run_ood(
     The feature scores read the backbone's pooled unit vectors (``EncodedBatch.pooled``), not the head's mu:
     no head training has shaped them, so a head trained on every labelled row (``head=auto``'s refit)
     does not make its own rows look more in scope than new texts, and the cross-fitted threshold keeps
-    what it promises (bench/uncertainty.py; docs/RESULTS.md section 14).
+    what it promises (bench/uncertainty.py; docs/RESULTS.md section 4).
 
     Args:
         ocfg: score, tpr, k.
