@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from scipy.optimize import minimize_scalar
 from scipy.special import log_softmax
 from sklearn.model_selection import StratifiedKFold
 
@@ -29,6 +28,7 @@ from ucse.heads import build_head
 from ucse.heads.base import Head
 from ucse.heads.factory import HeadSpec
 from ucse.heads.outputs import Outputs, run_head
+from ucse.losses.temperature import fit_temperature
 from ucse.training.fit_head import fit_head
 from ucse.training.logreg import cv_folds, fit_probe, probe_features, probe_head
 
@@ -38,16 +38,6 @@ WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
 HOLDOUT_MIN = 200
 """A validation split of at least max(HOLDOUT_MIN, 5C) texts selects on its own; smaller ones pool with
 train into cross-validation (8 examples per class of 77 labels leave 0-1 validation texts per class)."""
-
-
-def fit_temperature(logits: np.ndarray, y: np.ndarray) -> float:
-    """The T > 0 minimising the NLL of softmax((N, C) logits / T) on (N,) labels (bounded 1-D search)."""
-    rows = np.arange(len(y))
-
-    def nll(log_t: float) -> float:
-        return float(-log_softmax(logits / math.exp(log_t), axis=1)[rows, y].mean())
-
-    return float(math.exp(minimize_scalar(nll, bounds=(-4.0, 4.0), method="bounded").x))
 
 
 def _probs(logits: np.ndarray, t: float) -> np.ndarray:
