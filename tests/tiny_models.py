@@ -61,8 +61,8 @@ def _word_level(specials: list[str]) -> Tokenizer:
     return tok
 
 
-def build_tiny_bert(out_dir: str | Path) -> Path:
-    """Save a random 2-layer, 32-d BERT (with pooler weights) and a [CLS] ... [SEP] tokenizer."""
+def build_tiny_bert(out_dir: str | Path, hidden: int = HIDDEN) -> Path:
+    """Save a random 2-layer BERT (32-d by default, with pooler weights) and a [CLS] ... [SEP] tokenizer."""
     out = Path(out_dir)
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     tok = _word_level(specials)
@@ -83,7 +83,7 @@ def build_tiny_bert(out_dir: str | Path) -> Path:
     )
     config = BertConfig(
         vocab_size=len(specials) + len(VOCAB_WORDS),
-        hidden_size=HIDDEN,
+        hidden_size=hidden,
         num_hidden_layers=2,
         num_attention_heads=2,
         intermediate_size=64,

@@ -141,3 +141,56 @@ def test_space_auto_and_validation_scales_end_to_end(tiny_bert_dir: Path, tmp_pa
         0
     ]
     assert report["results"]["uec"]["scores"]["spearman"] == pytest.approx(ref, abs=1e-6)
+
+
+@pytest.mark.slow
+def test_rows_that_need_no_common_space_score_members_in_their_own(
+    tiny_bert_dir: Path, tmp_path: Path
+) -> None:
+    from tiny_models import build_tiny_bert
+
+    from ucse.uec.ensemble_members import build_member, fit_pairs
+    from ucse.uec.ensemble_task import task_config
+
+    wide = build_tiny_bert(
+        tmp_path / "wide", hidden=48
+    )  # another width: aligned into the first by Procrustes
+    _write_sts(tmp_path / "data", n=80)
+    fit, fp32 = "fit: {threshold: 1.0, batch_size: 8}", "precision: fp32"
+    (tmp_path / "mixed.yaml").write_text(
+        "name: mixed\nbeta: 1.0\nvariants: [uec, member, concat]\nmembers:\n"
+        f"  - {{id: narrow, backbone: minilm-l6, overrides: {{model: '{tiny_bert_dir}', {fp32}}}, {fit}}}\n"
+        f"  - {{id: wide, backbone: minilm-l6, overrides: {{model: '{wide}', {fp32}}}, {fit}}}\n"
+    )
+    cfg = EvalConfig(
+        ensemble=str(tmp_path / "mixed.yaml"),
+        task="STSBenchmark",
+        data_root=str(tmp_path / "data"),
+        out=str(tmp_path / "out"),
+        accelerator=Device.cpu,
+        batch_size=16,
+    )
+    run_ensemble(cfg)
+    report = json.loads((tmp_path / "out" / "ensemble.json").read_text())
+    assert report["members"][1]["alignment"]["texts"] >= 32  # the wide member was aligned for the UEC row
+    task = task_config("STSBenchmark")
+    own = []
+    for m in load_ensemble_config(str(tmp_path / "mixed.yaml")).members:
+        own.append(
+            build_member(m, fit_pairs(m.fit, task, tmp_path / "data", task_config), torch.device("cpu"))[0]
+        )
+    assert own[1].dim == 48
+    test = [
+        json.loads(x) for x in (tmp_path / "data" / "STSBenchmark" / "test.jsonl").read_text().splitlines()
+    ]
+    s1, s2 = [r["sentence1"] for r in test], [r["sentence2"] for r in test]
+    gold = [r["score"] for r in test]
+    cos = []
+    for m in own:  # each member's cosine in its own space (the 48-d one not projected to 32)
+        a, b = m.encode(s1).mean, m.encode(s2).mean
+        cos.append(torch.nn.functional.cosine_similarity(a, b, dim=1))
+    rows = report["results"]
+    assert rows["member:wide"]["scores"]["spearman"] == pytest.approx(spearmanr(cos[1], gold)[0], abs=1e-3)
+    assert rows["concat"]["scores"]["spearman"] == pytest.approx(
+        spearmanr((cos[0] + cos[1]) / 2, gold)[0], abs=1e-3
+    )

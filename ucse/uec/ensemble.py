@@ -65,6 +65,8 @@ class Variant(str, Enum):
 GAUSSIAN_VARIANTS = (Variant.uec, Variant.uec_no_weights, Variant.member_probit)
 RANK_VARIANTS = (Variant.borda, Variant.rrf)
 CONCAT_VARIANTS = (Variant.concat, Variant.weighted_concat)
+OWN_SPACE_VARIANTS = (Variant.member, Variant.member_probit, *CONCAT_VARIANTS, *RANK_VARIANTS)
+"""Rows that score each member in its own space (no common space needed): fed the members before alignment."""
 WEIGHTED_VARIANTS = (Variant.weighted, Variant.weighted_concat)
 
 
@@ -131,7 +133,8 @@ class VariantScorer:
         beta: variance scale of the probit score.
         member: member index for ``member`` / ``member_probit``.
         weights: (K,) fixed weights for ``weighted`` / ``weighted_concat``.
-        member_dims: per-member widths (concatenations of members of different widths).
+        member_dims: per-member widths, for the rows that score members in their own spaces (one member,
+            concatenations, rank fusion) when the members' widths differ.
         rrf_k: RRF constant.
         expected_candidates: rank fusion ranks over the candidates of one similarity call; when set, a call
             with another number of candidates fails (mteb must hand over the whole corpus at once).
@@ -172,9 +175,12 @@ class VariantScorer:
     @property
     def width(self) -> int:
         """Columns of a packed array."""
-        if self.variant in CONCAT_VARIANTS:
-            return sum(self.member_dims) if self.member_dims else self.n_members * self.dim
-        return self.n_members * self.dim if self.variant in RANK_VARIANTS else self.dim
+        dims = self.member_dims or (self.dim,) * self.n_members
+        if self.variant in CONCAT_VARIANTS or self.variant in RANK_VARIANTS:
+            return sum(dims)
+        if self.variant in (Variant.member, Variant.member_probit):
+            return dims[self.member]
+        return self.dim
 
     @property
     def gaussian_variant(self) -> bool:
@@ -260,8 +266,9 @@ class VariantScorer:
                 f"{self.expected_candidates} "
                 f"candidates, got {y.shape[0]} (raise mteb's corpus_chunk_size above the corpus size)"
             )
-        d = self.dim
-        scores = [x[:, k * d : (k + 1) * d] @ y[:, k * d : (k + 1) * d].T for k in range(self.n_members)]
+        ends = torch.tensor(self.member_dims or (self.dim,) * self.n_members).cumsum(0).tolist()
+        starts = [0, *ends[:-1]]
+        scores = [x[:, a:b] @ y[:, a:b].T for a, b in zip(starts, ends)]  # each member's own cosine
         if self.variant is Variant.borda:
             return borda_count(scores)
         return reciprocal_rank_fusion(scores, k=self.rrf_k)

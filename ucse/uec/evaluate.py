@@ -31,6 +31,7 @@ from ucse.uec.convolution import TemperatureMode, paper_temperature
 from ucse.uec.digest import cache_root
 from ucse.uec.ensemble import (
     GAUSSIAN_VARIANTS,
+    OWN_SPACE_VARIANTS,
     RANK_VARIANTS,
     WEIGHTED_VARIANTS,
     UecEnsemble,
@@ -77,33 +78,47 @@ def _pick_weights(cfg: EnsembleConfig, task: EnsembleTask, members: list, varian
     return tuple(float(w) for w in best), note
 
 
-def _scorers(cfg: EnsembleConfig, ens: UecEnsemble, task: EnsembleTask, members: list[CachedMember]) -> dict:
-    """Name -> (VariantScorer, note) for every variant that applies to this task."""
-    out: dict[str, tuple[VariantScorer, str]] = {}
+def _scorers(
+    cfg: EnsembleConfig,
+    ens: UecEnsemble,
+    task: EnsembleTask,
+    members: list[CachedMember],
+    own: list[CachedMember],
+) -> dict:
+    """Name -> (VariantScorer, note, the members it reads) for every variant that applies to this task.
+
+    Rows that fuse in one space (UEC, its ablations, averaging) read the aligned ``members``; rows that score
+    each member in its own space (a member alone, concatenations, rank fusion) read ``own``, the members
+    before alignment: a projection into another member's space would only lose what they know.
+    """
+    out: dict[str, tuple[VariantScorer, str, list[CachedMember]]] = {}
+    dims = tuple(m.dim for m in own)
     for choice in cfg.variants:
         variant = Variant(choice)
         name = variant.value  # the row's name in reports (an f-string of the member would read Variant.x)
+        rows = own if variant in OWN_SPACE_VARIANTS else members
+        kw = {"member_dims": dims} if variant in OWN_SPACE_VARIANTS else {}
         if variant in RANK_VARIANTS and task.type is not TaskType.retrieval:
             continue  # rank fusion is retrieval-only
         if variant in (Variant.member, Variant.member_probit):
-            for k, m in enumerate(members):
+            for k, m in enumerate(rows):
                 if variant is Variant.member:
-                    out[f"{name}:{m.member_id}"] = (ens.scorer(variant, member=k), "")
+                    out[f"{name}:{m.member_id}"] = (ens.scorer(variant, member=k, **kw), "", rows)
                 else:
-                    out[f"{name}:{m.member_id}"] = _with_beta(
-                        cfg, ens, task, members, variant=variant, member=k
-                    )
+                    scorer, note = _with_beta(cfg, ens, task, rows, variant=variant, member=k, **kw)
+                    out[f"{name}:{m.member_id}"] = (scorer, note, rows)
         elif variant in WEIGHTED_VARIANTS:
             if len(members) < 2 or not task.has_validation:
                 continue  # one member, or no validation split to pick the weights on
-            weights, note = _pick_weights(cfg, task, members, variant)
-            out[name] = (ens.scorer(variant, weights=weights), note)
+            weights, note = _pick_weights(cfg, task, rows, variant)
+            out[name] = (ens.scorer(variant, weights=weights, **kw), note, rows)
         elif variant in RANK_VARIANTS:
-            out[name] = (ens.scorer(variant, rrf_k=cfg.rrf_k, expected_candidates=len(task.docs)), "")
+            n_docs = len(task.docs)
+            out[name] = (ens.scorer(variant, rrf_k=cfg.rrf_k, expected_candidates=n_docs, **kw), "", rows)
         elif variant in GAUSSIAN_VARIANTS:
-            out[name] = _with_beta(cfg, ens, task, members, variant=variant)
+            out[name] = (*_with_beta(cfg, ens, task, rows, variant=variant, **kw), rows)
         else:
-            out[name] = (ens.scorer(variant), "")
+            out[name] = (ens.scorer(variant, **kw), "", rows)
     return out
 
 
@@ -205,6 +220,11 @@ def run_ensemble(cfg: EvalConfig) -> dict:
     )
     timings["members_s"] = time.perf_counter() - start
     cached = [CachedMember(m, cache_root() / "uec" / "embeddings") for m in members]
+    # The members in their own spaces (before alignment), for the rows that need no common space.
+    own = [
+        c if m is b else CachedMember(b, cache_root() / "uec" / "embeddings")
+        for c, m, b in zip(cached, members, built)
+    ]
     ens = UecEnsemble(
         cached,
         ens_cfg.rule,
@@ -214,16 +234,16 @@ def run_ensemble(cfg: EvalConfig) -> dict:
         temperature_mode=ens_cfg.temperature_mode,
     )
     start = time.perf_counter()
-    for m in cached:
+    for m in dict.fromkeys(cached + own):
         m.precompute(task.texts)
     timings["encode_s"] = time.perf_counter() - start
     start = time.perf_counter()
-    scorers = _scorers(ens_cfg, ens, task, cached)
+    scorers = _scorers(ens_cfg, ens, task, cached, own)
     timings["weight_selection_s"] = time.perf_counter() - start
     results = {}
-    for name, (scorer, note) in scorers.items():
+    for name, (scorer, note, rows) in scorers.items():
         t0 = time.perf_counter()
-        encoder = UecMtebEncoder(cached, scorer, name=f"ucse/{ens_cfg.name}-{name.replace(':', '-')}")
+        encoder = UecMtebEncoder(rows, scorer, name=f"ucse/{ens_cfg.name}-{name.replace(':', '-')}")
         scores = mteb_eval.evaluate_task(encoder, task.mteb_task, cfg.batch_size)
         results[name] = {
             "scores": {k: float(v) for k, v in scores.items() if isinstance(v, (int, float, np.floating))},
@@ -255,7 +275,7 @@ def run_ensemble(cfg: EvalConfig) -> dict:
         info.update(fit_info[m.member_id])
         info.update({"alignment": align_info[m.member_id]} if m.member_id in align_info else {})
         member_info.append(info)
-    signal = weight_signal(task, ens)
+    signal = weight_signal(task, ens, own)
     timings["total_s"] = sum(timings.values()) + sum(r["seconds"] for r in results.values())
     report = {
         "ensemble": ens_cfg.name,

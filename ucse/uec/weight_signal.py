@@ -89,16 +89,17 @@ def weight_texts(task: Any) -> list[str]:
     return task.test_a + task.test_b if task.type is TaskType.sts else task.docs + task.test_q
 
 
-def weight_signal(task: Any, ensemble: Any) -> dict | None:
+def weight_signal(task: Any, ensemble: Any, own: list | None = None) -> dict | None:
     """Per-input correlation and better-member share of ``ensemble``'s UEC weights on ``task``'s test split.
 
-    None for classification (its per-input quality needs the heads' own predictions:
+    Each member's quality is that of its own embedding (``own``: the members before alignment; default the
+    ensemble's members). None for classification (its per-input quality needs the heads' own predictions:
     ``bench/uec_head_predictions.py``).
     """
     if task.type not in (TaskType.sts, TaskType.retrieval):
         return None
     texts = weight_texts(task)
-    gaussians = ensemble.member_gaussians(texts)
+    gaussians = [m.encode(texts) for m in own] if own is not None else ensemble.member_gaussians(texts)
     weights = ensemble.encode(texts).weights.double().numpy()  # (M, K)
     quality = member_quality(task, gaussians)  # (N, K)
     if task.type is TaskType.sts:
