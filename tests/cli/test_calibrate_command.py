@@ -98,7 +98,6 @@ def test_an_error_target_replaces_the_coverage_rule(tickets):
     ("args", "needle"),
     [
         (["uncertainty.abstain.coverage=0.5"], "calibrate needs run="),
-        (["run={run}"], "at least one uncertainty."),
         (["run={run}", "optim.lr=0.1"], "only uncertainty.<field>"),
         (["run={run}", "uncertainty.enabled=false"], "always fits a profile"),
         (["run={run}", "uncertainty.abstain.coverag=0.5"], "coverag"),
@@ -131,3 +130,14 @@ def test_a_run_trained_in_memory_is_refused_clearly(tiny_bert_dir, tmp_path, cap
     )
     assert main(["calibrate", f"run={clf.run_dir_}", "uncertainty.abstain.coverage=0.5"]) == 2
     assert "in memory" in capsys.readouterr().err
+
+
+def test_no_field_refits_the_runs_own_settings_where_the_profile_is_missing(tickets, capsys):
+    _, run = tickets
+    before = _profile(run)
+    for name in ("calibration.json", "calibration.safetensors"):  # as after a crash between head and profile
+        (run / "head" / name).unlink()
+    assert main(["calibrate", f"run={run}"]) == 0
+    assert "abstention: no abstention -> " in capsys.readouterr().out
+    after = _profile(run)
+    assert after["abstain"]["rule"] == before["abstain"]["rule"] and after["score"] == before["score"]

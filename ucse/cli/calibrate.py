@@ -4,6 +4,7 @@ Usage:
     ucse calibrate run=runs/reviews uncertainty.abstain.target_error=0.1
     ucse calibrate run=runs/reviews uncertainty.abstain.coverage=0.9 uncertainty.conformal.alpha=0.05
     ucse calibrate run=runs/reviews uncertainty.calibration.method=vector data_root=/data/moved
+    ucse calibrate run=runs/reviews            # the run's own settings (e.g. its profile was never written)
 
 The head's outputs come from the hidden states the run cached, so this takes seconds; the calibration,
 default score, abstention threshold and conformal quantile are refitted on the validation split (the
@@ -72,11 +73,7 @@ def main(argv: list[str]) -> int:
                 rest.append(tok)
         if "run" not in own:
             raise ConfigError("calibrate needs run=<run folder> (written by ucse train).")
-        if not rest:
-            raise ConfigError(
-                "calibrate needs at least one uncertainty.<field>=<value> "
-                "(e.g. uncertainty.abstain.target_error=0.1); see `ucse calibrate --help`."
-            )
+        # No field: refit with the run's own settings (a profile lost to a crash, or data that moved).
         trust = own.get("trust_remote_code", "false").lower()
         if trust not in ("true", "false"):
             raise ConfigError(f"trust_remote_code={own['trust_remote_code']}: give true or false.")
