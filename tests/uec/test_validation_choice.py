@@ -70,6 +70,20 @@ def test_equal_members_keep_scales_at_one():
     assert record["validation_after"] == record["validation_before"]
 
 
+def _run_sts(tmp_path: Path, config: str) -> dict:
+    """Run the ensemble ``tmp_path/config`` on the tiny STS data in ``tmp_path/data``; its report."""
+    cfg = EvalConfig(
+        ensemble=str(tmp_path / config),
+        task="STSBenchmark",
+        data_root=str(tmp_path / "data"),
+        out=str(tmp_path / "out"),
+        accelerator=Device.cpu,
+        batch_size=16,
+    )
+    run_ensemble(cfg)
+    return json.loads((tmp_path / "out" / "ensemble.json").read_text())
+
+
 @pytest.mark.slow
 def test_space_auto_and_validation_scales_end_to_end(tiny_bert_dir: Path, tmp_path: Path) -> None:
     _write_sts(tmp_path / "data")
@@ -81,16 +95,7 @@ def test_space_auto_and_validation_scales_end_to_end(tiny_bert_dir: Path, tmp_pa
         f"  - {{id: mean, backbone: minilm-l6, overrides: {common}}}, fit: {fit}}}\n"
         f"  - {{id: cls, backbone: minilm-l6, overrides: {common}, pooling: cls}}, fit: {fit}}}\n"
     )
-    cfg = EvalConfig(
-        ensemble=str(tmp_path / "tiny.yaml"),
-        task="STSBenchmark",
-        data_root=str(tmp_path / "data"),
-        out=str(tmp_path / "out"),
-        accelerator=Device.cpu,
-        batch_size=16,
-    )
-    run_ensemble(cfg)
-    report = json.loads((tmp_path / "out" / "ensemble.json").read_text())
+    report = _run_sts(tmp_path, "tiny.yaml")
     choice = report["choice"]
     by_space = choice["space_validation"]
     assert set(by_space) == {"scored", "raw"}
@@ -162,16 +167,7 @@ def test_rows_that_need_no_common_space_score_members_in_their_own(
         f"  - {{id: narrow, backbone: minilm-l6, overrides: {{model: '{tiny_bert_dir}', {fp32}}}, {fit}}}\n"
         f"  - {{id: wide, backbone: minilm-l6, overrides: {{model: '{wide}', {fp32}}}, {fit}}}\n"
     )
-    cfg = EvalConfig(
-        ensemble=str(tmp_path / "mixed.yaml"),
-        task="STSBenchmark",
-        data_root=str(tmp_path / "data"),
-        out=str(tmp_path / "out"),
-        accelerator=Device.cpu,
-        batch_size=16,
-    )
-    run_ensemble(cfg)
-    report = json.loads((tmp_path / "out" / "ensemble.json").read_text())
+    report = _run_sts(tmp_path, "mixed.yaml")
     assert report["members"][1]["alignment"]["texts"] >= 32  # the wide member was aligned for the UEC row
     task = task_config("STSBenchmark")
     own = []

@@ -169,6 +169,19 @@ def _cached_scale(path: Path) -> dict | None:
     return record if isinstance(record, dict) and 0 < scale < float("inf") else None
 
 
+def _fitted_scale(obj: Any, member: MemberConfig, pairs: FitPairs, tag: str = "") -> dict:
+    """``obj``'s variance-scale record on the held-out pairs, from the scale cache or fitted (and cached)."""
+    method = ScaleFit(member.fit.scale)
+    negatives = pairs.negatives() if method is ScaleFit.contrastive else None
+    key = stable_digest([obj.cache_key(), pairs.heldout, method.value, "mahalanobis", negatives])
+    path = cache_root() / "uec" / "scales" / f"{member.id}{tag}-{key}.json"
+    record = _cached_scale(path)
+    if record is None:
+        record = _scale(obj, pairs, method)[1]
+        write_json(path, record)
+    return record
+
+
 def build_member(
     member: MemberConfig,
     pairs: FitPairs,
@@ -191,15 +204,7 @@ def build_member(
         if task is not None and head.use_run_states(task, data_root):
             info["states"] = "run cache"
         if calibrate:
-            method = ScaleFit(member.fit.scale)
-            negatives = pairs.negatives() if method is ScaleFit.contrastive else None
-            key = stable_digest([head.cache_key(), pairs.heldout, method.value, "mahalanobis", negatives])
-            path = cache_root() / "uec" / "scales" / f"{member.id}-{key}.json"
-            record = _cached_scale(path)
-            if record is None:
-                record = _scale(head, pairs, method)[1]
-                write_json(path, {**info, **record})
-            info.update(record)
+            info.update(_fitted_scale(head, member, pairs))
             head.variance_scale = float(info["variance_scale"])
         return head, info
     backbone = FrozenBackbone(backbone_config(member), device)
@@ -253,14 +258,7 @@ def _in_space(
     fitted.space, fitted.variance_scale = space.value, 1.0
     info = {**info, "space": space.value}
     if calibrate:
-        method = ScaleFit(member.fit.scale)
-        negatives = pairs.negatives() if method is ScaleFit.contrastive else None
-        key = stable_digest([fitted.cache_key(), pairs.heldout, method.value, "mahalanobis", negatives])
-        path = cache_root() / "uec" / "scales" / f"{member.id}-{space.value}-{key}.json"
-        record = _cached_scale(path)
-        if record is None:
-            record = _scale(fitted, pairs, method)[1]
-            write_json(path, record)
+        record = _fitted_scale(fitted, member, pairs, f"-{space.value}")
         fitted.variance_scale = float(record["variance_scale"])
         info.update(record)
     return fitted, info
