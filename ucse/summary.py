@@ -11,6 +11,21 @@ from pathlib import Path
 from typing import Any
 
 
+def describe_flag(ood: Any) -> str:
+    """How the out-of-scope threshold was set, in one phrase (for the summary and ``ucse calibrate``)."""
+    info = ood.info
+    if info.get("threshold_from") == "examples":
+        return (
+            f"{ood.score.value}, threshold set by {info['n_examples']} out-of-scope examples: keeps "
+            f"{pct(info['inscope_kept'])} of the held-out in-scope texts, flags "
+            f"{pct(info['examples_flagged'])} of the examples"
+        )
+    text = f"{ood.score.value}, keeps {pct(ood.tpr)} of in-scope texts"
+    if "examples_flagged" in info:
+        text += f", flags {pct(info['examples_flagged'])} of your out-of-scope examples"
+    return text
+
+
 def pct(x: float | None) -> str:
     """``0.1234`` -> ``12.34 %`` (``n/a`` for ``None``)."""
     return "n/a" if x is None else f"{100 * x:.2f} %"
@@ -78,10 +93,8 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
             )
         if profile.ood is not None:
             o = profile.ood
-            lines.append(
-                f"  out-of-scope flag: {o.score.value}, keeps {pct(o.tpr)} of in-scope texts "
-                f"(threshold set on {o.info.get('n_heldout')} {o.info.get('heldout')} texts)"
-            )
+            held = f"{o.info.get('n_heldout')} {o.info.get('heldout')} texts"
+            lines.append(f"  out-of-scope flag: {describe_flag(o)} (held out: {held})")
     extra = ", ".join(
         n for n in ("config.yaml", "heldout.safetensors", "logs/") if (run_dir / n.rstrip("/")).exists()
     )

@@ -128,6 +128,11 @@ def test_out_of_scope_examples_set_the_threshold(tmp_path, tiny_bert_dir):
         "uncertainty.ood.threshold=tpr",
     )
     assert "threshold_from" not in kept.ood.info and 0 <= kept.ood.info["examples_flagged"] <= 1
+    # The summary says how the threshold was set (not the keep rate the examples replaced).
+    from ucse.summary import describe_flag
+
+    assert f"threshold set by {len(oos)} out-of-scope examples" in describe_flag(tuned.ood)
+    assert "flags" in describe_flag(kept.ood) and "keeps 95.00 % of in-scope texts" in describe_flag(kept.ood)
 
 
 def test_a_missing_examples_file_fails_before_training(tmp_path):

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from ucse.cli import run_cli
 from ucse.cli.help import format_fields, show, wants_help
 from ucse.config import ConfigError
+from ucse.summary import describe_flag
 
 if TYPE_CHECKING:
     from ucse.uncertainty.profile import UncertaintyProfile
@@ -54,7 +55,7 @@ def _flag(profile: UncertaintyProfile) -> str:
     o = profile.ood
     if o is None:
         return "none"
-    return f"{o.score.value}, keeps {100 * o.tpr:g} % of in-scope texts: threshold {o.threshold:.4g}"
+    return f"{describe_flag(o)}: threshold {o.threshold:.4g}"
 
 
 def main(argv: list[str]) -> int:
