@@ -178,6 +178,7 @@ def test_old_spellings_still_work_with_a_warning(tmp_path: Path, caplog):
     with caplog.at_level("WARNING", logger="ucse.config.build"):
         assert build_config(["head.uncertainty=false"]).head.gaussian is False
         assert build_config(["task.label_column=intent"]).data.label_column == "intent"
+        assert build_config(["task.test_fraction=0.3"]).task.carved_test_fraction == 0.3
     assert "'head.uncertainty=' is now 'head.gaussian='" in caplog.text
     assert "'task.label_column=' is now 'data.label_column='" in caplog.text
 

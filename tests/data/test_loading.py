@@ -104,7 +104,7 @@ def test_column_renames(tmp_path):
 def test_test_fraction_carves_test_from_single_split(tmp_path):
     rows = toy_rows("all")
     root = make_task(tmp_path, {"train": rows})
-    task = toy_task(test_split="train", test_fraction=0.2)
+    task = toy_task(test_split="train", carved_test_fraction=0.2)
     td = load_classification(task, toy_data(root, val_fraction=0.25), seed=3)
     n = len(rows)
     test = set(td.splits["test"]["text"])

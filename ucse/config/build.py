@@ -27,6 +27,7 @@ RENAMED_KEYS: dict[str, str] = {
     "head.uncertainty": "head.gaussian",
     "task.text_column": "data.text_column",
     "task.label_column": "data.label_column",
+    "task.test_fraction": "task.carved_test_fraction",
 }
 """Old spelling (dotted path) -> today's name. The old one is still read for a version: from the command line
 with a warning naming the new key, from a run's ``config.yaml`` written by an older ucse silently."""

@@ -119,8 +119,8 @@ def validate_config(cfg: TrainConfig) -> None:
             f"data.ood_path={d.ood_path}: no such file; give a .txt (one out-of-scope example per line) or a "
             "table file with a text column."
         )
-    tf = cfg.task.test_fraction
-    _check(tf is None or 0 < tf < 1, "task.test_fraction", tf, "0 < test_fraction < 1 or null")
+    tf = cfg.task.carved_test_fraction
+    _check(tf is None or 0 < tf < 1, "task.carved_test_fraction", tf, "0 < carved_test_fraction < 1 or null")
     _check(cfg.num_workers >= 0, "num_workers", cfg.num_workers, "an integer >= 0")
     _check(cfg.log_every_n_steps >= 1, "log_every_n_steps", cfg.log_every_n_steps, "an integer >= 1")
     _check(cfg.seed >= 0, "seed", cfg.seed, "an integer >= 0")

@@ -140,9 +140,10 @@ class TaskConfig:
     """Name of the task's own validation split; ``None`` carves a stratified slice of train."""
     test_split: str = "test"
     """Split reported as the test score."""
-    test_fraction: float | None = None
-    """When set, carve a stratified, seeded test slice of this size from ``test_split`` (for tasks whose
-    hub copy has a single split, e.g. FinancialPhrasebank); the rest is the training pool."""
+    carved_test_fraction: float | None = None
+    """Part of the task's definition: carve a stratified, seeded test slice of this size from ``test_split``
+    (for tasks whose hub copy has a single split, e.g. FinancialPhrasebank); the rest is the training pool.
+    (Your own data's missing test split is ``data.test_fraction``; this was ``task.test_fraction``.)"""
     instruction: str = ""
     """Task instruction inserted into instruction-style prompts (``{instruction}``)."""
 

@@ -197,8 +197,8 @@ def load_classification(task: TaskConfig, data: DataConfig, seed: int) -> TaskDa
         raise DataError(f"Task '{task.name}' is a {task.type.value} task; use ucse.data.pairs for it.")
     if data.path is not None:
         return load_task_data(data.path, task, data, seed)
-    # With test_fraction, test_split is a single pool that provides both train and test.
-    pool = task.test_split if task.test_fraction is not None else "train"
+    # With carved_test_fraction, test_split is a single pool that provides both train and test.
+    pool = task.test_split if task.carved_test_fraction is not None else "train"
     names = list(
         dict.fromkeys([pool, task.test_split] + ([task.validation_split] if task.validation_split else []))
     )
@@ -215,8 +215,10 @@ def load_classification(task: TaskConfig, data: DataConfig, seed: int) -> TaskDa
         if name != pool:
             enc[name], dropped[name], _ = _encode(raw[name], name, where[name], space, data.drop_bad_rows)
 
-    if task.test_fraction is not None:
-        parts = stratified_split(enc[pool], check_fraction(task.test_fraction, "task.test_fraction"), seed)
+    if task.carved_test_fraction is not None:
+        parts = stratified_split(
+            enc[pool], check_fraction(task.carved_test_fraction, "task.carved_test_fraction"), seed
+        )
         train, test = parts["train"], parts["test"]
     else:
         train, test = enc["train"], enc[task.test_split]

@@ -78,7 +78,7 @@ class TaskData:
         label_names: class names; ``label_names[i]`` is the name of label id ``i``.
         source: the task folder, or ``<hub id>@<revision>`` when loaded from the hub.
         dropped: rows dropped by ``data.drop_bad_rows`` for ``train``/``validation``/``test`` (a pool
-            carved into train and test by ``task.test_fraction`` reports under ``train``).
+            carved into train and test by ``task.carved_test_fraction`` reports under ``train``).
         ood: test rows of the labels held out by ``data.exclude_labels`` (``text`` + ``label_text``, the
             original label name): out-of-distribution inputs, in no split and no class; ``None`` when no
             label is held out.
