@@ -77,9 +77,11 @@ def test_help_and_argument_errors_answer_before_the_heavy_imports(case, tmp_path
 def test_import_ucse_and_the_classifier_class_leave_out_the_training_stack(tmp_path):
     report = run_child("    import ucse", ("torch", *TRAINING_STACK), tmp_path)
     assert report["loaded"] == []  # `import ucse` alone imports no torch
-    report = run_child("    import ucse\n    ucse.UcseClassifier", ("torch", *TRAINING_STACK), tmp_path)
+    report = run_child(
+        "    import ucse\n    ucse.UcseClassifier", ("torch", "transformers", *TRAINING_STACK), tmp_path
+    )
     # The classifier needs torch (which also shows that the report sees imports), not Lightning, datasets
-    # or mteb.
+    # or mteb, and not transformers until a model is loaded.
     assert report["loaded"] == ["torch"]
 
 

@@ -17,13 +17,16 @@ import os
 import shutil
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
-from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from ucse import atomic
 from ucse.backbone.cache_folder import cache_root
 from ucse.config import BackboneConfig
+
+if TYPE_CHECKING:  # imported where a copy is loaded (see ucse/backbone/loading.py)
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +47,8 @@ def load_dequantised(
     if folder is None or not (folder / "complete").is_file():
         return None
     try:
+        from transformers import AutoModel, AutoTokenizer
+
         model = AutoModel.from_pretrained(folder, dtype=torch.float32)
         tokenizer = AutoTokenizer.from_pretrained(folder)
     except (OSError, ValueError) as err:
