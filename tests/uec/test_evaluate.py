@@ -121,6 +121,20 @@ def _write_sts(root: Path, n: int = 40) -> None:
                 )
 
 
+def _run_sts(tmp_path: Path, config: str) -> dict:
+    """Run the ensemble ``tmp_path/config`` on the tiny STS data in ``tmp_path/data``; its report."""
+    cfg = EvalConfig(
+        ensemble=str(tmp_path / config),
+        task="STSBenchmark",
+        data_root=str(tmp_path / "data"),
+        out=str(tmp_path / "out"),
+        accelerator=Device.cpu,
+        batch_size=16,
+    )
+    run_ensemble(cfg)
+    return json.loads((tmp_path / "out" / "ensemble.json").read_text())
+
+
 def test_run_ensemble_end_to_end_on_tiny_sts(tiny_bert_dir, tmp_path):
     _write_sts(tmp_path / "data")
     common = f"{{model: '{tiny_bert_dir}', max_length: 64, precision: fp32, batch_size: 16"
@@ -130,16 +144,7 @@ def test_run_ensemble_end_to_end_on_tiny_sts(tiny_bert_dir, tmp_path):
         f"  - {{id: mean, backbone: minilm-l6, overrides: {common}}}, fit: {fit}}}\n"
         f"  - {{id: cls, backbone: minilm-l6, overrides: {common}, pooling: cls}}, fit: {fit}}}\n"
     )
-    cfg = EvalConfig(
-        ensemble=str(tmp_path / "tiny.yaml"),
-        task="STSBenchmark",
-        data_root=str(tmp_path / "data"),
-        out=str(tmp_path / "out"),
-        accelerator=Device.cpu,
-        batch_size=16,
-    )
-    run_ensemble(cfg)
-    report = json.loads((tmp_path / "out" / "ensemble.json").read_text())
+    report = _run_sts(tmp_path, "tiny.yaml")
     assert (tmp_path / "out" / "ensemble.md").is_file() and (tmp_path / "out" / "weights.png").is_file()
     rows = report["results"]
     expected_rows = {

@@ -10,16 +10,14 @@ import pytest
 import torch
 from scipy.stats import spearmanr
 
-from ucse.config import Device, TaskType
+from ucse.config import TaskType
 from ucse.core.gaussian import GaussianEmbeddings
-from ucse.evaluation.config import EvalConfig
 from ucse.uec.config import EnsembleConfig, load_ensemble_config
 from ucse.uec.convolution import convolve
 from ucse.uec.ensemble_task import EnsembleTask
-from ucse.uec.evaluate import run_ensemble
 from ucse.uec.validation_choice import FixedMember, fit_validation_scales, uec_validation
 
-from .test_evaluate import _write_sts
+from .test_evaluate import _run_sts, _write_sts
 
 
 def _sts_task(n: int = 120, seed: int = 0) -> tuple[EnsembleTask, torch.Tensor, list[float]]:
@@ -68,20 +66,6 @@ def test_equal_members_keep_scales_at_one():
     scales, record = fit_validation_scales(gauss, task, EnsembleConfig(beta_grid=[1.0]), temperature=1.8)
     assert scales == [1.0, 1.0]  # every scale gives the same fuse: the tie goes to all-ones
     assert record["validation_after"] == record["validation_before"]
-
-
-def _run_sts(tmp_path: Path, config: str) -> dict:
-    """Run the ensemble ``tmp_path/config`` on the tiny STS data in ``tmp_path/data``; its report."""
-    cfg = EvalConfig(
-        ensemble=str(tmp_path / config),
-        task="STSBenchmark",
-        data_root=str(tmp_path / "data"),
-        out=str(tmp_path / "out"),
-        accelerator=Device.cpu,
-        batch_size=16,
-    )
-    run_ensemble(cfg)
-    return json.loads((tmp_path / "out" / "ensemble.json").read_text())
 
 
 @pytest.mark.slow
