@@ -19,15 +19,12 @@ import argparse
 import json
 from pathlib import Path
 
-RANK_METRIC = {"spearman": "spearman", "nDCG": "ndcg_at_10", "accuracy": "accuracy"}
 MEMBER_PREFIXES = ("member:", "member_probit:")
 
 
 def _metric(report: dict) -> str:
-    ranked = report["ranked_by"]
-    return next(
-        (m for key, m in RANK_METRIC.items() if ranked.startswith(key) or key in ranked), "main_score"
-    )
+    """The metric a report ranks by: the first of its ``metrics`` (``ranked_by`` names it first)."""
+    return report["metrics"][0]
 
 
 def main(argv: list[str] | None = None) -> str:

@@ -13,16 +13,16 @@ from typing import Any
 
 def describe_flag(ood: Any) -> str:
     """How the out-of-scope threshold was set, in one phrase (for the summary and ``ucse calibrate``)."""
-    info = ood.info
+    info = ood.info  # read back from disk for `ucse calibrate`: every field may be missing
     if info.get("threshold_from") == "examples":
         return (
-            f"{ood.score.value}, threshold set by {info['n_examples']} out-of-scope examples: keeps "
-            f"{pct(info['inscope_kept'])} of the held-out in-scope texts, flags "
-            f"{pct(info['examples_flagged'])} of the examples"
+            f"{ood.score.value}, threshold set by {info.get('n_examples')} out-of-scope examples: keeps "
+            f"{pct(info.get('inscope_kept'))} of the held-out in-scope texts, flags "
+            f"{pct(info.get('examples_flagged'))} of the examples"
         )
     text = f"{ood.score.value}, keeps {pct(ood.tpr)} of in-scope texts"
     if "examples_flagged" in info:
-        text += f", flags {pct(info['examples_flagged'])} of your out-of-scope examples"
+        text += f", flags {pct(info.get('examples_flagged'))} of your out-of-scope examples"
     return text
 
 

@@ -17,13 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from ucse import atomic
-from ucse.data.checks import text_value_problems
-from ucse.data.files import FORMATS, decode_utf8, read_file
 from ucse.data.tasks import DataError
+from ucse.data.texts import INPUT_SUFFIXES as INPUT_SUFFIXES  # re-exported: predict's readable inputs
+from ucse.data.texts import STDIO
+from ucse.data.texts import read_texts as read_texts  # re-exported (it lives in the data layer)
 
-INPUT_SUFFIXES = (".txt", *FORMATS)
 OUTPUT_SUFFIXES = (".jsonl", ".csv")
-STDIO = "-"
 
 
 def check_output(out: str, overwrite: bool = False) -> None:
@@ -54,82 +53,6 @@ def check_output(out: str, overwrite: bool = False) -> None:
             f"out={out}: folder {path.parent} is not writable ({err.strerror}); nothing was done. "
             "Choose a writable folder."
         ) from None
-
-
-def _lines(text: str, where: str) -> list[str]:
-    r"""One text per line; a blank line fails naming it (every input line must get its output row).
-
-    Lines end at ``\n`` (or ``\r\n``) only: ``str.splitlines`` also splits at ``\f``, ``\v``, a bare
-    ``\r``, U+0085, U+2028 and U+2029, which would give one input line several output rows.
-    """
-    lines = text.split("\n")
-    if lines[-1] == "":  # the newline that ends the last line starts no new one
-        lines.pop()
-    lines = [line.removesuffix("\r") for line in lines]
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            raise DataError(
-                f"{where} line {number} is blank; every line must hold one text (remove blank lines)."
-            )
-    if not lines:
-        raise DataError(f"{where} holds no texts; expected one text per line.")
-    return lines
-
-
-def _read_stdin() -> bytes:
-    """All of stdin as bytes (no newline translation), or a clear error when there is no stdin to read."""
-    stream = sys.stdin
-    if stream is None or stream.closed:
-        raise DataError("input=-: stdin is closed; pipe the texts in (cat texts.txt | ucse predict ...).")
-    buffer = getattr(stream, "buffer", None)  # a text stream without bytes (a test's StringIO) is read as is
-    try:
-        return buffer.read() if buffer is not None else stream.read().encode("utf-8", "surrogateescape")
-    except (OSError, ValueError) as err:  # EBADF on a closed descriptor; ValueError on a closed file
-        raise DataError(
-            f"input=-: stdin cannot be read ({err}); pipe the texts in or pass input=<file>."
-        ) from None
-
-
-def read_texts(source: str, text_column: str = "text") -> list[str]:
-    """The texts of a predict input, in input order.
-
-    Args:
-        source: a ``.txt`` file (one text per line), a table file, or ``-`` (stdin, one text per line).
-        text_column: the text column of a table file.
-
-    Returns:
-        The texts.
-
-    Raises:
-        DataError: unknown suffix, unreadable file, missing column (listing the columns found), or a
-            missing/empty text (naming the file and its line, or the 0-based row for Parquet).
-        FileNotFoundError: when the file does not exist.
-    """
-    if source == STDIO:
-        return _lines(decode_utf8("stdin", _read_stdin()), "stdin")
-    path = Path(source).expanduser()
-    if not path.is_file():
-        raise FileNotFoundError(f"input={source}: no such file.")
-    suffix = path.suffix.lower()
-    if suffix not in INPUT_SUFFIXES:
-        raise DataError(
-            f"input={source}: unsupported file type '{suffix}'; use one of {', '.join(INPUT_SUFFIXES)}."
-        )
-    if suffix == ".txt":  # bytes, decoded here: read_text would turn every bare \r into a line break
-        return _lines(decode_utf8(path, path.read_bytes()), str(path))
-    raw = read_file(path)
-    if text_column not in raw.columns:
-        raise DataError(
-            f"{path} has no column '{text_column}'; its columns are {raw.columns}. Set text_column=<column>."
-        )
-    texts = raw.values(text_column)
-    bad = text_value_problems(texts, text_column)
-    if bad:  # one line naming the file and the first bad line (the 0-based row for Parquet)
-        lines = raw.lines()
-        at = f"line {lines[bad[0].index]}" if lines else f"row {bad[0].index}"
-        more = f" ({len(bad)} such rows)" if len(bad) > 1 else ""
-        raise DataError(f"{path} {at}: {bad[0].problem}{more}; every row needs a text: fix or remove it.")
-    return texts
 
 
 def _csv_cell(value: Any) -> Any:

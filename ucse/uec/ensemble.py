@@ -173,13 +173,17 @@ class VariantScorer:
             )
 
     @property
+    def dims(self) -> tuple[int, ...]:
+        """Each member's width (``member_dims``, or D for all)."""
+        return self.member_dims or (self.dim,) * self.n_members
+
+    @property
     def width(self) -> int:
         """Columns of a packed array."""
-        dims = self.member_dims or (self.dim,) * self.n_members
         if self.variant in CONCAT_VARIANTS or self.variant in RANK_VARIANTS:
-            return sum(dims)
+            return sum(self.dims)
         if self.variant in (Variant.member, Variant.member_probit):
-            return dims[self.member]
+            return self.dims[self.member]
         return self.dim
 
     @property
@@ -266,7 +270,7 @@ class VariantScorer:
                 f"{self.expected_candidates} "
                 f"candidates, got {y.shape[0]} (raise mteb's corpus_chunk_size above the corpus size)"
             )
-        ends = torch.tensor(self.member_dims or (self.dim,) * self.n_members).cumsum(0).tolist()
+        ends = torch.tensor(self.dims).cumsum(0).tolist()
         starts = [0, *ends[:-1]]
         scores = [x[:, a:b] @ y[:, a:b].T for a, b in zip(starts, ends)]  # each member's own cosine
         if self.variant is Variant.borda:

@@ -39,7 +39,7 @@ from ucse.uncertainty import conformal
 from ucse.uncertainty.calibration import fit_calibrator, out_of_fold_probs
 from ucse.uncertainty.density import ClassGaussians, fit_class_gaussians
 from ucse.uncertainty.ood_detector import OodStats, needed_stats, rethreshold
-from ucse.uncertainty.ood_examples import read_ood_texts, tune_with_examples
+from ucse.uncertainty.ood_examples import apply_examples, read_ood_texts
 from ucse.uncertainty.profile import UncertaintyProfile, row_uniforms
 from ucse.uncertainty.selective import (
     aurc,
@@ -220,14 +220,8 @@ def fit_for_run(
             profile.ood = fit_run_ood(ocfg, data, outs, val, probs, heldout is not None, ucfg.seed, stats)
         if train_cfg.data.ood_path:
             examples = read_ood_texts(train_cfg.data.ood_path, train_cfg.data.text_column)
-            if ocfg.threshold is OodThreshold.tpr:  # keep the guarantee; report what the examples show
-                out = encoder.run_texts(examples)
-                flagged = profile.ood.scores(out.pooled, profile.calibrator.probs(out.logits), out.logits)
-                profile.ood.info["examples_flagged"] = float(
-                    (flagged > profile.ood.threshold).double().mean()
-                )
-            else:
-                tune_with_examples(profile.ood, encoder, profile.calibrator, examples)
+            tune = ocfg.threshold is not OodThreshold.tpr  # tpr keeps the guarantee, reports the examples
+            apply_examples(profile.ood, encoder, profile.calibrator, examples, tune)
     profile.save(run / "head")
     return profile
 

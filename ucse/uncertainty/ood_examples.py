@@ -20,51 +20,18 @@ from typing import Any
 
 import torch
 
-from ucse.data.files import decode_utf8, read_file
-from ucse.data.tasks import DataError
-
-TEXT_SUFFIX = ".txt"
+from ucse.data.texts import read_texts
 
 
 def read_ood_texts(path: str | Path, text_column: str = "text") -> list[str]:
     """The texts of an out-of-scope examples file: ``.txt`` (one per line) or a table with ``text_column``.
 
     Raises:
-        DataError: a missing column (listing the columns found), an empty file or an empty/non-string text
+        DataError: a missing column (listing the columns found), no text, or a blank / non-string text
             (naming the file and line).
         FileNotFoundError: the file does not exist.
     """
-    p = Path(path).expanduser()
-    if not p.is_file():
-        raise FileNotFoundError(f"data.ood_path={path}: no such file.")
-    if p.suffix.lower() == TEXT_SUFFIX:
-        lines = decode_utf8(p, p.read_bytes()).split("\n")
-        texts = [t.rstrip("\r") for t in lines]
-        while texts and not texts[-1].strip():
-            texts.pop()  # a trailing newline ends the file, it is not an empty example
-        bad = next((i for i, t in enumerate(texts) if not t.strip()), None)
-        if bad is not None:
-            raise DataError(
-                f"{p} line {bad + 1}: empty text; remove the line (data.ood_path holds one text per line)."
-            )
-    else:
-        raw = read_file(p)
-        if text_column not in raw.columns:
-            raise DataError(
-                f"{p} has no column '{text_column}'; its columns are {raw.columns}. "
-                "Set data.text_column=<column>."
-            )
-        texts = raw.values(text_column)
-        lines = raw.lines()
-        for i, t in enumerate(texts):
-            if not isinstance(t, str) or not t.strip():
-                at = f"line {lines[i]}" if lines else f"row {i}"
-                raise DataError(
-                    f"{p} {at}: column '{text_column}' is empty or not text; fix or remove the row."
-                )
-    if not texts:
-        raise DataError(f"{p} holds no texts; give at least one out-of-scope example or drop data.ood_path.")
-    return texts
+    return read_texts(str(path), text_column, "data.ood_path", "data.text_column")
 
 
 def youden_threshold(inscope: torch.Tensor, outscope: torch.Tensor) -> tuple[float, dict[str, Any]]:
@@ -93,20 +60,26 @@ def youden_threshold(inscope: torch.Tensor, outscope: torch.Tensor) -> tuple[flo
     return float(cands[best]), record
 
 
-def tune_with_examples(det: Any, encoder: Any, calibrator: Any, texts: list[str]) -> dict[str, Any]:
-    """Set ``det``'s threshold from held-out in-scope scores and the examples' scores; returns the record.
+def apply_examples(det: Any, encoder: Any, calibrator: Any, texts: list[str], tune: bool) -> dict[str, Any]:
+    """Score the examples once; ``tune``: set ``det``'s threshold from them, else record their flagged share.
 
     Args:
-        det: a fitted :class:`~ucse.uncertainty.ood_detector.OodDetector` (its ``heldout_scores`` set).
+        det: a fitted :class:`~ucse.uncertainty.ood_detector.OodDetector` (``heldout_scores`` set to tune).
         encoder: the run's :class:`~ucse.core.encoder.UcseEncoder` (backbone + head).
         calibrator: the profile's calibrator (the probability scores read calibrated probabilities).
         texts: the out-of-scope examples.
+        tune: ``uncertainty.ood.threshold`` is ``examples`` (or ``auto``); ``False`` keeps the ``tpr`` rule.
+
+    Returns:
+        What was added to ``det.info``.
     """
-    if det.heldout_scores is None:
+    if tune and det.heldout_scores is None:
         raise ValueError("the detector has no held-out in-scope scores (it was loaded, not fitted)")
     out = encoder.run_texts(texts)
-    probs = calibrator.probs(out.logits)
-    scores = det.scores(out.pooled, probs, out.logits)
-    det.threshold, record = youden_threshold(det.heldout_scores, scores)
+    scores = det.scores(out.pooled, calibrator.probs(out.logits), out.logits)
+    if tune:
+        det.threshold, record = youden_threshold(det.heldout_scores, scores)
+    else:
+        record = {"examples_flagged": float((scores > det.threshold).double().mean())}
     det.info.update(record)
     return record

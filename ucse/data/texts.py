@@ -1,0 +1,98 @@
+"""Unlabelled texts from a file or stdin, in input order: ``ucse predict``'s input, out-of-scope examples.
+
+Tables (``.csv``/``.tsv``/``.jsonl``/``.json``/``.parquet``) are read by :func:`ucse.data.files.read_file`
+(``datasets`` underneath, errors naming the file and line); a ``.txt`` file or stdin is one text per line.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ucse.data.checks import text_value_problems
+from ucse.data.files import FORMATS, decode_utf8, read_file
+from ucse.data.tasks import DataError
+
+INPUT_SUFFIXES = (".txt", *FORMATS)
+STDIO = "-"
+
+
+def _lines(text: str, where: str) -> list[str]:
+    r"""One text per line; a blank line fails naming it (every input line must get its output row).
+
+    Lines end at ``\n`` (or ``\r\n``) only: ``str.splitlines`` also splits at ``\f``, ``\v``, a bare
+    ``\r``, U+0085, U+2028 and U+2029, which would give one input line several output rows.
+    """
+    lines = text.split("\n")
+    if lines[-1] == "":  # the newline that ends the last line starts no new one
+        lines.pop()
+    lines = [line.removesuffix("\r") for line in lines]
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            raise DataError(
+                f"{where} line {number} is blank; every line must hold one text (remove blank lines)."
+            )
+    if not lines:
+        raise DataError(f"{where} holds no texts; expected one text per line.")
+    return lines
+
+
+def _read_stdin() -> bytes:
+    """All of stdin as bytes (no newline translation), or a clear error when there is no stdin to read."""
+    stream = sys.stdin
+    if stream is None or stream.closed:
+        raise DataError("input=-: stdin is closed; pipe the texts in (cat texts.txt | ucse predict ...).")
+    buffer = getattr(stream, "buffer", None)  # a text stream without bytes (a test's StringIO) is read as is
+    try:
+        return buffer.read() if buffer is not None else stream.read().encode("utf-8", "surrogateescape")
+    except (OSError, ValueError) as err:  # EBADF on a closed descriptor; ValueError on a closed file
+        raise DataError(
+            f"input=-: stdin cannot be read ({err}); pipe the texts in or pass input=<file>."
+        ) from None
+
+
+def read_texts(
+    source: str, text_column: str = "text", option: str = "input", column_option: str = "text_column"
+) -> list[str]:
+    """The texts of an unlabelled input (``ucse predict``'s, out-of-scope examples), in input order.
+
+    Args:
+        source: a ``.txt`` file (one text per line), a table file, or ``-`` (stdin, one text per line).
+        text_column: the text column of a table file.
+        option: the setting that named ``source``, for messages (``input``, ``data.ood_path``).
+        column_option: the setting that names the column, for messages.
+
+    Returns:
+        The texts.
+
+    Raises:
+        DataError: unknown suffix, unreadable file, missing column (listing the columns found), or a
+            missing/empty text (naming the file and its line, or the 0-based row for Parquet).
+        FileNotFoundError: when the file does not exist.
+    """
+    if source == STDIO:
+        return _lines(decode_utf8("stdin", _read_stdin()), "stdin")
+    path = Path(source).expanduser()
+    if not path.is_file():
+        raise FileNotFoundError(f"{option}={source}: no such file.")
+    suffix = path.suffix.lower()
+    if suffix not in INPUT_SUFFIXES:
+        raise DataError(
+            f"{option}={source}: unsupported file type '{suffix}'; use one of {', '.join(INPUT_SUFFIXES)}."
+        )
+    if suffix == ".txt":  # bytes, decoded here: read_text would turn every bare \r into a line break
+        return _lines(decode_utf8(path, path.read_bytes()), str(path))
+    raw = read_file(path)
+    if text_column not in raw.columns:
+        raise DataError(
+            f"{path} has no column '{text_column}'; its columns are {raw.columns}. "
+            f"Set {column_option}=<column>."
+        )
+    texts = raw.values(text_column)
+    bad = text_value_problems(texts, text_column)
+    if bad:  # one line naming the file and the first bad line (the 0-based row for Parquet)
+        lines = raw.lines()
+        at = f"line {lines[bad[0].index]}" if lines else f"row {bad[0].index}"
+        more = f" ({len(bad)} such rows)" if len(bad) > 1 else ""
+        raise DataError(f"{path} {at}: {bad[0].problem}{more}; every row needs a text: fix or remove it.")
+    return texts
