@@ -138,3 +138,5 @@ def test_out_of_scope_examples_set_the_threshold(tmp_path, tiny_bert_dir):
 def test_a_missing_examples_file_fails_before_training(tmp_path):
     with pytest.raises(ConfigError, match="data.ood_path=.*no such file"):
         build_config([f"data.ood_path={tmp_path / 'nope.txt'}"])
+    with pytest.raises(ConfigError, match="threshold=examples needs out-of-scope examples"):
+        build_config(["uncertainty.ood.threshold=examples"])

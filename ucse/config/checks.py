@@ -13,6 +13,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from ucse.config.schema import ConfigError, Device, HeadType, Recipe, TrainConfig
+from ucse.config.uncertainty import OodThreshold
 
 
 def leaf_keys(node: DictConfig, prefix: str = "") -> list[str]:
@@ -118,6 +119,11 @@ def validate_config(cfg: TrainConfig) -> None:
         raise ConfigError(
             f"data.ood_path={d.ood_path}: no such file; give a .txt (one out-of-scope example per line) or a "
             "table file with a text column."
+        )
+    if cfg.uncertainty.ood.threshold is OodThreshold.examples and d.ood_path is None:
+        raise ConfigError(
+            "uncertainty.ood.threshold=examples needs out-of-scope examples: give data.ood_path=<file>, or "
+            "use threshold=auto (examples when given, else the tpr rule)."
         )
     tf = cfg.task.carved_test_fraction
     _check(tf is None or 0 < tf < 1, "task.carved_test_fraction", tf, "0 < carved_test_fraction < 1 or null")
