@@ -17,6 +17,7 @@ from ucse.training import train
 from ucse.training.auto import choose_blend, fit_temperature
 from ucse.training.auto_run import HELDOUT_FILE, load_heldout
 from ucse.training.fit_head import step_budget
+from ucse.training.logreg import fit_probe
 from ucse.training.run import schedule
 from ucse.uncertainty.fit import fit_run_uncertainty
 
@@ -62,12 +63,28 @@ def test_choice_prefers_the_probe_unless_the_other_model_is_clearly_better():
     assert clear["nll"]["0.5"] == pytest.approx(-np.log(p[np.arange(600), y]).mean(), rel=1e-9)
 
 
-def test_auto_cross_validates_on_a_small_validation_split(tiny_run_cfg):
+def test_auto_cross_validates_on_a_small_validation_split(tiny_run_cfg, monkeypatch):
+    calls = []  # (rows, C asked for, C used) of every probe fit
+
+    def spy(x, y, *args):
+        clf, info = fit_probe(x, y, *args)
+        calls.append((len(y), args[-1] if len(args) == 5 else None, info["C"]))
+        return clf, info
+
+    monkeypatch.setattr(auto_mod, "fit_probe", spy)
     cfg = tiny_run_cfg("recipe=auto", "head=auto")
     result = train(cfg)
     m, run = result.metrics, result.run_dir
     sel = m["selection"]
     assert sel["mode"] == "cross-validation" and sel["folds"] == 5
+    # C is chosen once, on every row, and every fold model and the refit keep it (one logit scale for the
+    # temperature fitted on the out-of-fold logits).
+    n, asked, chosen = calls[0]
+    assert n == sel["n_heldout"] and asked is None and chosen == sel["probe"]["C"]
+    fold_fits = [c for c in calls[1:] if c[0] < n]
+    assert len(fold_fits) == 5 and sum(c[0] for c in fold_fits) == 4 * n  # each row in 4 of 5 folds' train
+    assert all(asked == used == chosen for _, asked, used in calls[1:])
+    assert len(calls) == 6 + (sel["weight"] < 1)  # + the refit on every row when the probe ships
     assert sel["n_heldout"] == m["data"]["sizes"]["train"] + m["data"]["sizes"]["validation"]
     assert m["head"] == {0.0: "logreg", 1.0: "textcnn"}.get(sel["weight"], "blend")
     assert m["val"]["estimate"] == "cross-validated"

@@ -1,13 +1,15 @@
 """``head=auto``: fit the Gaussian TextCNN, the tuned logreg probe and their blend; keep the best.
 
-All three are fitted on the cached token states, so choosing costs head fits only, never a backbone pass.
-The choice is the blend weight w in {0, 0.25, 0.5, 0.75, 1} (0 = the probe alone, 1 = the TextCNN alone)
-with the lowest held-out NLL after a temperature per model, taken back toward the probe by the one-standard-
-error rule: the probe is kept unless the better model's NLL gain exceeds one standard error of the paired
-per-text difference. Held out means the validation split when it has at least max(200, 5C) texts, else
-k-fold cross-validation over train + validation (out-of-fold predictions). Either way the chosen models are
-then refitted on every train + validation row (``data.refit``, on by default), and the held-out predictions
-of the selection models are kept for calibrating the uncertainty profile.
+All three are fitted on the cached token states, so choosing costs head fits only, never a backbone pass. The
+choice is the blend weight w in {0, 0.25, 0.5, 0.75, 1} (0 = the probe alone, 1 = the TextCNN alone) with the
+lowest held-out NLL after a temperature per model, taken back toward the probe by the one-standard-error
+rule: the probe is kept unless the better model's NLL gain exceeds one standard error of the paired per-text
+difference. Held out means the validation split when it has at least max(200, 5C) texts, else k-fold
+cross-validation over train + validation (out-of-fold predictions). The probe's C is chosen once (by
+cross-validation on the rows the probe is first fitted on) and kept by every fold model and refit, so all
+its logits share one scale. Either way the chosen models are then refitted on every train + validation row
+(``data.refit``, on by default), and the held-out predictions of the selection models are kept for calibrating
+the uncertainty profile.
 """
 
 from __future__ import annotations
@@ -135,9 +137,14 @@ def _gaussian_cfg(cfg: TrainConfig) -> HeadConfig:
     return dataclasses.replace(cfg.head, type=HeadType.textcnn)
 
 
-def fit_probe_head(cfg: TrainConfig, x: np.ndarray, y: np.ndarray, c: int, h: int) -> tuple[Head, dict]:
-    """The tuned logreg probe on (N, H) unit vectors ``x`` as a saveable head, and its CV report."""
-    clf, info = fit_probe(x, y, c, cfg.head.logreg_folds, cfg.seed, cfg.head.logreg_max_iter)
+def fit_probe_head(
+    cfg: TrainConfig, x: np.ndarray, y: np.ndarray, c: int, h: int, c_value: float | None = None
+) -> tuple[Head, dict]:
+    """The logreg probe on (N, H) unit vectors ``x`` as a saveable head, and its report.
+
+    C is chosen by cross-validation unless ``c_value`` fixes it (:func:`ucse.training.logreg.fit_probe`).
+    """
+    clf, info = fit_probe(x, y, c, cfg.head.logreg_folds, cfg.seed, cfg.head.logreg_max_iter, c_value)
     head = probe_head(clf, h, cfg.backbone.pooling)
     probe_cfg = dataclasses.replace(cfg.head, type=HeadType.logreg)
     head.spec = HeadSpec(probe_cfg, h, c, cfg.backbone.pooling)  # what save_head stores
@@ -193,11 +200,9 @@ def _holdout(cfg, states, labels, c, h, device, weights) -> AutoResult:
     # validation outputs of the selection models stay the held-out evidence the profile is calibrated on.
     rows = _join(states["train"], states["validation"])
     y = np.concatenate([labels["train"], labels["validation"]])
-    probe, probe_info, gaussian, steps = _refit(
-        cfg, choice, rows, np.concatenate([x_tr, x_va]), y, c, h, device
+    probe, gaussian, steps = _refit(
+        cfg, choice, rows, np.concatenate([x_tr, x_va]), y, c, h, device, probe_info["C"]
     )
-    if probe_info is not None:
-        report["probe"] = probe_info
     if steps is not None:
         report["textcnn"]["refit_steps"] = steps
     report["refit"] = {"rows": len(y)}
@@ -205,18 +210,20 @@ def _holdout(cfg, states, labels, c, h, device, weights) -> AutoResult:
     return AutoResult(compose(cfg.head, choice, gaussian, probe, c), report, heldout, labels["validation"])
 
 
-def _refit(cfg, choice, rows, x, y, c, h, device) -> tuple[Head | None, dict | None, Head | None, int | None]:
-    """The chosen models refitted on every selection row: (probe, its CV report, TextCNN, its steps).
+def _refit(cfg, choice, rows, x, y, c, h, device, c_value) -> tuple[Head | None, Head | None, int | None]:
+    """The chosen models refitted on every selection row: (probe, TextCNN, the TextCNN's steps).
 
-    The probe is skipped when the choice is the TextCNN alone (w = 1) and the TextCNN when it is the probe
-    alone (w = 0); a skipped model is ``None``.
+    The probe keeps the selection's C (``c_value``), as the TextCNN keeps its recipe: the held-out logits
+    the profile's temperature is fitted on then come from the shipped recipe, on fewer rows. The probe is
+    skipped when the choice is the TextCNN alone (w = 1) and the TextCNN when it is the probe alone (w = 0);
+    a skipped model is ``None``.
     """
     w = choice["weight"]
-    probe, probe_info = fit_probe_head(cfg, x, y, c, h) if w < 1 else (None, None)
+    probe = fit_probe_head(cfg, x, y, c, h, c_value)[0] if w < 1 else None
     if w == 0:
-        return probe, probe_info, None, None
+        return probe, None, None
     fit = fit_head(cfg, _gaussian_cfg(cfg), (rows, y), None, c, device)
-    return probe, probe_info, fit.head, fit.steps
+    return probe, fit.head, fit.steps
 
 
 def _heldout_outputs(choice, x, a_logits, b_logits, mean, var) -> Outputs:
@@ -239,8 +246,12 @@ def _cross_validated(cfg, states, labels, c, h, device, weights) -> AutoResult:
     folds = StratifiedKFold(k, shuffle=True, random_state=cfg.seed).split(np.zeros(len(y)), y)
     oof_a, oof_b = np.zeros((len(y), c)), np.zeros((len(y), c))
     oof_mean, oof_var = None, None
+    # C is chosen once, by cross-validation on every row, and every fold's probe and the refit use it: fold
+    # probes choosing their own C gave logits of different scales (C = 3 in one fold, 100 in another at 8
+    # examples per class), so the temperature fitted on the out-of-fold logits did not fit the shipped probe.
+    _, probe_info = fit_probe_head(cfg, x, y, c, h)
     for tr, te in folds:
-        probe, _ = fit_probe_head(cfg, x[tr], y[tr], c, h)
+        probe, _ = fit_probe_head(cfg, x[tr], y[tr], c, h, probe_info["C"])
         oof_b[te] = _probe_logits(probe, x[te])
         fit = fit_head(cfg, _gaussian_cfg(cfg), (SubsetStates(rows, tr.tolist()), y[tr]), None, c, device)
         out = run_head(fit.head, SubsetStates(rows, te.tolist()))
@@ -252,7 +263,7 @@ def _cross_validated(cfg, states, labels, c, h, device, weights) -> AutoResult:
         if oof_var is not None:
             oof_var[te] = out.var
     choice = choose_blend(oof_a, oof_b, y, weights)
-    probe, probe_info, gaussian, steps = _refit(cfg, choice, rows, x, y, c, h, device)
+    probe, gaussian, steps = _refit(cfg, choice, rows, x, y, c, h, device, probe_info["C"])
     head = compose(cfg.head, choice, gaussian, probe, c)
     heldout = _heldout_outputs(choice, x, oof_a, oof_b, oof_mean, oof_var)
     report = {

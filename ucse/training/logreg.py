@@ -18,7 +18,7 @@ import warnings
 import numpy as np
 import torch
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.linear_model import LogisticRegressionCV
+from sklearn.linear_model import LogisticRegression, LogisticRegressionCV
 from sklearn.model_selection import StratifiedKFold
 
 from ucse.backbone.cache import TokenStates
@@ -60,26 +60,46 @@ def cv_folds(labels: np.ndarray, folds: int) -> int:
 
 
 def fit_probe(
-    x: np.ndarray, y: np.ndarray, num_classes: int, folds: int, seed: int, max_iter: int
-) -> tuple[LogisticRegressionCV, dict]:
-    """Fit ``LogisticRegressionCV`` on (N, H) unit vectors ``x`` and (N,) labels ``y``.
+    x: np.ndarray,
+    y: np.ndarray,
+    num_classes: int,
+    folds: int,
+    seed: int,
+    max_iter: int,
+    c_value: float | None = None,
+) -> tuple[LogisticRegression, dict]:
+    """Fit the probe on (N, H) unit vectors ``x`` and (N,) labels ``y``.
+
+    Args:
+        x: (N, H) unit vectors (float64).
+        y: (N,) class ids.
+        num_classes: C; every class must have rows.
+        folds: at most this many stratified folds to choose C (fewer when a class is smaller).
+        seed: the folds' shuffle seed.
+        max_iter: lbfgs iterations.
+        c_value: ``None`` chooses C from :data:`C_GRID` by ``LogisticRegressionCV`` (``folds``, ``seed``);
+            a value fits ``LogisticRegression`` at that C (``head=auto``'s fold models and refits use the C
+            chosen once on all its rows, so their logits share one scale and one temperature fits them).
 
     Returns:
-        The fitted estimator and what to report: the chosen C, the folds, whether lbfgs converged.
+        The fitted estimator and what to report: the C, the folds (0 with a given C), whether lbfgs converged.
     """
-    if int(np.bincount(y).min()) < 2:
+    if c_value is None and int(np.bincount(y).min()) < 2:
         raise ValueError(
             f"head=logreg needs at least 2 training rows of every class to choose C by cross-validation; "
             f"a class has {int(np.bincount(y).min())}. Add rows or drop that class."
         )
-    k = cv_folds(y, folds)
-    clf = LogisticRegressionCV(
-        Cs=C_GRID,
-        cv=StratifiedKFold(k, shuffle=True, random_state=seed),
-        scoring="accuracy",  # calibration is the temperature's job (module docstring)
-        max_iter=max_iter,
-        n_jobs=None,
-    )
+    k = cv_folds(y, folds) if c_value is None else 0
+    if c_value is None:
+        clf = LogisticRegressionCV(
+            Cs=C_GRID,
+            cv=StratifiedKFold(k, shuffle=True, random_state=seed),
+            scoring="accuracy",  # calibration is the temperature's job (module docstring)
+            max_iter=max_iter,
+            n_jobs=None,
+        )
+    else:
+        clf = LogisticRegression(C=c_value, max_iter=max_iter)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
         clf.fit(x, y)
@@ -89,11 +109,12 @@ def fit_probe(
             f"head=logreg: the training rows hold {len(clf.classes_)} of {num_classes} classes; every class "
             "needs training rows."
         )
-    info = {"C": float(np.atleast_1d(clf.C_)[0]), "folds": k, "converged": converged, "max_iter": max_iter}
+    chosen = float(np.atleast_1d(clf.C_)[0]) if c_value is None else float(c_value)
+    info = {"C": chosen, "folds": k, "converged": converged, "max_iter": max_iter}
     return clf, info
 
 
-def probe_head(clf: LogisticRegressionCV, hidden_size: int, pooling: Pooling) -> ProbeHead:
+def probe_head(clf: LogisticRegression, hidden_size: int, pooling: Pooling) -> ProbeHead:
     """The fitted estimator as a :class:`ProbeHead` (binary: the two-logit form of the one-logit model)."""
     coef = np.asarray(clf.coef_, dtype=np.float64)  # (C, H), or (1, H) for two classes
     intercept = np.asarray(clf.intercept_, dtype=np.float64)
