@@ -78,8 +78,8 @@ def fit_probe(
         seed: the folds' shuffle seed.
         max_iter: lbfgs iterations.
         c_value: ``None`` chooses C from :data:`C_GRID` by ``LogisticRegressionCV`` (``folds``, ``seed``);
-            a value fits ``LogisticRegression`` at that C (``head=auto``'s fold models and refits use the C
-            chosen once on all its rows, so their logits share one scale and one temperature fits them).
+            a value fits ``LogisticRegression`` at that C (``head=auto``'s refits, and the fold models its
+            temperatures are fitted on, keep the shipped probe's C, so their logits share its scale).
 
     Returns:
         The fitted estimator and what to report: the C, the folds (0 with a given C), whether lbfgs converged.
