@@ -44,10 +44,9 @@ def pooled_layers(
         shape = (len(texts), bb.hidden_size)
         out = {(k, p): np.zeros(shape, np.float32) for k in layers for p in ("mean", "last")}
         for idx, _, mask in bb.iter_states(texts):  # mask: the prompt prefix already hidden
-            for k in layers:
-                h = captured["states"][k].float().masked_fill(mask.unsqueeze(-1) == 0, 0.0)  # (B, T, H)
+            for k in layers:  # pool reads only the mask's tokens (pads and the hidden prefix ignored)
                 for p in ("mean", "last"):
-                    out[(k, p)][idx.numpy()] = unit_pool(h, mask, p).numpy()
+                    out[(k, p)][idx.numpy()] = unit_pool(captured["states"][k], mask, p).numpy()
     finally:
         bb.model.forward = forward
     return out

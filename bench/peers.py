@@ -141,6 +141,11 @@ def run_logreg(task, train, test, seed, cache) -> dict:
     return {**scores(probs, test[1]), "train_s": time.perf_counter() - t0, "C": float(clf[-1].C_[0])}
 
 
+def num_classes(train: dict, test: tuple) -> int:
+    """Classes of a task: every label id in the training rows or the test split."""
+    return int(max(train["y"].max(), test[1].max())) + 1
+
+
 def run_setfit(train, test, seed, iterations) -> dict:
     """SetFit on the same rows: contrastive fine-tuning of the body, then its default head (module doc)."""
     import importlib.util
@@ -159,7 +164,7 @@ def run_setfit(train, test, seed, iterations) -> dict:
     train_s = time.perf_counter() - t0
     probs = np.asarray(model.predict_proba(test[0], as_numpy=True), dtype=np.float64)
     classes = np.asarray(model.model_head.classes_)  # the head's column order
-    full = np.zeros((len(test[0]), int(max(train["y"].max(), test[1].max())) + 1))
+    full = np.zeros((len(test[0]), num_classes(train, test)))
     full[:, classes] = probs
     return {**scores(full, test[1]), "train_s": train_s, "iterations": iterations}
 
@@ -179,7 +184,7 @@ def train_ucse(task, train, test, seed, method, out, *extra_tokens, retrain=True
     from ucse.data import load_task_data
     from ucse.pipeline import fit_uncertainty, run_training
 
-    c = int(max(train["y"].max(), test[1].max())) + 1
+    c = num_classes(train, test)
     feats = Features({"text": Value("string"), "label": ClassLabel(names=[str(i) for i in range(c)])})
     dd = DatasetDict(
         {
@@ -223,7 +228,7 @@ def outputs_on_test(run, cfg, data):
 def run_ucse(task, train, test, seed, method, out) -> dict:
     from ucse.uncertainty.profile import load_uncertainty_profile
 
-    c = int(max(train["y"].max(), test[1].max())) + 1
+    c = num_classes(train, test)
     t0 = time.perf_counter()
     run, cfg, data, result, _ = train_ucse(task, train, test, seed, method, out)
     train_s = time.perf_counter() - t0

@@ -89,8 +89,8 @@ def fit_probe(
             f"head=logreg needs at least 2 training rows of every class to choose C by cross-validation; "
             f"a class has {int(np.bincount(y).min())}. Add rows or drop that class."
         )
-    k = cv_folds(y, folds) if c_value is None else 0
     if c_value is None:
+        k = cv_folds(y, folds)
         clf = LogisticRegressionCV(
             Cs=C_GRID,
             cv=StratifiedKFold(k, shuffle=True, random_state=seed),
@@ -99,7 +99,7 @@ def fit_probe(
             n_jobs=None,
         )
     else:
-        clf = LogisticRegression(C=c_value, max_iter=max_iter)
+        k, clf = 0, LogisticRegression(C=c_value, max_iter=max_iter)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
         clf.fit(x, y)
