@@ -9,7 +9,7 @@ and the throughput ratio A-time / B-time (target >= 0.8). Each is timed ``repeat
 one warm-up; the best time of each is kept.
 
 Usage:
-    UCSE_DATA_DIR=../shared/data python bench/predict.py [run=<run folder>] [n=3000] [repeats=3]
+    UCSE_DATA_DIR=../shared/data python bench/predict.py [run=<run>] [n=3000] [repeats=3] [device=cpu|cuda]
 
 Without ``run=``, a TextCNN head with random weights and Banking77's 77 classes is saved to a temporary folder
 (the cost of a forward pass does not depend on the weights' values); it has no calibration, so the profile is
@@ -47,7 +47,7 @@ def random_head_dir(out: Path) -> Path:
 
     from ucse.backbone.encoder import FrozenBackbone
 
-    cfg = build_config(["backbone=minilm-l6"])
+    cfg = build_config(["backbone=minilm-l6", "head=textcnn"])
     backbone = FrozenBackbone(cfg.backbone, torch.device("cpu"))
     torch.manual_seed(0)
     head = build_head(cfg.head, backbone.hidden_size, 77, cfg.backbone.pooling)
@@ -68,7 +68,7 @@ def main(argv: list[str]) -> int:
     texts = read_texts(n)
     with tempfile.TemporaryDirectory(prefix="ucse-bench-predict-") as tmp:
         head_dir = Path(opts["run"]) if "run" in opts else random_head_dir(Path(tmp))
-        clf = UcseClassifier.from_pretrained(head_dir, device="cpu")
+        clf = UcseClassifier.from_pretrained(head_dir, device=opts.get("device", "cpu"))
         backbone = clf.encoder_.backbone
         print(
             f"{n} Banking77 test texts; backbone {backbone.cfg.model} ({backbone.precision.value}, "

@@ -233,10 +233,71 @@ def finite_check_cost(args: dict) -> None:
         Path(args["out"]).write_text(json.dumps(out, indent=1, default=str))
 
 
+HEAD_PATHS = {  # GaussianTextCNN's execution paths: (fuse_convs, host_checks)
+    "per_width_host_read": (False, True),  # before: one convolution per width, one host read per forward
+    "per_width_sync_free": (False, False),
+    "fused_sync_free": (True, False),  # the CUDA default
+    "fused_host_read": (True, True),
+}
+
+
+def head_paths(args: dict) -> None:
+    """The current code's ratio, then the TextCNN's execution paths: warm-cache fits and inference share.
+
+    1. ``bench/train_cost.py`` on the 0.6B shape (ratio, per-step breakdown) with the CUDA defaults;
+    2. the same 3-epoch fit on the warm cache with the old path (per-width convolutions, a host read per
+       forward) and the default (fused, no host read), alternating, ``repeats`` times each;
+    3. the head's share of inference latency (CUDA events) for every path at batch 64 and 512.
+    """
+    from ucse.backbone.encoder import FrozenBackbone
+    from ucse.heads import GaussianTextCNN
+
+    work = Path(args.get("work") or tempfile.mkdtemp(prefix="ucse-scale-"))
+    model_dir = work / "qwen3-0.6b-random"
+    build_random_qwen3(model_dir, Path(args["tokenizer"]))
+    overrides = ["backbone=qwen3-embedding-0.6b", f"backbone.model={model_dir}"]
+    cache_root = str(work / "cache")
+    out: dict = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
+    r = measure(overrides, cache_root=cache_root)
+    report(r, target=1.3)
+    out["train_cost"] = r
+    if args.get("out"):  # keep what is measured even if a later part fails
+        Path(args["out"]).write_text(json.dumps(out, indent=1, default=str))
+    fits: dict[str, list[float]] = {"per_width_host_read": [], "fused_sync_free": []}
+    for i in range(2 * int(args.get("repeats", 2))):
+        name = list(fits)[i % 2]
+        GaussianTextCNN.fuse_convs, GaussianTextCNN.host_checks = HEAD_PATHS[name]
+        cfg = build_config([*overrides, "progress_bar=false"])
+        cfg.cache.dir, cfg.output_dir = cache_root, str(work / f"fit-{i}")
+        m = train(cfg).metrics
+        fits[name].append(m["fit_s"])
+        print(f"fit {i} ({name}): {m['fit_s']:.2f} s, test accuracy {m['test']['accuracy']:.4f}", flush=True)
+    GaussianTextCNN.fuse_convs = GaussianTextCNN.host_checks = None
+    out["warm_fit_s"] = fits
+    cfg = build_config(overrides)
+    backbone = FrozenBackbone(cfg.backbone, "cuda", instruction=cfg.task.instruction)
+    head = build_head(cfg.head, 1024, 77, cfg.backbone.pooling).cuda().eval()
+    short = load_classification(cfg.task, cfg.data, cfg.seed).texts("test")[:2048]
+    for name, (fuse, host) in HEAD_PATHS.items():
+        head.fuse_convs, head.host_checks = fuse, host
+        for bs in (64, 512):
+            o = out[f"overhead_{name}_b{bs}"] = head_overhead(backbone, head, short, bs, repeats=3)
+            print(
+                f"head share, {name}, batch {bs}: backbone {o['backbone_ms']:.1f} ms, "
+                f"head {o['head_ms']:.1f} ms: +{o['overhead_percent']:.2f} %",
+                flush=True,
+            )
+    if args.get("out"):
+        Path(args["out"]).write_text(json.dumps(out, indent=1, default=str))
+
+
 def main(argv: list[str]) -> None:
     args = dict(a.split("=", 1) for a in argv)
     if args.get("only") == "overhead":
         overhead_only(args)
+        return
+    if args.get("only") == "head_paths":
+        head_paths(args)
         return
     if args.get("only") == "finite":
         finite_check_cost(args)

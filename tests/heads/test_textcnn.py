@@ -102,3 +102,48 @@ def test_non_finite_padding_does_not_leak(seqs, side):
     out = head(hidden, mask)
     assert torch.isfinite(out.mean).all()
     torch.testing.assert_close(out.mean, head(ref, mask).mean)
+
+
+MODES = [(False, True), (True, True), (False, False), (True, False)]  # (fuse_convs, host_checks)
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+@pytest.mark.parametrize(("fuse", "host"), MODES)
+def test_fused_and_sync_free_paths_equal_the_per_item_reference(seqs, side, fuse, host):
+    """Every execution path (one zero-padded convolution or one per width; host-read extension or the widest
+    fixed one) gives each padded row the outputs of the row alone, and the same gradients."""
+    torch.manual_seed(0)
+    head = GaussianTextCNN(8, 3, num_filters=6, embed_dim=4).eval()
+    hidden, mask = pad_batch(seqs, side)
+    ref = head(hidden, mask)  # default on CPU: per-width convolutions, host checks
+    grads_ref = torch.autograd.grad(ref.logits.square().sum(), [c.weight for c in head.convs])
+    head.fuse_convs, head.host_checks = fuse, host
+    out = head(hidden, mask)
+    # float32 sums of <= 5 * 8 products reordered: a few ulps of values of order 10 (atol: cancellations)
+    torch.testing.assert_close(out.logits, ref.logits, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(out.var, ref.var, rtol=1e-5, atol=1e-5)
+    grads = torch.autograd.grad(out.logits.square().sum(), [c.weight for c in head.convs])
+    for g, g_ref in zip(grads, grads_ref):
+        torch.testing.assert_close(g, g_ref, rtol=1e-4, atol=1e-4)
+    for i, x in enumerate(seqs):
+        if len(x) >= 5:
+            torch.testing.assert_close(out.mean[i], _kim_reference(head, x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("fuse", [False, True])
+def test_sync_free_path_turns_refused_rows_into_nan(fuse):
+    """Without the host read a refused row (no real token, a hole in the mask) comes out NaN, the rest as
+    the checked path gives them."""
+    torch.manual_seed(0)
+    head = GaussianTextCNN(4, 2, num_filters=3).eval()
+    hidden = torch.randn(4, 6, 4)
+    mask = torch.tensor([[1, 1, 1, 1, 0, 0], [0, 0, 0, 0, 0, 0], [1, 0, 1, 1, 0, 0], [0, 0, 0, 1, 1, 1]])
+    head.fuse_convs, head.host_checks = fuse, False
+    out = head(hidden, mask)
+    assert torch.isnan(out.logits[1:3]).all() and torch.isfinite(out.logits[[0, 3]]).all()
+    head.host_checks = True
+    torch.testing.assert_close(
+        out.logits[[0, 3]], head(hidden[[0, 3]], mask[[0, 3]]).logits, rtol=1e-5, atol=1e-5
+    )
+    with pytest.raises(ValueError, match="no real token"):
+        head(hidden, mask)

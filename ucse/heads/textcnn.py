@@ -39,6 +39,14 @@ class GaussianTextCNN(Head):
         dropout: dropout on the concatenated pooled features.
     """
 
+    fuse_convs: bool | None = None
+    """One convolution over zero-padded kernels instead of one per width (same outputs to float rounding; 25 %
+    more multiply-adds for widths 3, 4, 5, but one kernel launch). ``None``: on CUDA only (docs/RESULTS.md,
+    section 6). A runtime choice, not a hyperparameter: the saved weights are the same."""
+    host_checks: bool | None = None
+    """Read the mask's checks and the time extension back to the host (a refused mask raises); otherwise a
+    refused row's outputs are NaN and no read stalls the device's queue. ``None``: everywhere but CUDA."""
+
     def __init__(
         self,
         hidden_size: int,
@@ -86,6 +94,7 @@ class GaussianTextCNN(Head):
         """Map (B, T, H) token states and a (B, T) mask to a HeadOutput (mean/var/z (B, D), logits (B, C))."""
         keep = check_shapes(hidden, mask)  # (B, T) bool
         b, t = keep.shape
+        ks, kmax = self.kernel_sizes, max(self.kernel_sizes)
         dtype = self.bottleneck.mu.weight.dtype
         # masked_fill, not a multiply: pads may hold non-finite values and NaN * 0 is NaN
         x = hidden.to(dtype).masked_fill(~keep.unsqueeze(-1), 0.0).transpose(1, 2)  # (B, H, T), pads zeroed
@@ -93,28 +102,53 @@ class GaussianTextCNN(Head):
         pos = torch.arange(t, device=keep.device)  # (T,)
         first = torch.where(keep, pos, t).amin(dim=1, keepdim=True)  # (B, 1)
         last = torch.where(keep, pos, -1).amax(dim=1, keepdim=True)  # (B, 1)
-        # Extend time only as far as some row's last valid window reaches: right-padded rows at least
-        # max(k) long need no extension, and every extra column costs a full conv position per kernel.
-        reach = torch.stack([(torch.maximum(first, last - k + 1) + k).max() for k in self.kernel_sizes])
-        # One host transfer for every check and size (each separate read would stall a GPU's queue).
+        # (B, K, 1): the last valid window start per width
+        stop = torch.stack([torch.maximum(first, last - k + 1) for k in ks], dim=1)
+        valid = (pos >= first.unsqueeze(1)) & (pos <= stop)  # (B, K, T); never empty: `first` is always valid
         n_real = keep.sum(dim=1)  # (B,)
-        host = torch.cat([n_real, (last - first + 1).squeeze(1), reach]).cpu()
-        raise_empty_rows(host[:b] == 0)
-        if bool((host[b : 2 * b] != host[:b]).any()):
-            raise ValueError(
-                "GaussianTextCNN needs contiguous real tokens per row (padding on the left or right only); "
-                "the mask has padding between real tokens."
-            )
-        x = F.pad(x, (0, max(0, int(host[2 * b :].max()) - t)))  # (B, H, max(T, reach))
-        pooled = []
-        for k, conv in zip(self.kernel_sizes, self.convs):
-            feats = conv(x)[:, :, :t]  # (B, filters, S): window starting at each position, S <= T
-            starts = pos[: feats.shape[2]]  # (S,) every valid start is < S because x reaches `reach`
-            stop = torch.maximum(first, last - k + 1)  # (B, 1) last valid window start
-            valid = (starts >= first) & (starts <= stop)  # (B, S); never empty: `first` is always valid
-            # max_t relu(f_t) == relu(max_t f_t) (relu is monotone), so the ReLU runs on (B, filters) instead
-            # of (B, filters, S), and the fill is in place on the fresh conv output (convolution saves its
-            # input, not its output, for backward): the same values, two fewer passes over the feature map.
-            feats = feats.masked_fill_(~valid.unsqueeze(1), float("-inf"))
-            pooled.append(F.relu(feats.amax(dim=2)))  # (B, filters)
-        return self.bottleneck(torch.cat(pooled, dim=1))  # (B, len(k) * filters) -> HeadOutput
+        fuse = self.fuse_convs if self.fuse_convs is not None else hidden.is_cuda
+        host = self.host_checks if self.host_checks is not None else not hidden.is_cuda
+        if host:
+            # Extend time only as far as some row's last valid window reaches (a fused window is kmax wide):
+            # right-padded rows at least max(k) long need no extension, and every extra column costs a conv
+            # position per kernel. One host transfer for every check and size.
+            reach = (stop.squeeze(2) + (kmax if fuse else torch.tensor(ks, device=keep.device))).amax()
+            read = torch.cat([n_real, (last - first + 1).squeeze(1), reach.view(1)]).cpu()
+            raise_empty_rows(read[:b] == 0)
+            if bool((read[b : 2 * b] != read[:b]).any()):
+                raise ValueError(
+                    "GaussianTextCNN needs contiguous real tokens per row (padding on the left or right "
+                    "only); the mask has padding between real tokens."
+                )
+            extend = max(0, int(read[-1]) - t)
+        else:
+            # A read back to the host would stall a GPU's queue on every forward (at batch 64 the head then
+            # costs as much as ~30 launches after the backbone finished). Instead: the widest extension any
+            # row can need, and the rows the checks would refuse come out NaN (the training loop's finite
+            # check names the step; the backbone's own masks are contiguous and never empty).
+            bad = (n_real == 0) | ((last - first + 1).squeeze(1) != n_real)  # (B,)
+            extend = kmax - 1
+        x = F.pad(x, (0, extend))  # (B, H, T + extend)
+        if fuse:
+            # One convolution for every width: each kernel zero-padded on the right to kmax, so output
+            # channel block i at start s is exactly conv_i's window at s (the zero taps read columns past it).
+            padded = [F.pad(c.weight, (0, kmax - k)) for k, c in zip(ks, self.convs)]
+            weight = torch.cat(padded)  # (K*F, H, kmax)
+            bias = torch.cat([c.bias for c in self.convs])  # (K*F,)
+            feats = F.conv1d(x, weight, bias)[:, :, :t]  # (B, K*F, S)
+            s = feats.shape[2]
+            feats = feats.unflatten(1, (len(ks), -1))  # (B, K, F, S)
+            # max_t relu(f_t) == relu(max_t f_t) (relu is monotone), so the ReLU runs on the pooled maps, and
+            # the fill is in place on the fresh conv output (convolution saves its input, not its output).
+            feats = feats.masked_fill_(~valid[:, :, None, :s], float("-inf"))
+            pooled = F.relu(feats.amax(dim=3)).flatten(1)  # (B, K*F)
+        else:
+            maps = []
+            for i, conv in enumerate(self.convs):
+                feats = conv(x)[:, :, :t]  # (B, F, S): window starting at each position, S <= T
+                s = feats.shape[2]  # every valid start is < S because x reaches the furthest window
+                maps.append(F.relu(feats.masked_fill_(~valid[:, i, None, :s], float("-inf")).amax(dim=2)))
+            pooled = torch.cat(maps, dim=1)  # (B, K*F)
+        if not host:
+            pooled = pooled.masked_fill(bad.unsqueeze(1), float("nan"))
+        return self.bottleneck(pooled)  # (B, K * F) -> HeadOutput
