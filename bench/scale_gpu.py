@@ -180,6 +180,28 @@ def overhead_only(args: dict) -> None:
         Path(args["out"]).write_text(json.dumps(out, indent=1))
 
 
+def overhead_variants(overrides: list[str], variants: dict, out: dict, repeats: int = 5) -> None:
+    """The head's share of inference (:func:`head_overhead`) at batch 64 and 512 under each variant.
+
+    ``variants`` maps a name to a function given the head before its measurement (it sets the variant).
+    """
+    from ucse.backbone.encoder import FrozenBackbone
+
+    cfg = build_config(overrides)
+    backbone = FrozenBackbone(cfg.backbone, "cuda", instruction=cfg.task.instruction)
+    head = build_head(cfg.head, 1024, 77, cfg.backbone.pooling).cuda().eval()
+    short = load_classification(cfg.task, cfg.data, cfg.seed).texts("test")[:2048]
+    for name, apply in variants.items():
+        apply(head)
+        for bs in (64, 512):
+            o = out[f"overhead_{name}_b{bs}"] = head_overhead(backbone, head, short, bs, repeats)
+            print(
+                f"head share, {name}, batch {bs}: backbone {o['backbone_ms']:.1f} ms, "
+                f"head {o['head_ms']:.1f} ms: +{o['overhead_percent']:.2f} %",
+                flush=True,
+            )
+
+
 def finite_check_cost(args: dict) -> None:
     """What the per-step non-finite-loss check costs on a GPU, and cuDNN autotuning's effect on the head.
 
@@ -187,7 +209,6 @@ def finite_check_cost(args: dict) -> None:
     warm-cache run is fitted with the check and with it replaced by a no-op, alternating, ``repeats`` times
     each; the training-cost ratio of the current code is measured first (``bench/train_cost.py``).
     """
-    from ucse.backbone.encoder import FrozenBackbone
     from ucse.training.module import UcseModule
 
     work = Path(args.get("work") or tempfile.mkdtemp(prefix="ucse-scale-"))
@@ -216,19 +237,11 @@ def finite_check_cost(args: dict) -> None:
         f"check costs {100 * (med['check'] / med['no_check'] - 1):+.2f} %",
         flush=True,
     )
-    cfg = build_config(overrides)
-    backbone = FrozenBackbone(cfg.backbone, "cuda", instruction=cfg.task.instruction)
-    head = build_head(cfg.head, 1024, 77, cfg.backbone.pooling).cuda().eval()
-    short = load_classification(cfg.task, cfg.data, cfg.seed).texts("test")[:2048]
-    for bench_flag in (False, True):
-        torch.backends.cudnn.benchmark = bench_flag
-        for bs in (64, 512):
-            o = out[f"overhead_b{bs}_cudnn_benchmark_{bench_flag}"] = head_overhead(backbone, head, short, bs)
-            print(
-                f"head share, batch {bs}, cudnn.benchmark={bench_flag}: backbone {o['backbone_ms']:.1f} ms, "
-                f"head {o['head_ms']:.1f} ms: +{o['overhead_percent']:.2f} %",
-                flush=True,
-            )
+    variants = {
+        f"cudnn_benchmark_{flag}": lambda head, flag=flag: setattr(torch.backends.cudnn, "benchmark", flag)
+        for flag in (False, True)
+    }
+    overhead_variants(overrides, variants, out)
     if args.get("out"):
         Path(args["out"]).write_text(json.dumps(out, indent=1, default=str))
 
@@ -241,6 +254,10 @@ HEAD_PATHS = {  # GaussianTextCNN's execution paths: (fuse_convs, host_checks)
 }
 
 
+def _set_paths(head: torch.nn.Module, paths: tuple[bool, bool]) -> None:
+    head.fuse_convs, head.host_checks = paths
+
+
 def head_paths(args: dict) -> None:
     """The current code's ratio, then the TextCNN's execution paths: warm-cache fits and inference share.
 
@@ -248,8 +265,9 @@ def head_paths(args: dict) -> None:
     2. the same 3-epoch fit on the warm cache with the old path (per-width convolutions, a host read per
        forward) and the default (fused, no host read), alternating, ``repeats`` times each;
     3. the head's share of inference latency (CUDA events) for every path at batch 64 and 512.
+
+    ``parts=overhead`` runs part 3 alone; ``repeats=`` sets part 2's fits per path (default 2).
     """
-    from ucse.backbone.encoder import FrozenBackbone
     from ucse.heads import GaussianTextCNN
 
     work = Path(args.get("work") or tempfile.mkdtemp(prefix="ucse-scale-"))
@@ -277,19 +295,10 @@ def head_paths(args: dict) -> None:
         print(f"fit {i} ({name}): {m['fit_s']:.2f} s, test accuracy {m['test']['accuracy']:.4f}", flush=True)
     GaussianTextCNN.fuse_convs = GaussianTextCNN.host_checks = None
     out["warm_fit_s"] = fits
-    cfg = build_config(overrides)
-    backbone = FrozenBackbone(cfg.backbone, "cuda", instruction=cfg.task.instruction)
-    head = build_head(cfg.head, 1024, 77, cfg.backbone.pooling).cuda().eval()
-    short = load_classification(cfg.task, cfg.data, cfg.seed).texts("test")[:2048]
-    for name, (fuse, host) in HEAD_PATHS.items():
-        head.fuse_convs, head.host_checks = fuse, host
-        for bs in (64, 512):
-            o = out[f"overhead_{name}_b{bs}"] = head_overhead(backbone, head, short, bs, repeats=3)
-            print(
-                f"head share, {name}, batch {bs}: backbone {o['backbone_ms']:.1f} ms, "
-                f"head {o['head_ms']:.1f} ms: +{o['overhead_percent']:.2f} %",
-                flush=True,
-            )
+    variants = {
+        name: (lambda head, paths=paths: _set_paths(head, paths)) for name, paths in HEAD_PATHS.items()
+    }
+    overhead_variants(overrides, variants, out, repeats=3)
     if args.get("out"):
         Path(args["out"]).write_text(json.dumps(out, indent=1, default=str))
 
