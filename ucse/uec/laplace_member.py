@@ -31,6 +31,8 @@ from ucse.uec.pooled_store import PooledStore, pooled_key
 
 MEMBER_FILE = "member.json"
 SPACES = ("scored", "raw")
+"""``ucse.uec.config.Space``'s values but ``auto`` (the ensemble's choice between them, not a space).
+Spelled out: that module imports the ensemble, which imports this one."""
 
 
 class LaplaceMember:
