@@ -12,7 +12,9 @@ The child samples its own ``/proc/self/status`` every 20 ms and reports:
   flat for a corpus to fit;
 - wall time of each phase, and the cache's size on disk.
 
-Usage: UCSE_DATA_DIR=../shared/data python bench/scale.py [--sizes 10000 30000 100000]
+Usage: UCSE_DATA_DIR=../shared/data python bench/scale.py [overrides] [--sizes 10000 30000 100000]
+(overrides go to every run, after the bench's own: ``cache.enabled=false`` measures the recompute path,
+``optim.epochs=3`` the paper's epochs.)
 """
 
 from __future__ import annotations
@@ -70,8 +72,8 @@ def texts_of(n: int) -> tuple[list[str], list[int]]:
     return out, labels
 
 
-def child(n: int) -> dict:
-    """One run on ``n`` training texts, in this process; returns the figures."""
+def child(n: int, overrides: list[str]) -> dict:
+    """One run on ``n`` training texts with the config ``overrides``, in this process; returns the figures."""
     sampler = PeakSampler()
     sampler.start()
     t0 = time.perf_counter()
@@ -103,6 +105,7 @@ def child(n: int) -> dict:
             f"cache.dir={work / 'cache'}",
             f"output_dir={work / 'run'}",
             "progress_bar=false",
+            *overrides,
         ]
     )
     setup_s = time.perf_counter() - t0
@@ -118,6 +121,7 @@ def child(n: int) -> dict:
         "setup_s": setup_s,
         "states_s": m["timing"]["states_s"],
         "fit_s": m["fit_s"],
+        "overrides": overrides,
         "after_fit_s": total_s - setup_s - m["timing"]["total_s"],
         "cache_mib": m["data"]["cache_bytes"] / 2**20,
         "vm_hwm_mib": status_kib("VmHWM") / 1024,
@@ -131,14 +135,22 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", nargs="+", type=int, default=[10_000, 30_000, 100_000])
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    ap.add_argument(
+        "overrides",
+        nargs="*",
+        help="config overrides, e.g. cache.enabled=false (recompute) or optim.epochs=3",
+    )
     args = ap.parse_args()
     if args.child:
-        print("RESULT " + json.dumps(child(args.child)), flush=True)
+        print("RESULT " + json.dumps(child(args.child, args.overrides)), flush=True)
         return
     rows = []
     for n in args.sizes:
         out = subprocess.run(
-            [sys.executable, __file__, "--child", str(n)], capture_output=True, text=True, check=False
+            [sys.executable, __file__, "--child", str(n), *args.overrides],
+            capture_output=True,
+            text=True,
+            check=False,
         )
         line = next((x for x in out.stdout.splitlines() if x.startswith("RESULT ")), None)
         if line is None:
