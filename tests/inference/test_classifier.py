@@ -91,6 +91,10 @@ def test_rows_carry_calibrated_confidence_uncertainty_abstain_and_sets(clf, tiny
         assert row["label"] == NAMES[int(p.argmax())]
         assert row["confidence"] == pytest.approx(p.max(), abs=1e-6)
         assert list(row["probs"]) == [NAMES[i] for i in np.argsort(-p)[:2]]
+        assert list(row["probs"].values()) == pytest.approx(np.sort(p)[::-1][:2], abs=1e-6)
+        # plain Python values (json.dumps and the CLI's writer take them as they are)
+        assert type(row["label"]) is str and all(type(v) is float for v in row["probs"].values())
+        assert type(row["confidence"]) is float
         assert row["abstain"] == (row["uncertainty"] > threshold)
         # Label names, most probable first (randomised APS may return an empty set).
         assert row["set"] == [NAMES[i] for i in np.argsort(-p) if NAMES[i] in row["set"]]
