@@ -12,8 +12,8 @@ class (10 seeds; docs/RESULTS.md section 1).
 
 Why Newton-CG and not scikit-learn's default lbfgs: the same minimiser (the chosen C and the cross-validated
 accuracies agree to 0.001 on Banking77), 2.5x faster on the multinomial problem (77 classes x 384 features:
-``LogisticRegressionCV`` over the 13-point grid 49 s -> 20 s on 2 cores), because each Newton step uses
-Hessian-vector products where lbfgs needs several times more loss and gradient evaluations.
+``LogisticRegressionCV`` over the 13-point grid 49 s -> 20 s on 2 cores): at C = 31.6 it converges in 10
+Newton steps (each solving with Hessian-vector products) where lbfgs takes 70 iterations.
 """
 
 from __future__ import annotations
