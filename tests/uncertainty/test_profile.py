@@ -127,3 +127,23 @@ def test_eval_of_a_run_without_uncertainty_reports_plain_softmax(tiny_run_cfg):
     assert report["calibration"]["method"] == "none"
     assert report["calibration"]["ece_after"] == pytest.approx(report["calibration"]["ece_before"])
     assert report["conformal"] is None and report["selective"]["test_coverage"] == 1.0
+
+
+def test_set_labels_are_each_rows_members_most_probable_first():
+    """The bulk conversion against a sort per row: ties keep column order, empty and full sets included."""
+    from ucse.uncertainty.profile import UncertaintyOutput
+
+    rng = np.random.default_rng(0)
+    probs = rng.dirichlet(np.ones(6) * 0.3, 40)
+    probs[0] = [0.25, 0.25, 0.1, 0.25, 0.1, 0.05]  # ties
+    sets = rng.random((40, 6)) < 0.4
+    sets[0], sets[1], sets[2] = True, False, True  # the tied row whole, an empty and a full set
+    names = [f"label {i}" for i in range(6)]
+    out = UncertaintyOutput(
+        probs, probs.argmax(1), probs.max(1), 1 - probs.max(1), "msp", np.zeros(40, bool), sets
+    )
+    expected = [[names[c] for c in np.argsort(-p, kind="stable") if m[c]] for p, m in zip(probs, sets)]
+    assert out.set_labels(names) == expected
+    assert (
+        expected[1] == [] and len(expected[2]) == 6 and expected[0][:3] == ["label 0", "label 1", "label 3"]
+    )
