@@ -70,9 +70,13 @@ def main(argv: list[str]) -> int:
         head_dir = Path(opts["run"]) if "run" in opts else random_head_dir(Path(tmp))
         clf = UcseClassifier.from_pretrained(head_dir, device=opts.get("device", "cpu"))
         backbone = clf.encoder_.backbone
+        batch = backbone.cfg.batch_size or (
+            512 if backbone.device.type == "cuda" else 64
+        )  # iter_states' default
         print(
             f"{n} Banking77 test texts; backbone {backbone.cfg.model} ({backbone.precision.value}, "
-            f"batch {backbone.cfg.batch_size or 64}); head {head_dir}; profile fitted: {clf.profile_.fitted} "
+            f"batch {batch}); head {head_dir}; "
+            f"profile fitted: {clf.profile_.fitted} "
             f"(score {clf.uncertainty_score_}); torch threads {torch.get_num_threads()}"
         )
         warm = texts[:200]
