@@ -6,6 +6,7 @@
 #   bash bench/gpu_session.sh current  # MiniLM train.py (default recipe, seed 0; ~105 s on an H200), predict vs encode
 #   bash bench/gpu_session.sh paths    # the 0.6B shape's ratio, warm-cache fits and head share per TextCNN path
 #                                      # (bench/scale_gpu.py only=head_paths; ~4 min on an H200, ~1 min parts=overhead)
+#   bash bench/gpu_session.sh compile  # the head's forward eager vs torch.compile / CUDA graphs (bench/head_compile.py)
 # The machine has torch, lightning, transformers, torchmetrics but no omegaconf or datasets and no network, so
 # these travel with the working tree (ignored folders, see .git/info/exclude):
 #   .whl/              omegaconf, datasets, dill, multiprocess wheels (pip download --python-version 3.12 ...)
@@ -50,6 +51,9 @@ for stage in "$@"; do
     paths)
       python3 bench/scale_gpu.py only=head_paths tokenizer=.gpu/tok-smollm2 out="$out/qwen3-head-paths.json" 2>&1 \
         | grep -v -E "^(INFO|WARNING)|UserWarning|LOCAL_RANK"
+      ;;
+    compile)
+      for bs in 64 512; do python3 bench/head_compile.py device=cuda hidden=1024 batch=$bs 2>&1 | grep -v "^W"; done
       ;;
     qwen3)
       python3 bench/scale_gpu.py tokenizer=.gpu/tok-smollm2 out="$out/qwen3-scale.json" 2>&1 \
