@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ucse.config import TrainConfig, build_config
+from ucse.config.run_layout import RunFolder
 from ucse.config.uncertainty import check_uncertainty_config
 
 if TYPE_CHECKING:
@@ -76,7 +77,7 @@ def fit_uncertainty(run_dir: Path, cfg: TrainConfig, data: TaskData) -> Uncertai
     from ucse.uncertainty.fit import fit_for_run
 
     encoder = UcseEncoder.from_dir(
-        run_dir / "head",
+        RunFolder(run_dir).head,
         device=resolve_device(cfg.accelerator),
         trust_remote_code=cfg.backbone.trust_remote_code,
     )
@@ -111,7 +112,7 @@ def run_training(cfg: TrainConfig, source: Any = None) -> tuple[RunResult, Uncer
     with hold_run_folder(run_dir):  # the profile is part of the run: no other process in between
         result = train(cfg, data=data)
         profile = None
-        if cfg.uncertainty.enabled and (result.run_dir / "head" / "model.safetensors").is_file():
+        if cfg.uncertainty.enabled and (RunFolder(result.run_dir).head / "model.safetensors").is_file():
             profile = fit_uncertainty(result.run_dir, cfg, data)
     return result, profile
 

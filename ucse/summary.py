@@ -10,6 +10,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ucse.config.run_layout import RunFolder
+
 
 def describe_flag(ood: Any) -> str:
     """How the out-of-scope threshold was set, in one phrase (for the summary and ``ucse calibrate``)."""
@@ -95,10 +97,11 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
             o = profile.ood
             held = f"{o.info.get('n_heldout')} {o.info.get('heldout')} texts"
             lines.append(f"  out-of-scope flag: {describe_flag(o)} (held out: {held})")
+    run = RunFolder(run_dir)
     extra = ", ".join(
-        n for n in ("config.yaml", "heldout.safetensors", "logs/") if (run_dir / n.rstrip("/")).exists()
+        n for n in (run.CONFIG, run.HELDOUT, run.LOGS + "/") if (run_dir / n.rstrip("/")).exists()
     )
-    lines.append(f"files: {run_dir / 'metrics.json'}, {run_dir / 'head'} (head + calibration), {extra}")
+    lines.append(f"files: {run.metrics}, {run.head} (head + calibration), {extra}")
     lines.append(
         f"next: ucse predict run={run_dir} input=<texts.txt> out=<predictions.jsonl>   |   "
         f"ucse eval run={run_dir}"

@@ -262,3 +262,20 @@ def test_the_deferred_non_finite_check_names_the_same_step_and_terms(tiny_run_cf
     assert head == str(deferred.value).split("; likely cause")[0]
     assert "likely cause: the head's weights diverged" in str(deferred.value)
     assert not (tmp_path / "b" / "head").exists()
+
+
+def test_the_layout_names_what_a_run_writes(finished):
+    """Every top-level entry of a finished run is one RunFolder names, and the files it names exist."""
+    from ucse.config.run_layout import RunFolder
+
+    run_dir, _ = finished
+    run = RunFolder(run_dir)
+    assert run.config.is_file() and run.metrics.is_file() and run.head.is_dir()
+    assert run.last_checkpoint.is_file() and run.logs.is_dir()
+    named = {RunFolder.CONFIG, RunFolder.METRICS, RunFolder.HEAD, RunFolder.CHECKPOINTS, RunFolder.HELDOUT}
+    named |= {RunFolder.LOGS}
+    assert {p.name for p in run_dir.iterdir()} <= named  # hidden lock files sit beside the folder, not in it
+    assert (
+        run.eval_report("test").name == "eval.json"
+        and run.eval_report("validation").name == "eval-validation.json"
+    )

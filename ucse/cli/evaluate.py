@@ -89,8 +89,9 @@ def main(argv: list[str], command: str = "eval") -> int:
 
             report = evaluate_run(cfg)
             print(format_table(report))
-            name = "eval.json" if cfg.split == "test" else f"eval-{cfg.split}.json"
-            print(eval_summary(report, Path(report["run"]) / name))
+            from ucse.config.run_layout import RunFolder
+
+            print(eval_summary(report, RunFolder(report["run"]).eval_report(cfg.split)))
         return 0
 
     return run_cli(body)

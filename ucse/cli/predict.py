@@ -35,7 +35,9 @@ def help_text() -> str:
 
 def _trained_text_column(head_dir: Path) -> str:
     """The text column the run was trained on (from ``<run>/config.yaml``), else ``text``."""
-    cfg_file = head_dir.parent / "config.yaml"
+    from ucse.config.run_layout import RunFolder
+
+    cfg_file = RunFolder(head_dir.parent).config
     if not cfg_file.is_file():
         return "text"
     from ucse.config import from_yaml

@@ -19,6 +19,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from ucse.config import RENAMED_KEYS, ConfigError, TrainConfig, build_config, did_you_mean
+from ucse.config.run_layout import RunFolder
 from ucse.config.uncertainty import check_uncertainty_config
 from ucse.training.variants import EXTRAS, TABLE7, Variant, variant_overrides
 
@@ -56,7 +57,7 @@ def run_sweep(
         for v in variants:
             for seed in range(seeds):
                 run_dir = out / task / v / f"seed{seed}"
-                if (run_dir / "metrics.json").is_file():
+                if RunFolder(run_dir).metrics.is_file():
                     continue
                 cfg = build_config(
                     [
@@ -88,7 +89,8 @@ def _evaluate_runs(out: Path, tasks: list[str], variants: list[str], seeds: int)
         for v in variants:
             for seed in range(seeds):
                 run_dir = out / task / v / f"seed{seed}"
-                if v == "logreg" or (run_dir / "eval.json").is_file() or not (run_dir / "head").is_dir():
+                run = RunFolder(run_dir)
+                if v == "logreg" or run.eval_report("test").is_file() or not run.head.is_dir():
                     continue  # logreg has no head folder; done runs are skipped
                 evaluate_run(build_eval_config([f"run={run_dir}", "plots=false", "efficiency=false"]))
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-RUN_FILES = ("config.yaml", "head/config.json", "head/model.safetensors")
+from ucse.config.run_layout import RunFolder
+
+RUN_FILES = (RunFolder.CONFIG, f"{RunFolder.HEAD}/config.json", f"{RunFolder.HEAD}/model.safetensors")
 """The files every finished run has (the head's profile and metrics.json are optional)."""
 
 

@@ -10,6 +10,7 @@ import torch
 
 from ucse import atomic
 from ucse.config import TrainConfig, from_yaml
+from ucse.config.run_layout import RunFolder
 from ucse.core.encoder import EncodedBatch, UcseEncoder
 from ucse.core.run_folder import finished_run
 from ucse.data import TaskData, load_classification
@@ -51,7 +52,7 @@ class PooledBackboneEncoder:
 def load_run(run: str | Path, data_root: str | None = None) -> tuple[Path, TrainConfig]:
     """The run folder and its resolved training config; errors say what is missing."""
     path = finished_run(run)
-    cfg = from_yaml(path / "config.yaml")
+    cfg = from_yaml(RunFolder(path).config)
     if data_root:
         cfg.data.root = data_root
     return path, cfg
@@ -128,7 +129,7 @@ def run_profile(
         ``(profile, source)`` with source ``"saved"``, ``"fitted at evaluation"`` or, for a run trained with
         ``uncertainty.enabled=false``, the plain softmax profile.
     """
-    profile = load_uncertainty_profile(run / "head", num_classes=data.num_classes)
+    profile = load_uncertainty_profile(RunFolder(run).head, num_classes=data.num_classes)
     if profile.fitted:
         return profile, "saved"
     if not train_cfg.uncertainty.enabled:
@@ -193,11 +194,13 @@ def evaluate_run(cfg: EvalConfig) -> dict:
     """
     run, train_cfg = load_run(cfg.run or "", cfg.data_root)
     device = resolve_device(cfg.accelerator)
-    encoder = UcseEncoder.from_dir(run / "head", device=device, trust_remote_code=cfg.trust_remote_code)
+    encoder = UcseEncoder.from_dir(
+        RunFolder(run).head, device=device, trust_remote_code=cfg.trust_remote_code
+    )
     data = load_classification(train_cfg.task, train_cfg.data, train_cfg.seed)
     if cfg.split not in data.splits:
         raise ValueError(f"split={cfg.split!r} is not one of {list(data.splits)}.")
-    check_label_names(encoder.label_names, list(data.label_names), run / "head")
+    check_label_names(encoder.label_names, list(data.label_names), RunFolder(run).head)
     states = attach_run_states(encoder, train_cfg, data)
     out = encoder.run_states(states[cfg.split])
     labels = data.labels(cfg.split)
@@ -238,7 +241,7 @@ def evaluate_run(cfg: EvalConfig) -> dict:
         )
     if cfg.mteb:
         report["mteb"] = mteb_report(encoder, train_cfg, cfg.batch_size)
-    atomic.write_json(run / ("eval.json" if cfg.split == "test" else f"eval-{cfg.split}.json"), report)
+    atomic.write_json(RunFolder(run).eval_report(cfg.split), report)
     return {k: v for k, v in report.items() if k not in ("uncertainty",)} | {
         "arc_area": {k: v["area"] for k, v in unc["arc"].items()}
     }

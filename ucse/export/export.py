@@ -9,8 +9,10 @@ import torch
 
 from ucse.backbone.device import resolve_device
 from ucse.config import from_yaml
+from ucse.config.run_layout import RunFolder
 from ucse.core.encoder import UcseEncoder
 from ucse.core.gaussian import GaussianEmbeddings
+from ucse.core.run_folder import finished_run
 from ucse.data import load_classification
 from ucse.evaluation.config import EvalConfig
 
@@ -47,7 +49,12 @@ def check_out(out: Path, run: Path, overwrite: bool) -> None:
         ValueError: naming ``out``, what is in it and the flag or folder that allows the export.
     """
     o, r = out.resolve(), run.resolve()
-    if o == r or r.is_relative_to(o) or o.is_relative_to(r / "head") or o.is_relative_to(r / "checkpoints"):
+    if (
+        o == r
+        or r.is_relative_to(o)
+        or o.is_relative_to(RunFolder(r).head)
+        or o.is_relative_to(RunFolder(r).checkpoints)
+    ):
         raise ValueError(
             f"out={out} would replace the run {run} or part of it (head, checkpoints, metrics); nothing was "
             "changed. Export into a new folder, e.g. out=<run>/export or out=embeddings/<name>."
@@ -73,22 +80,18 @@ def export_run(cfg: EvalConfig) -> dict:
     """
     if not cfg.out:
         raise ValueError("export needs out=<folder> for embeddings.safetensors + meta.json.")
-    run = Path(cfg.run or "")
-    if not run.is_dir():
-        what = "is a file, not a run folder" if run.exists() else "does not exist"
-        raise FileNotFoundError(f"run={cfg.run} {what}; pass run=<a folder written by ucse train>.")
-    for need in ("config.yaml", "head/config.json", "head/model.safetensors"):
-        if not (run / need).is_file():
-            raise FileNotFoundError(f"{run} is not a finished ucse run: {need} is missing.")
+    run = finished_run(cfg.run or "")
     check_out(Path(cfg.out), run, cfg.overwrite)
-    train_cfg = from_yaml(run / "config.yaml")
+    train_cfg = from_yaml(RunFolder(run).config)
     source = Path(cfg.export)
     if source.suffix == ".jsonl":
         texts, origin = read_texts(source), {"input_file": str(source)}
     elif cfg.export not in SPLITS:
         raise ValueError(f"export={cfg.export!r} is neither a .jsonl file nor a split ({', '.join(SPLITS)}).")
     device = resolve_device(cfg.accelerator)
-    encoder = UcseEncoder.from_dir(run / "head", device=device, trust_remote_code=cfg.trust_remote_code)
+    encoder = UcseEncoder.from_dir(
+        RunFolder(run).head, device=device, trust_remote_code=cfg.trust_remote_code
+    )
     if cfg.export in SPLITS and source.suffix != ".jsonl":
         data = load_classification(train_cfg.task, train_cfg.data, train_cfg.seed)
         texts, origin = (

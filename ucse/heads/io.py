@@ -20,6 +20,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save, save_file
 
 from ucse import atomic
+from ucse.config.run_layout import RunFolder
 from ucse.heads.base import Head
 from ucse.heads.factory import build_head
 from ucse.heads.manifest import MANIFEST_FILE, sha256, verify_files, write_manifest
@@ -285,7 +286,7 @@ def resolve_head_dir(path: str | Path) -> Path:
         FileNotFoundError: naming the path and what a run or head folder holds.
     """
     p = Path(path).expanduser()
-    for cand in (p / "head", p):
+    for cand in (RunFolder(p).head, p):
         if (cand / "config.json").is_file() and (cand / "model.safetensors").is_file():
             return cand
     if not p.exists():

@@ -32,6 +32,7 @@ from tqdm.auto import tqdm
 
 from ucse.backbone.device import resolve_device
 from ucse.config import Device
+from ucse.config.run_layout import RunFolder
 from ucse.core.encoder import EncodedBatch, UcseEncoder
 from ucse.heads.io import resolve_head_dir
 from ucse.uncertainty.profile import (
@@ -207,8 +208,8 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         clf = cls(device=Device(device).value, batch_size=batch_size, trust_remote_code=trust_remote_code)
         head_dir = resolve_head_dir(path)
         clf._load(head_dir, batch_size)
-        clf.run_dir_ = head_dir.parent if (head_dir.parent / "config.yaml").is_file() else None
-        metrics = None if clf.run_dir_ is None else clf.run_dir_ / "metrics.json"
+        clf.run_dir_ = head_dir.parent if RunFolder(head_dir.parent).config.is_file() else None
+        metrics = None if clf.run_dir_ is None else RunFolder(clf.run_dir_).metrics
         clf.metrics_ = json.loads(metrics.read_text()) if metrics is not None and metrics.is_file() else {}
         return clf
 

@@ -19,12 +19,13 @@ from sklearn.metrics import accuracy_score, f1_score
 from ucse import atomic
 from ucse.backbone.states import TokenStates
 from ucse.config import HeadType, TrainConfig
+from ucse.config.run_layout import RunFolder
 from ucse.heads import save_head
 from ucse.heads.outputs import Outputs, run_head
 from ucse.training.auto import WEIGHTS, fit_auto, fit_probe_head
 from ucse.training.logreg import probe_features
 
-HELDOUT_FILE = "heldout.safetensors"
+HELDOUT_FILE = RunFolder.HELDOUT
 
 
 def _scores(logits: np.ndarray, y: np.ndarray) -> dict:
@@ -63,8 +64,8 @@ def fit_auto_run(
     if heldout is not None:  # the validation rows trained the head: report the held-out estimate
         estimate = "cross-validated" if report.get("mode") == "cross-validation" else "held-out, before refit"
         metrics["val"] = {**_scores(heldout.logits, heldout_labels), "estimate": estimate}
-        save_heldout(run_dir / HELDOUT_FILE, heldout, heldout_labels)
-    save_head(head, run_dir / "head", meta)
+        save_heldout(RunFolder(run_dir).heldout, heldout, heldout_labels)
+    save_head(head, RunFolder(run_dir).head, meta)
     metrics["head"] = head.spec.config.type.value
     metrics["selection"] = report
     metrics["fit_s"] = round(fit_s, 3)

@@ -32,6 +32,7 @@ from ucse.config import (
     to_yaml,
 )
 from ucse.config.checks import validate_config
+from ucse.config.run_layout import RunFolder
 from ucse.data import TaskData, load_classification
 from ucse.heads import build_head, save_head
 from ucse.interrupt import TerminatedError
@@ -148,7 +149,7 @@ def _trainer(
 ) -> tuple[L.Trainer, ModelCheckpoint]:
     head_bf16 = effective_precision(cfg.head_precision, device) is Precision.bf16
     ckpt = RelocatableCheckpoint(
-        dirpath=run_dir / "checkpoints",
+        dirpath=RunFolder(run_dir).checkpoints,
         filename="best-{epoch}-{step}",
         monitor="val/acc",
         mode="max",
@@ -229,7 +230,7 @@ def train(cfg: TrainConfig, data: TaskData | None = None) -> RunResult:
                 atomic.clean_leftovers(run_dir.parent, run_dir.name)
                 swap = check_run_dir(cfg, run_dir)
                 # Temporary files a killed run left in it (a half-written head, metrics or checkpoint) go.
-                for sub in (run_dir, run_dir / "checkpoints"):
+                for sub in (run_dir, RunFolder(run_dir).checkpoints):
                     atomic.clean_leftovers(sub)
             # overwrite=true: train into a temporary sibling, swapped in whole when the run succeeded.
             work = stack.enter_context(atomic.atomic_dir(run_dir)) if swap else run_dir
@@ -249,7 +250,7 @@ def _stopped(stop: TerminatedError, cfg: TrainConfig, run_dir: Path, swap: bool)
             f"{stop}; the run in {run_dir} is unchanged (the unfinished overwrite was discarded). Rerun with "
             "overwrite=true to replace it."
         )
-    last = run_dir / "checkpoints" / "last.ckpt"
+    last = RunFolder(run_dir).last_checkpoint
     if not last.is_file():
         return f"{stop} before the first checkpoint; rerun the same command to start afresh."
     done = int(read_checkpoint(last).get("epoch", -1)) + 1
@@ -280,7 +281,7 @@ def _run(cfg: TrainConfig, data: TaskData, run_dir: Path, device: torch.device, 
     """The run itself, writing into ``run_dir`` (the run folder, or its temporary sibling)."""
     schedule(cfg, len(data.splits["train"]))
     if is_rank_zero():
-        atomic.write_text(run_dir / "config.yaml", to_yaml(cfg))
+        atomic.write_text(RunFolder(run_dir).config, to_yaml(cfg))
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -320,7 +321,7 @@ def _run(cfg: TrainConfig, data: TaskData, run_dir: Path, device: torch.device, 
         "cache_bytes": cache.size_bytes() if cache is not None else 0,
         "cache_builds": cache.builds if cache is not None else 0,
     }
-    atomic.write_json(run_dir / "metrics.json", metrics)
+    atomic.write_json(RunFolder(run_dir).metrics, metrics)
     return metrics
 
 
@@ -353,7 +354,7 @@ def _fit_lightning(
     if best and not Path(best).is_file():
         # Resumed from a run trained under another folder name (overwrite=true trains in a temporary
         # sibling, renamed at the end): the checkpoint kept its old path; it is in this run's checkpoints/.
-        moved = run_dir / "checkpoints" / Path(best).name
+        moved = RunFolder(run_dir).checkpoints / Path(best).name
         best = str(moved) if moved.is_file() else None
     saved_best = None if ckpt.best_model_score is None else float(ckpt.best_model_score)
     if keep.state is not None and saved_best in (None, keep.best):
@@ -369,7 +370,7 @@ def _fit_lightning(
         test = trainer.test(module, datamodule=dm, ckpt_path=reload, verbose=False, weights_only=True)[0]
         scores["test"] = {"accuracy": test["test/acc"], "f1_macro": test["test/f1_macro"]}
     if trainer.is_global_zero:
-        save_head(module.head.cpu().float(), run_dir / "head", head_meta(cfg, data))
+        save_head(module.head.cpu().float(), RunFolder(run_dir).head, head_meta(cfg, data))
     return {
         **scores,
         "best_checkpoint": Path(best).name if best else None,

@@ -13,21 +13,18 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 
 from ucse import atomic
 from ucse.config import ConfigError, TrainConfig, from_yaml
+from ucse.config.run_layout import RunFolder
 from ucse.heads.io import HEAD_FILES
 
-RESULT_MARKERS = ("metrics.json", "head", "checkpoints")
+RESULT_MARKERS = (RunFolder.METRICS, RunFolder.HEAD, RunFolder.CHECKPOINTS)
 """What makes a folder hold a run worth keeping: results, a head, or checkpoints to resume from."""
 # Sections a resumed run must share with the run it resumes (epochs may grow; logging may change).
 _RESUME_KEYS = ("task", "backbone", "head", "loss", "data", "seed")
 
 
 def _has_results(run_dir: Path) -> bool:
-    ckpts = run_dir / "checkpoints"
-    return (
-        (run_dir / "metrics.json").exists()
-        or (run_dir / "head").exists()
-        or (ckpts.is_dir() and any(ckpts.glob("*.ckpt")))
-    )
+    run, ckpts = RunFolder(run_dir), RunFolder(run_dir).checkpoints
+    return run.metrics.exists() or run.head.exists() or (ckpts.is_dir() and any(ckpts.glob("*.ckpt")))
 
 
 def check_run_dir(cfg: TrainConfig, run_dir: Path) -> bool:
@@ -49,7 +46,7 @@ def check_run_dir(cfg: TrainConfig, run_dir: Path) -> bool:
         return False
     # Only this program's own temporaries are ignored: a user's `.draft.tmp` makes the folder not ours.
     names = {p.name for p in run_dir.iterdir() if atomic.leftover_target(p.name) is None}
-    if names and "config.yaml" not in names:
+    if names and RunFolder.CONFIG not in names:
         raise ConfigError(
             f"Refusing to train into {run_dir}: it holds files but no ucse run (no config.yaml: "
             f"{', '.join(sorted(names)[:5])}); nothing was changed. Choose another output_dir (or name)."
@@ -70,8 +67,9 @@ def check_run_dir(cfg: TrainConfig, run_dir: Path) -> bool:
 
 def _check_resume(cfg: TrainConfig, run_dir: Path) -> None:
     """A resumed run needs the same task, backbone, head, loss, data and seed, and a readable checkpoint."""
-    if (run_dir / "config.yaml").is_file():
-        old = from_yaml(run_dir / "config.yaml")
+    run = RunFolder(run_dir)
+    if run.config.is_file():
+        old = from_yaml(run.config)
         for key in _RESUME_KEYS:
             if getattr(old, key) != getattr(cfg, key):
                 raise ConfigError(
@@ -79,7 +77,7 @@ def _check_resume(cfg: TrainConfig, run_dir: Path) -> None:
                     f"another '{key}' ({_diff(getattr(old, key), getattr(cfg, key), key)}); resume with the "
                     "same settings, or pass overwrite=true (without ckpt_path) to start the run afresh."
                 )
-    head = run_dir / "head"
+    head = run.head
     if head.exists() and (not head.is_dir() or {p.name for p in head.iterdir()} - HEAD_FILES):
         raise ConfigError(f"{head} is not a saved head folder; move it away before resuming the run.")
     path = checkpoint_path(cfg, run_dir)
@@ -104,7 +102,7 @@ def checkpoint_path(cfg: TrainConfig, run_dir: Path) -> Path | None:
     if not cfg.ckpt_path:
         return None
     if cfg.ckpt_path == "last":
-        path = run_dir / "checkpoints" / "last.ckpt"
+        path = RunFolder(run_dir).last_checkpoint
         return path if path.is_file() else None  # killed before the first checkpoint: start afresh
     path = Path(cfg.ckpt_path)
     if not path.is_file():

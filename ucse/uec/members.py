@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from ucse.backbone import texts_hash, validate_texts
+from ucse.config.run_layout import RunFolder
 from ucse.core.encoder import UcseEncoder
 from ucse.core.gaussian import GaussianEmbeddings
 from ucse.uec.digest import cache_root, stable_digest
@@ -90,7 +91,7 @@ class HeadMember:
         from ucse.evaluation.evaluate import attach_run_states, load_run  # evaluation sits above uec/
 
         run = self.head_dir.parent
-        if not (run / "config.yaml").is_file():
+        if not RunFolder(run).config.is_file():
             return False
         run, cfg = load_run(run, str(data_root) if data_root else None)
         if cfg.task.name != task:

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from ucse.config import TrainConfig, from_yaml
+from ucse.config.run_layout import RunFolder
 from ucse.config.uncertainty import (
     CalibrationMethod,
     ConformalMethod,
@@ -33,7 +34,7 @@ from ucse.config.uncertainty import (
 from ucse.core.encoder import EncodedBatch, UcseEncoder
 from ucse.core.run_folder import finished_run
 from ucse.data import TaskData, load_classification
-from ucse.training.auto_run import HELDOUT_FILE, load_heldout
+from ucse.training.auto_run import load_heldout
 from ucse.training.run import build_states, resolve_device
 from ucse.uncertainty import conformal
 from ucse.uncertainty.calibration import fit_calibrator, out_of_fold_probs
@@ -176,7 +177,7 @@ def fit_for_run(
     replaced for the same head, lends its class Gaussians, so the training split need not be re-encoded.
     """
     c = len(data.label_names)
-    heldout = load_heldout(run / HELDOUT_FILE, c)
+    heldout = load_heldout(RunFolder(run).heldout, c)
     ocfg = ucfg.ood
     old_ood = previous.ood if previous is not None else None
     reuse_ood = (
@@ -222,7 +223,7 @@ def fit_for_run(
             examples = read_ood_texts(train_cfg.data.ood_path, train_cfg.data.text_column)
             tune = ocfg.threshold is not OodThreshold.tpr  # tpr keeps the guarantee, reports the examples
             apply_examples(profile.ood, encoder, profile.calibrator, examples, tune)
-    profile.save(run / "head")
+    profile.save(RunFolder(run).head)
     return profile
 
 
@@ -245,17 +246,17 @@ def fit_run_uncertainty(
         The saved profile.
     """
     run = finished_run(run_dir)
-    train_cfg = from_yaml(run / "config.yaml")
+    train_cfg = from_yaml(RunFolder(run).config)
     if data_root:
         train_cfg.data.root = data_root
     ucfg = cfg or train_cfg.uncertainty
     # The run's own command asked for the model code; a stored config.yaml alone never enables it.
     encoder = UcseEncoder.from_dir(
-        run / "head", device=resolve_device(train_cfg.accelerator), trust_remote_code=trust_remote_code
+        RunFolder(run).head, device=resolve_device(train_cfg.accelerator), trust_remote_code=trust_remote_code
     )
     data = load_classification(train_cfg.task, train_cfg.data, train_cfg.seed)
     profile = fit_for_run(run, train_cfg, ucfg, data, encoder)
-    log.info("uncertainty profile (score %s) saved in %s", profile.score.value, run / "head")
+    log.info("uncertainty profile (score %s) saved in %s", profile.score.value, RunFolder(run).head)
     return profile
 
 
@@ -303,7 +304,7 @@ def refit_run_profile(
                 f"'{tok}': calibrate changes only uncertainty.<field>=<value> settings "
                 "(e.g. uncertainty.abstain.target_error=0.1); see `ucse calibrate --help`."
             )
-    train_cfg = from_yaml(run / "config.yaml")
+    train_cfg = from_yaml(RunFolder(run).config)
     try:
         merged = OmegaConf.merge(
             OmegaConf.structured(train_cfg.uncertainty),
@@ -331,12 +332,12 @@ def refit_run_profile(
     if data_root:
         train_cfg.data.root = data_root
     encoder = UcseEncoder.from_dir(
-        run / "head", device=resolve_device(train_cfg.accelerator), trust_remote_code=trust_remote_code
+        RunFolder(run).head, device=resolve_device(train_cfg.accelerator), trust_remote_code=trust_remote_code
     )
-    before = load_uncertainty_profile(run / "head", num_classes=len(encoder.label_names) or None)
+    before = load_uncertainty_profile(RunFolder(run).head, num_classes=len(encoder.label_names) or None)
     data = load_classification(train_cfg.task, train_cfg.data, train_cfg.seed)
     profile = fit_for_run(run, train_cfg, ucfg, data, encoder, previous=before)
     train_cfg.uncertainty = ucfg
     train_cfg.data.root = recorded_root  # the run's record keeps its own
-    atomic.write_text(run / "config.yaml", to_yaml(train_cfg))
+    atomic.write_text(RunFolder(run).config, to_yaml(train_cfg))
     return before, profile

@@ -1,0 +1,79 @@
+"""A run folder's layout: every name ``ucse train`` writes, in one place.
+
+Training writes the folder; ``ucse eval`` / ``calibrate`` / ``predict`` / ``export``, the sweep and the
+estimator read it. All take the names from :class:`RunFolder`, so a file moves in one line. It lives beside
+the config (the lowest layer) because every layer above, training included, needs it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True, init=False)
+class RunFolder:
+    """The paths inside one run folder (nothing is read or created here).
+
+    Attributes:
+        path: the run folder (``output_dir``).
+    """
+
+    path: Path
+
+    CONFIG = "config.yaml"
+    """The run's resolved config: what ``resume``, ``eval`` and ``calibrate`` read back."""
+    METRICS = "metrics.json"
+    """Validation / test scores and timings."""
+    HEAD = "head"
+    """The saved head and its uncertainty profile (``ucse.heads.io``)."""
+    CHECKPOINTS = "checkpoints"
+    """Lightning checkpoints (``last.ckpt`` every epoch, the best epoch's)."""
+    LAST_CHECKPOINT = "last.ckpt"
+    """The checkpoint ``ckpt_path=last`` resumes from, inside ``checkpoints/``."""
+    HELDOUT = "heldout.safetensors"
+    """``head=auto``'s held-out outputs, which the profile is calibrated on after a refit."""
+    LOGS = "logs"
+    """CSV and TensorBoard logs."""
+
+    def __init__(self, path: str | Path) -> None:
+        object.__setattr__(self, "path", Path(path))
+
+    @property
+    def config(self) -> Path:
+        """``config.yaml``."""
+        return self.path / self.CONFIG
+
+    @property
+    def metrics(self) -> Path:
+        """``metrics.json``."""
+        return self.path / self.METRICS
+
+    @property
+    def head(self) -> Path:
+        """``head/``."""
+        return self.path / self.HEAD
+
+    @property
+    def checkpoints(self) -> Path:
+        """``checkpoints/``."""
+        return self.path / self.CHECKPOINTS
+
+    @property
+    def last_checkpoint(self) -> Path:
+        """``checkpoints/last.ckpt``."""
+        return self.checkpoints / self.LAST_CHECKPOINT
+
+    @property
+    def heldout(self) -> Path:
+        """``heldout.safetensors``."""
+        return self.path / self.HELDOUT
+
+    @property
+    def logs(self) -> Path:
+        """``logs/``."""
+        return self.path / self.LOGS
+
+    def eval_report(self, split: str) -> Path:
+        """``eval.json`` for the test split, ``eval-<split>.json`` for another."""
+        return self.path / ("eval.json" if split == "test" else f"eval-{split}.json")
