@@ -16,27 +16,22 @@ Usage: python bench/head_compile.py [device=cuda] [hidden=1024] [batch=64] [seq=
 from __future__ import annotations
 
 import contextlib
+import statistics
 import sys
 import time
+from pathlib import Path
 
 import torch
 
-from ucse.heads import GaussianTextCNN
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import call_times  # noqa: E402
+
+from ucse.heads import GaussianTextCNN  # noqa: E402
 
 
-def timed(fn, device: torch.device, repeats: int) -> float:
+def timed(fn, repeats: int) -> float:
     """Median milliseconds of ``fn()`` over ``repeats`` calls after 5 warm-ups (synchronised on CUDA)."""
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    for _ in range(5):
-        fn()
-    sync()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        times.append(time.perf_counter() - t0)
-    return 1e3 * sorted(times)[len(times) // 2]
+    return 1e3 * statistics.median(call_times(fn, repeats, warmup=5))
 
 
 def main(argv: list[str]) -> None:
@@ -59,7 +54,7 @@ def main(argv: list[str]) -> None:
         with torch.inference_mode(), amp:
             return model(hidden, mask).logits
 
-    eager_ms = timed(lambda: run(head), device, repeats)
+    eager_ms = timed(lambda: run(head), repeats)
     reference = run(head).float()
     print(f"GaussianTextCNN H={h}, batch {b} x {t} tokens on {device} ({torch.__version__})")
     print(f"  eager: {eager_ms:.3f} ms")
@@ -70,7 +65,7 @@ def main(argv: list[str]) -> None:
         out = run(compiled).float()
         compile_s = time.perf_counter() - t0
         diff = float((out - reference).abs().max())
-        ms = timed(lambda compiled=compiled: run(compiled), device, repeats)
+        ms = timed(lambda compiled=compiled: run(compiled), repeats)
         print(
             f"  torch.compile mode={mode}: {ms:.3f} ms ({eager_ms / ms:.2f}x eager), "
             f"first call {compile_s:.1f} s, max |logit diff| {diff:.2e}",

@@ -12,12 +12,16 @@ Usage: python bench/head_paths.py [hidden=384] [batch=64] [seq=32] [repeats=30] 
 
 from __future__ import annotations
 
+import statistics
 import sys
-import time
+from pathlib import Path
 
 import torch
 
-from ucse.heads import GaussianTextCNN
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import call_times  # noqa: E402
+
+from ucse.heads import GaussianTextCNN  # noqa: E402
 
 PATHS = {  # (fuse_convs, host_checks)
     "per-width, host read (CPU default)": (False, True),
@@ -29,14 +33,7 @@ PATHS = {  # (fuse_convs, host_checks)
 
 def timed(fn, repeats: int) -> float:
     """Median milliseconds of ``fn()`` over ``repeats`` calls after 3 warm-ups."""
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return 1e3 * sorted(times)[len(times) // 2]
+    return 1e3 * statistics.median(call_times(fn, repeats, warmup=3))
 
 
 def main(argv: list[str]) -> None:

@@ -20,13 +20,18 @@ from __future__ import annotations
 
 import argparse
 import resource
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
-from ucse.core.gaussian import GaussianEmbeddings
-from ucse.uec.similarity import cosine_topk, topk
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import call_times  # noqa: E402
+
+from ucse.core.gaussian import GaussianEmbeddings  # noqa: E402
+from ucse.uec.similarity import cosine_topk, topk  # noqa: E402
 
 
 def make_gaussians(
@@ -44,21 +49,9 @@ def rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _sync() -> None:
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()  # GPU kernels are asynchronous: time them to completion
-
-
 def best_time(fn: Callable[[], object], repeats: int) -> float:
-    fn()  # warm-up: allocator, thread pool, page faults, CUDA kernels
-    _sync()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        _sync()
-        times.append(time.perf_counter() - start)
-    return min(times)
+    """The fastest of ``repeats`` calls after one warm-up, in seconds."""
+    return min(call_times(fn, repeats))
 
 
 def make_clustered(
