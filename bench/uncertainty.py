@@ -32,12 +32,13 @@ from scipy.stats import spearmanr
 
 from ucse.backbone.cache import SubsetStates
 from ucse.config import build_config, from_yaml
+from ucse.config.run_layout import RunFolder
 from ucse.config.uncertainty import OodScore
 from ucse.core.encoder import UcseEncoder
 from ucse.data import load_classification
 from ucse.heads import bottleneck
 from ucse.training import train
-from ucse.training.auto_run import HELDOUT_FILE, load_heldout
+from ucse.training.auto_run import load_heldout
 from ucse.training.run import build_states, task_pool
 from ucse.uncertainty.calibration import calibration_metrics, ece
 from ucse.uncertainty.fit import fit_run_uncertainty
@@ -105,7 +106,7 @@ def log_var_bias(value: float | None) -> Iterator[None]:
 
 def ood_detectors(run_dir: Path, cfg, encoder, data, profile) -> dict[str, OodDetector]:
     """Every out-of-scope score's flag, fitted the way ``ucse train`` fits the saved one (same rows, tpr)."""
-    heldout = load_heldout(run_dir / HELDOUT_FILE, len(data.label_names))
+    heldout = load_heldout(RunFolder(run_dir).heldout, len(data.label_names))
     outs = encode_splits(cfg, encoder, data, ("train", "validation"))
     held = outs["validation"] if heldout is None else heldout[0]
     probs = profile.calibrator.probs(held.logits)

@@ -96,6 +96,7 @@ def run_training(cfg: TrainConfig, source: Any = None) -> tuple[RunResult, Uncer
         The run and its profile (``None`` with ``uncertainty.enabled=false``).
     """
     from ucse.data import load_classification, load_task_data
+    from ucse.heads.io import WEIGHTS_FILE
     from ucse.training import train
     from ucse.training.distributed import is_rank_zero
     from ucse.training.run import check_run
@@ -112,7 +113,7 @@ def run_training(cfg: TrainConfig, source: Any = None) -> tuple[RunResult, Uncer
     with hold_run_folder(run_dir):  # the profile is part of the run: no other process in between
         result = train(cfg, data=data)
         profile = None
-        if cfg.uncertainty.enabled and (RunFolder(result.run_dir).head / "model.safetensors").is_file():
+        if cfg.uncertainty.enabled and (RunFolder(result.run_dir).head / WEIGHTS_FILE).is_file():
             profile = fit_uncertainty(result.run_dir, cfg, data)
     return result, profile
 

@@ -99,7 +99,7 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
             lines.append(f"  out-of-scope flag: {describe_flag(o)} (held out: {held})")
     run = RunFolder(run_dir)
     extra = ", ".join(
-        n for n in (run.CONFIG, run.HELDOUT, run.LOGS + "/") if (run_dir / n.rstrip("/")).exists()
+        p.name + ("/" if p.is_dir() else "") for p in (run.config, run.heldout, run.logs) if p.exists()
     )
     lines.append(f"files: {run.metrics}, {run.head} (head + calibration), {extra}")
     lines.append(

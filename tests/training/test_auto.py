@@ -11,11 +11,12 @@ from safetensors.torch import save_file
 from scipy.special import log_softmax
 
 from ucse.config import ConfigError, HeadType
+from ucse.config.run_layout import RunFolder
 from ucse.heads import load_head
 from ucse.training import auto as auto_mod
 from ucse.training import train
 from ucse.training.auto import choose_blend, fit_temperature
-from ucse.training.auto_run import HELDOUT_FILE, load_heldout
+from ucse.training.auto_run import load_heldout
 from ucse.training.fit_head import step_budget
 from ucse.training.logreg import fit_probe
 from ucse.training.run import schedule
@@ -92,7 +93,7 @@ def test_auto_cross_validates_on_a_small_validation_split(tiny_run_cfg, monkeypa
     # The saved head is the one measured: its test accuracy from the files equals metrics.json's.
     head, meta = load_head(run / "head")
     assert head.spec.config.type.value == m["head"]
-    heldout, labels = load_heldout(run / HELDOUT_FILE, 3)
+    heldout, labels = load_heldout(RunFolder(run).heldout, 3)
     assert len(labels) == sel["n_heldout"] and heldout.logits.shape == (len(labels), 3)
     assert m["test"]["accuracy"] > 0.6  # the cue task is learnable by every candidate
     assert not (run / "checkpoints").exists()  # fitted in memory
@@ -113,13 +114,13 @@ def test_auto_selects_on_the_validation_split_when_it_is_large(tiny_run_cfg, mon
     assert ood["n_heldout"] == sizes["validation"]  # the flag's threshold: validation rows either way ...
     if not refit:  # shipped as selected: the validation rows are unseen, the profile is fitted on them
         assert ood["heldout"] == "validation" and ood["n_train"] == sizes["train"]
-        assert "refit" not in sel and not (result.run_dir / HELDOUT_FILE).exists()
+        assert "refit" not in sel and not RunFolder(result.run_dir).heldout.exists()
         assert "estimate" not in m["val"]
         return
     # Refitted on train + validation: the selection models' validation outputs are what the profile uses.
     assert ood["heldout"] == "cross-fitted" and ood["n_train"] == sizes["train"] + sizes["validation"]
     assert sel["refit"]["rows"] == sizes["train"] + sizes["validation"]
-    heldout, labels = load_heldout(result.run_dir / HELDOUT_FILE, 3)
+    heldout, labels = load_heldout(RunFolder(result.run_dir).heldout, 3)
     assert len(labels) == sizes["validation"] and m["val"]["estimate"] == "held-out, before refit"
     assert m["val"]["accuracy"] == pytest.approx(np.mean(heldout.logits.argmax(1) == labels), abs=1e-6)
     if 0 < sel["weight"]:

@@ -9,8 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ucse.config.run_layout import RunFolder
+from ucse.heads.io import CONFIG_FILE, WEIGHTS_FILE
 
-RUN_FILES = (RunFolder.CONFIG, f"{RunFolder.HEAD}/config.json", f"{RunFolder.HEAD}/model.safetensors")
+RUN_FILES = (RunFolder.CONFIG, f"{RunFolder.HEAD}/{CONFIG_FILE}", f"{RunFolder.HEAD}/{WEIGHTS_FILE}")
 """The files every finished run has (the head's profile and metrics.json are optional)."""
 
 

@@ -194,13 +194,12 @@ def evaluate_run(cfg: EvalConfig) -> dict:
     """
     run, train_cfg = load_run(cfg.run or "", cfg.data_root)
     device = resolve_device(cfg.accelerator)
-    encoder = UcseEncoder.from_dir(
-        RunFolder(run).head, device=device, trust_remote_code=cfg.trust_remote_code
-    )
+    folder = RunFolder(run)
+    encoder = UcseEncoder.from_dir(folder.head, device=device, trust_remote_code=cfg.trust_remote_code)
     data = load_classification(train_cfg.task, train_cfg.data, train_cfg.seed)
     if cfg.split not in data.splits:
         raise ValueError(f"split={cfg.split!r} is not one of {list(data.splits)}.")
-    check_label_names(encoder.label_names, list(data.label_names), RunFolder(run).head)
+    check_label_names(encoder.label_names, list(data.label_names), folder.head)
     states = attach_run_states(encoder, train_cfg, data)
     out = encoder.run_states(states[cfg.split])
     labels = data.labels(cfg.split)
@@ -241,7 +240,7 @@ def evaluate_run(cfg: EvalConfig) -> dict:
         )
     if cfg.mteb:
         report["mteb"] = mteb_report(encoder, train_cfg, cfg.batch_size)
-    atomic.write_json(RunFolder(run).eval_report(cfg.split), report)
+    atomic.write_json(folder.eval_report(cfg.split), report)
     return {k: v for k, v in report.items() if k not in ("uncertainty",)} | {
         "arc_area": {k: v["area"] for k, v in unc["arc"].items()}
     }

@@ -82,16 +82,15 @@ def export_run(cfg: EvalConfig) -> dict:
         raise ValueError("export needs out=<folder> for embeddings.safetensors + meta.json.")
     run = finished_run(cfg.run or "")
     check_out(Path(cfg.out), run, cfg.overwrite)
-    train_cfg = from_yaml(RunFolder(run).config)
+    folder = RunFolder(run)
+    train_cfg = from_yaml(folder.config)
     source = Path(cfg.export)
     if source.suffix == ".jsonl":
         texts, origin = read_texts(source), {"input_file": str(source)}
     elif cfg.export not in SPLITS:
         raise ValueError(f"export={cfg.export!r} is neither a .jsonl file nor a split ({', '.join(SPLITS)}).")
     device = resolve_device(cfg.accelerator)
-    encoder = UcseEncoder.from_dir(
-        RunFolder(run).head, device=device, trust_remote_code=cfg.trust_remote_code
-    )
+    encoder = UcseEncoder.from_dir(folder.head, device=device, trust_remote_code=cfg.trust_remote_code)
     if cfg.export in SPLITS and source.suffix != ".jsonl":
         data = load_classification(train_cfg.task, train_cfg.data, train_cfg.seed)
         texts, origin = (

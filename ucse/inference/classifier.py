@@ -338,7 +338,7 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         out = self._decide(texts, sets=sets, progress=progress)
         names = [str(c) for c in self.classes_[np.argsort(self.columns_)]]  # in head column order
         k = len(names) if top_k is None else min(top_k, len(names))
-        top = np.argsort(-out.probs, axis=1, kind="stable")[:, :k]  # (N, k)
+        top = out.rank_order[:, :k]  # (N, k)
         set_labels = out.set_labels(names) if sets else None
         # Python values converted in bulk (tolist), not element by element: half the time of building the rows
         # (~25 ms per 3000 texts of 77 labels), which a GPU's encode does not hide.

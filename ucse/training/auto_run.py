@@ -25,8 +25,6 @@ from ucse.heads.outputs import Outputs, run_head
 from ucse.training.auto import WEIGHTS, fit_auto, fit_probe_head
 from ucse.training.logreg import probe_features
 
-HELDOUT_FILE = RunFolder.HELDOUT
-
 
 def _scores(logits: np.ndarray, y: np.ndarray) -> dict:
     pred = logits.argmax(1)

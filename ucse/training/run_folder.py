@@ -23,7 +23,8 @@ _RESUME_KEYS = ("task", "backbone", "head", "loss", "data", "seed")
 
 
 def _has_results(run_dir: Path) -> bool:
-    run, ckpts = RunFolder(run_dir), RunFolder(run_dir).checkpoints
+    run = RunFolder(run_dir)
+    ckpts = run.checkpoints
     return run.metrics.exists() or run.head.exists() or (ckpts.is_dir() and any(ckpts.glob("*.ckpt")))
 
 

@@ -246,17 +246,18 @@ def fit_run_uncertainty(
         The saved profile.
     """
     run = finished_run(run_dir)
-    train_cfg = from_yaml(RunFolder(run).config)
+    folder = RunFolder(run)
+    train_cfg = from_yaml(folder.config)
     if data_root:
         train_cfg.data.root = data_root
     ucfg = cfg or train_cfg.uncertainty
     # The run's own command asked for the model code; a stored config.yaml alone never enables it.
     encoder = UcseEncoder.from_dir(
-        RunFolder(run).head, device=resolve_device(train_cfg.accelerator), trust_remote_code=trust_remote_code
+        folder.head, device=resolve_device(train_cfg.accelerator), trust_remote_code=trust_remote_code
     )
     data = load_classification(train_cfg.task, train_cfg.data, train_cfg.seed)
     profile = fit_for_run(run, train_cfg, ucfg, data, encoder)
-    log.info("uncertainty profile (score %s) saved in %s", profile.score.value, RunFolder(run).head)
+    log.info("uncertainty profile (score %s) saved in %s", profile.score.value, folder.head)
     return profile
 
 
@@ -304,7 +305,8 @@ def refit_run_profile(
                 f"'{tok}': calibrate changes only uncertainty.<field>=<value> settings "
                 "(e.g. uncertainty.abstain.target_error=0.1); see `ucse calibrate --help`."
             )
-    train_cfg = from_yaml(RunFolder(run).config)
+    folder = RunFolder(run)
+    train_cfg = from_yaml(folder.config)
     try:
         merged = OmegaConf.merge(
             OmegaConf.structured(train_cfg.uncertainty),
@@ -332,12 +334,12 @@ def refit_run_profile(
     if data_root:
         train_cfg.data.root = data_root
     encoder = UcseEncoder.from_dir(
-        RunFolder(run).head, device=resolve_device(train_cfg.accelerator), trust_remote_code=trust_remote_code
+        folder.head, device=resolve_device(train_cfg.accelerator), trust_remote_code=trust_remote_code
     )
-    before = load_uncertainty_profile(RunFolder(run).head, num_classes=len(encoder.label_names) or None)
+    before = load_uncertainty_profile(folder.head, num_classes=len(encoder.label_names) or None)
     data = load_classification(train_cfg.task, train_cfg.data, train_cfg.seed)
     profile = fit_for_run(run, train_cfg, ucfg, data, encoder, previous=before)
     train_cfg.uncertainty = ucfg
     train_cfg.data.root = recorded_root  # the run's record keeps its own
-    atomic.write_text(RunFolder(run).config, to_yaml(train_cfg))
+    atomic.write_text(folder.config, to_yaml(train_cfg))
     return before, profile
