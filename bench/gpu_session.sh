@@ -6,6 +6,7 @@
 #   bash bench/gpu_session.sh current  # MiniLM train.py (default recipe, seed 0; ~105 s on an H200), predict vs encode
 #   bash bench/gpu_session.sh paths    # the 0.6B shape's ratio, warm-cache fits and head share per TextCNN path
 #                                      # (bench/scale_gpu.py only=head_paths; ~4 min on an H200, ~1 min parts=overhead)
+#   bash bench/gpu_session.sh blend    # the default head=blend's share of inference with / without the host read
 #   bash bench/gpu_session.sh compile  # the head's forward eager vs torch.compile / CUDA graphs (bench/head_compile.py)
 # The machine has torch, lightning, transformers, torchmetrics but no omegaconf or datasets and no network, so
 # these travel with the working tree (ignored folders, see .git/info/exclude):
@@ -50,6 +51,10 @@ for stage in "$@"; do
       ;;
     paths)
       python3 bench/scale_gpu.py only=head_paths tokenizer=.gpu/tok-smollm2 out="$out/qwen3-head-paths.json" 2>&1 \
+        | grep -v -E "^(INFO|WARNING)|UserWarning|LOCAL_RANK"
+      ;;
+    blend)
+      python3 bench/scale_gpu.py only=blend tokenizer=.gpu/tok-smollm2 out="$out/qwen3-blend-overhead.json" 2>&1 \
         | grep -v -E "^(INFO|WARNING)|UserWarning|LOCAL_RANK"
       ;;
     compile)

@@ -303,8 +303,34 @@ def head_paths(args: dict) -> None:
         Path(args["out"]).write_text(json.dumps(out, indent=1, default=str))
 
 
+def blend_overhead(args: dict) -> None:
+    """The served head's share of inference (``head=blend``: TextCNN + probe), with and without a host read.
+
+    The mask checks read back to the host per forward (the CPU's way) and not (the CUDA default), batch 64 and
+    512; the paper's TextCNN alone (its CUDA default) beside them.
+    """
+    from ucse.heads import Head
+
+    work = Path(args.get("work") or tempfile.mkdtemp(prefix="ucse-scale-"))
+    model_dir = work / "qwen3-0.6b-random"
+    build_random_qwen3(model_dir, Path(args["tokenizer"]))
+    overrides = ["backbone=qwen3-embedding-0.6b", f"backbone.model={model_dir}"]
+    out: dict = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
+    variants = {
+        "blend_host_read": lambda head: setattr(Head, "host_checks", True),
+        "blend_sync_free": lambda head: setattr(Head, "host_checks", None),  # None: the CUDA default
+    }
+    overhead_variants([*overrides, "head=blend"], variants, out, repeats=3)
+    overhead_variants([*overrides, "head=textcnn"], {"textcnn_default": lambda head: None}, out, repeats=3)
+    if args.get("out"):
+        Path(args["out"]).write_text(json.dumps(out, indent=1, default=str))
+
+
 def main(argv: list[str]) -> None:
     args = dict(a.split("=", 1) for a in argv)
+    if args.get("only") == "blend":
+        blend_overhead(args)
+        return
     if args.get("only") == "overhead":
         overhead_only(args)
         return

@@ -52,3 +52,12 @@ def test_bad_inputs():
         pool(h, RIGHT, "max")
     with pytest.raises(ValueError, match="hidden \\(B, T, H\\)"):
         pool(h[:, :3], RIGHT, "mean")
+
+
+@pytest.mark.parametrize("strategy", ["last", "mean", "cls"])
+def test_without_host_checks_an_empty_row_is_nan_and_no_error(strategy):
+    h = _hidden()
+    mask = torch.tensor([[1, 1, 0, 0], [0, 0, 0, 0]])
+    out = pool(h, mask, strategy, host_checks=False)
+    assert torch.isnan(out[1]).all()
+    torch.testing.assert_close(out[0], pool(h[:1], mask[:1], strategy)[0])

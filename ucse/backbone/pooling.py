@@ -9,13 +9,15 @@ from ucse.config import Pooling
 POOLINGS = tuple(p.value for p in Pooling)
 
 
-def _check(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Validate shapes and return the mask as bool (B, T)."""
+def _check(hidden: torch.Tensor, mask: torch.Tensor, host_checks: bool) -> torch.Tensor:
+    """Validate shapes (with ``host_checks`` also that no row is empty); return the mask as bool (B, T)."""
     if hidden.dim() != 3 or mask.dim() != 2 or hidden.shape[:2] != mask.shape:
         raise ValueError(
             f"pool expects hidden (B, T, H) and mask (B, T); got {tuple(hidden.shape)}, {tuple(mask.shape)}."
         )
     keep = mask.bool()
+    if not host_checks:
+        return keep
     empty = (~keep.any(dim=1)).nonzero().flatten().tolist()
     if empty:
         raise ValueError(f"pool: rows {empty} of the mask have no real token; every row needs at least one.")
@@ -33,40 +35,51 @@ def last_token_index(mask: torch.Tensor) -> torch.Tensor:
     return (positions * mask.bool()).argmax(dim=1)  # the largest real position is the unique maximum
 
 
-def pool(hidden: torch.Tensor, mask: torch.Tensor, strategy: Pooling | str) -> torch.Tensor:
+def pool(
+    hidden: torch.Tensor, mask: torch.Tensor, strategy: Pooling | str, host_checks: bool = True
+) -> torch.Tensor:
     """Pool token states into sentence vectors.
 
     Args:
         hidden: (B, T, H) token states, any float dtype; padded positions may hold anything (even NaN).
         mask: (B, T) 1 for real tokens, 0 for padding, padding on either side.
         strategy: ``last`` (last real token, e.g. EOS), ``mean`` (masked mean) or ``cls`` (first real token).
+        host_checks: read the empty-row check back to the host and raise on such a row. ``False`` (a head's
+            forward on CUDA, :attr:`ucse.heads.Head.host_checks`): no read stalls the device's queue, and a
+            row without real tokens comes out NaN.
 
     Returns:
         (B, H) float32 sentence vectors.
 
     Raises:
-        ValueError: bad shapes, a row without real tokens, or an unknown strategy.
+        ValueError: bad shapes, a row without real tokens (with ``host_checks``), or an unknown strategy.
     """
     try:
         strategy = Pooling(strategy)
     except ValueError:
         raise ValueError(f"Unknown pooling '{strategy}'; valid: {', '.join(POOLINGS)}.") from None
-    keep = _check(hidden, mask)  # (B, T)
+    keep = _check(hidden, mask, host_checks)  # (B, T)
     hidden = hidden.float()
     rows = torch.arange(hidden.shape[0], device=hidden.device)  # (B,)
     if strategy is Pooling.last:
-        return hidden[rows, last_token_index(keep)]  # (B, H)
-    if strategy is Pooling.cls:
-        return hidden[rows, first_token_index(keep)]  # (B, H)
-    # where() rather than multiply so that non-finite values at pads cannot leak in.
-    summed = torch.where(keep.unsqueeze(-1), hidden, 0.0).sum(dim=1)  # (B, H)
-    return summed / keep.sum(dim=1, keepdim=True).to(hidden.dtype)  # (B, H)
+        out = hidden[rows, last_token_index(keep)]  # (B, H)
+    elif strategy is Pooling.cls:
+        out = hidden[rows, first_token_index(keep)]  # (B, H)
+    else:
+        # where() rather than multiply so that non-finite values at pads cannot leak in.
+        summed = torch.where(keep.unsqueeze(-1), hidden, 0.0).sum(dim=1)  # (B, H)
+        out = summed / keep.sum(dim=1, keepdim=True).to(hidden.dtype)  # (B, H)
+    if not host_checks:  # an empty row's index above is 0, a pad: its vector would look like a real one
+        out = out.masked_fill(~keep.any(dim=1, keepdim=True), float("nan"))
+    return out
 
 
-def unit_pool(hidden: torch.Tensor, mask: torch.Tensor, strategy: Pooling | str) -> torch.Tensor:
-    """(B, H) float32 L2-normalised :func:`pool` vectors.
+def unit_pool(
+    hidden: torch.Tensor, mask: torch.Tensor, strategy: Pooling | str, host_checks: bool = True
+) -> torch.Tensor:
+    """(B, H) float32 L2-normalised :func:`pool` vectors (``host_checks`` as there).
 
     The features of the linear probe (fitting and inference) and of the out-of-scope flag: one definition,
     so all of them read exactly the same vectors.
     """
-    return torch.nn.functional.normalize(pool(hidden, mask, strategy), dim=-1)
+    return torch.nn.functional.normalize(pool(hidden, mask, strategy, host_checks), dim=-1)

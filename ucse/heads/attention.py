@@ -42,7 +42,8 @@ class AttentionPoolHead(Head):
 
     def attention_weights(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """(B, T) softmax weights over real tokens; padding gets exactly 0."""
-        keep = check_inputs(hidden, mask)  # (B, T)
+        # without the host check an empty row's softmax is over -inf alone: NaN weights, NaN outputs
+        keep = check_inputs(hidden, mask, self.checks_on_host(hidden))  # (B, T)
         x = hidden.to(self.proj.weight.dtype)  # (B, T, H)
         scores = self.score(torch.tanh(self.proj(x))).squeeze(-1)  # (B, T)
         # softmax in fp32: under bf16 autocast the normaliser of long sequences would lose precision

@@ -41,6 +41,16 @@ class Head(nn.Module, ABC):
     with 1 for real tokens, 0 for padding, padding on either side.
     """
 
+    host_checks: bool | None = None
+    """Read the mask's checks back to the host, so that a refused mask (a row without real tokens; for the
+    TextCNN also padding between real tokens) raises; otherwise no read stalls the device's queue and a
+    refused row's outputs come out NaN (the training loop's finite check names the step; the backbone's own
+    masks are never refused). ``None``: everywhere but CUDA. A runtime choice, not a hyperparameter."""
+
+    def checks_on_host(self, hidden: torch.Tensor) -> bool:
+        """Whether this forward reads its mask checks back to the host (:attr:`host_checks`)."""
+        return self.host_checks if self.host_checks is not None else not hidden.is_cuda
+
     @abstractmethod
     def forward(self, hidden: torch.Tensor, mask: torch.Tensor) -> HeadOutput:
         """Map (B, T, H) token states and a (B, T) mask to a HeadOutput."""
@@ -70,20 +80,23 @@ def raise_empty_rows(empty: torch.Tensor) -> None:
         )
 
 
-def check_inputs(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def check_inputs(hidden: torch.Tensor, mask: torch.Tensor, host_checks: bool = True) -> torch.Tensor:
     """Validate a head's inputs and return the mask as bool.
 
     Args:
         hidden: (B, T, H) token states.
         mask: (B, T) 1/True for real tokens, 0/False for padding.
+        host_checks: also check for empty rows, a read back to the host (:attr:`Head.host_checks`); without
+            it the shapes alone are checked and the head makes an empty row's outputs NaN.
 
     Returns:
         (B, T) bool mask.
 
     Raises:
-        ValueError: on wrong ranks or shapes, or a row without any real token (every pooling would be
-            undefined for it: a masked max or softmax over nothing).
+        ValueError: on wrong ranks or shapes, or (with ``host_checks``) a row without any real token (every
+            pooling would be undefined for it: a masked max or softmax over nothing).
     """
     keep = check_shapes(hidden, mask)
-    raise_empty_rows((~keep.any(dim=1)).cpu())
+    if host_checks:
+        raise_empty_rows((~keep.any(dim=1)).cpu())
     return keep

@@ -48,6 +48,7 @@ class PooledHead(Head):
 
     def forward(self, hidden: torch.Tensor, mask: torch.Tensor) -> HeadOutput:
         """Map (B, T, H) token states and a (B, T) mask to a HeadOutput (mean/var/z (B, D), logits (B, C))."""
-        check_inputs(hidden, mask)
-        pooled = pool(hidden, mask, self.pooling)  # (B, H) fp32
+        host = self.checks_on_host(hidden)
+        check_inputs(hidden, mask, host)
+        pooled = pool(hidden, mask, self.pooling, host)  # (B, H) fp32
         return self.bottleneck(pooled.to(self.bottleneck.mu.weight.dtype))

@@ -28,12 +28,13 @@ class ProbeHead(Head):
         self.pooling = Pooling(pooling)
         self.linear = nn.Linear(hidden_size, num_classes)
 
-    def features(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def features(self, hidden: torch.Tensor, mask: torch.Tensor, host_checks: bool = True) -> torch.Tensor:
         """(B, H) unit-norm pooled vectors of (B, T, H) states under a (B, T) mask."""
-        return unit_pool(hidden, mask, self.pooling).to(self.linear.weight.dtype)  # (B, H)
+        return unit_pool(hidden, mask, self.pooling, host_checks).to(self.linear.weight.dtype)  # (B, H)
 
     def forward(self, hidden: torch.Tensor, mask: torch.Tensor) -> HeadOutput:
         """The (B, H) unit vector as mean and z, var ``None``, logits (B, C)."""
-        check_inputs(hidden, mask)
-        x = self.features(hidden, mask)
+        host = self.checks_on_host(hidden)
+        check_inputs(hidden, mask, host)
+        x = self.features(hidden, mask, host)
         return HeadOutput(mean=x, var=None, logits=self.linear(x), z=x)

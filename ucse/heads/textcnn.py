@@ -44,9 +44,6 @@ class GaussianTextCNN(Head):
     """One convolution over zero-padded kernels instead of one per width (same outputs to float rounding; 25 %
     more multiply-adds for widths 3, 4, 5, but one kernel launch). ``None``: on CUDA only (docs/RESULTS.md,
     section 6). A runtime choice, not a hyperparameter: the saved weights are the same."""
-    host_checks: bool | None = None
-    """Read the mask's checks and the time extension back to the host (a refused mask raises); otherwise a
-    refused row's outputs are NaN and no read stalls the device's queue. ``None``: everywhere but CUDA."""
 
     def __init__(
         self,
@@ -108,7 +105,7 @@ class GaussianTextCNN(Head):
         valid = (pos >= first.unsqueeze(1)) & (pos <= stop)  # (B, K, T); never empty: `first` is always valid
         n_real = keep.sum(dim=1)  # (B,)
         fuse = self.fuse_convs if self.fuse_convs is not None else hidden.is_cuda
-        host = self.host_checks if self.host_checks is not None else not hidden.is_cuda
+        host = self.checks_on_host(hidden)  # with it, the time extension is read back in the same transfer
         if host:
             # Extend time only as far as some row's last valid window reaches (a fused window is kmax wide):
             # right-padded rows at least max(k) long need no extension, and every extra column costs a conv
