@@ -3,10 +3,11 @@
 #   bash bench/gpu_session.sh minilm   # python train.py on CUDA, MiniLM-L6 on Banking77, seeds 0-2, + eval efficiency
 #   bash bench/gpu_session.sh qwen3    # bench/scale_gpu.py: Qwen3-Embedding-0.6B-shaped random backbone
 #   bash bench/gpu_session.sh finite   # the per-step finite-loss check's cost, cudnn.benchmark on the head
-#   bash bench/gpu_session.sh current  # MiniLM train.py (default recipe, seed 0; ~105 s on an H200), predict vs encode
+#   bash bench/gpu_session.sh current  # MiniLM train.py (default recipe, seed 0; ~47 s on an H100), predict vs encode
+#                                      # (PREDICT_N texts, default 3080; above that Banking77 test repeats)
 #   bash bench/gpu_session.sh paths    # the 0.6B shape's ratio, warm-cache fits and head share per TextCNN path
 #                                      # (bench/scale_gpu.py only=head_paths; ~4 min on an H200, ~1 min parts=overhead)
-#   bash bench/gpu_session.sh blend    # the default head=blend's share of inference with / without the host read
+#   bash bench/gpu_session.sh blend    # the default head=blend's share of inference: host read, none, torch.compile
 #   bash bench/gpu_session.sh compile  # the head's forward eager vs torch.compile / CUDA graphs (bench/head_compile.py)
 # The machine has torch, lightning, transformers, torchmetrics but no omegaconf or datasets and no network, so
 # these travel with the working tree (ignored folders, see .git/info/exclude):
@@ -47,7 +48,7 @@ for stage in "$@"; do
       /usr/bin/time -f "wall %e s, max RSS %M KB" python3 train.py backbone.model=.gpu/minilm-fp16 seed=0 \
         output_dir=/tmp/runs/minilm-seed0 progress_bar=false 2>&1 | grep -v -E "^(INFO|WARNING|  warnings)|UserWarning|LOCAL_RANK"
       cp /tmp/runs/minilm-seed0/metrics.json "$out/minilm-seed0-metrics.json"
-      python3 bench/predict.py run=/tmp/runs/minilm-seed0 n=3080 repeats=5 device=cuda 2>&1 | grep -v -E "^(INFO|WARNING)|Warning"
+      python3 bench/predict.py run=/tmp/runs/minilm-seed0 n=${PREDICT_N:-3080} repeats=5 device=cuda 2>&1 | grep -v -E "^(INFO|WARNING)|Warning"
       ;;
     paths)
       python3 bench/scale_gpu.py only=head_paths tokenizer=.gpu/tok-smollm2 out="$out/qwen3-head-paths.json" 2>&1 \

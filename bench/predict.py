@@ -37,7 +37,7 @@ def read_texts(n: int) -> list[str]:
     path = root / "Banking77Classification" / "test.jsonl"
     rows = [json.loads(line) for line in path.open()]
     if len(rows) < n:
-        raise SystemExit(f"{path} has {len(rows)} rows, fewer than n={n}")
+        rows = rows * -(-n // len(rows))  # n above the file's 3080 rows repeats them in order (a longer run)
     return [r["text"] for r in rows[:n]]
 
 

@@ -306,8 +306,8 @@ def head_paths(args: dict) -> None:
 def blend_overhead(args: dict) -> None:
     """The served head's share of inference (``head=blend``: TextCNN + probe), with and without a host read.
 
-    The mask checks read back to the host per forward (the CPU's way) and not (the CUDA default), batch 64 and
-    512; the paper's TextCNN alone (its CUDA default) beside them.
+    The mask checks read back to the host per forward (the CPU's way) and not (the CUDA default), then the
+    default through ``torch.compile``, batch 64 and 512; the paper's TextCNN alone (its CUDA default) beside.
     """
     from ucse.heads import Head
 
@@ -319,6 +319,8 @@ def blend_overhead(args: dict) -> None:
     variants = {
         "blend_host_read": lambda head: setattr(Head, "host_checks", True),
         "blend_sync_free": lambda head: setattr(Head, "host_checks", None),  # None: the CUDA default
+        # the same forward through torch.compile (dynamic shapes: every length-sorted batch has its own T)
+        "blend_compiled": lambda head: setattr(head, "forward", torch.compile(head.forward, dynamic=True)),
     }
     overhead_variants([*overrides, "head=blend"], variants, out, repeats=3)
     overhead_variants([*overrides, "head=textcnn"], {"textcnn_default": lambda head: None}, out, repeats=3)
