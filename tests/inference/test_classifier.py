@@ -16,7 +16,6 @@ import ucse
 from ucse.core.encoder import UcseEncoder
 from ucse.inference import classifier as classifier_module
 from ucse.inference.classifier import UcseClassifier
-from ucse.inference.rows import prediction_rows
 
 NAMES = sorted(OWN_CUES)
 
@@ -154,38 +153,3 @@ def test_ucse_train_then_predict_label_names(form, train_overrides, tmp_path, ca
 def test_ucse_train_rejects_a_bad_override(tmp_path):
     with pytest.raises(ValueError, match="lcl_weigth"):
         ucse.train(([" a"], ["x"]), loss={"lcl_weigth": 0.5})
-
-
-@pytest.mark.parametrize("overlap", [False, True])
-def test_rows_decided_per_chunk_are_the_rows_of_one_decision(clf, monkeypatch, overlap):
-    """The profile applied per chunk (in a worker thread, as on CUDA, or inline) gives every text the row that
-    one application to the whole input's outputs gives it, in input order: every step is row-wise."""
-    texts = sample_texts(40, seed=5, min_words=1, max_words=20)
-    monkeypatch.setattr(classifier_module, "CHUNK", 7)  # 6 chunks of the length-sorted order
-    monkeypatch.setattr(UcseClassifier, "overlap_host_work", overlap)
-    enc = clf.encode_gaussian(texts)  # the same chunks, so the same backbone batches
-    out = clf.profile_.apply(enc.mean, enc.var, enc.logits, sets=True, pooled=enc.pooled)
-    names = [str(c) for c in clf.classes_[np.argsort(clf.columns_)]]
-    assert out.sets is not None and out.ood is not None  # every field is exercised
-    rows, ref = clf.predict_with_uncertainty(texts), prediction_rows(texts, out, names, len(names), True)
-    assert [r["text"] for r in rows] == texts
-    for row, want in zip(rows, ref):
-        # the out-of-scope score's float64 matrix product is blocked by the row count: last bits only
-        assert row.pop("ood_score") == pytest.approx(want.pop("ood_score"), rel=1e-12)
-        assert row == want  # the rest bit for bit: probabilities, sets (their uniforms hash them), flags
-
-
-def test_a_worker_error_reaches_the_caller(clf, monkeypatch):
-    texts = sample_texts(20, seed=6)
-    monkeypatch.setattr(classifier_module, "CHUNK", 7)
-    monkeypatch.setattr(UcseClassifier, "overlap_host_work", True)
-    calls = []
-
-    def failing(*args, **kwargs):
-        calls.append(1)
-        raise RuntimeError("profile failed on this chunk")
-
-    monkeypatch.setattr(clf.profile_, "apply", failing)
-    with pytest.raises(RuntimeError, match="profile failed on this chunk"):
-        clf.predict_with_uncertainty(texts)
-    assert calls
