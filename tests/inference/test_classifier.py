@@ -153,3 +153,30 @@ def test_ucse_train_then_predict_label_names(form, train_overrides, tmp_path, ca
 def test_ucse_train_rejects_a_bad_override(tmp_path):
     with pytest.raises(ValueError, match="lcl_weigth"):
         ucse.train(([" a"], ["x"]), loss={"lcl_weigth": 0.5})
+
+
+def test_compile_head_runs_the_head_through_compiled_head(tiny_clf_run, monkeypatch):
+    """``compile_head=True`` (``ucse predict compile_head=true``) sends every batch through ``CompiledHead``
+    (here with its compiler off: tests/heads/test_compiled.py checks the compiled outputs) and changes nothing
+    else; it is an estimator parameter, so ``clone`` keeps it."""
+    import ucse.core.encoder as encoder_module
+    from ucse.heads.compiled import CompiledHead
+
+    seen = []
+
+    class Spy(CompiledHead):
+        def __init__(self, head):
+            super().__init__(head)
+            self.compiled = None  # the eager fallback: the wiring is under test, not the compiler
+
+        def __call__(self, hidden, mask):
+            seen.append(hidden.shape[0])
+            return super().__call__(hidden, mask)
+
+    monkeypatch.setattr(encoder_module, "CompiledHead", Spy)
+    texts = sample_texts(30, seed=8)
+    plain = UcseClassifier.from_pretrained(tiny_clf_run, device="cpu")
+    compiled = UcseClassifier.from_pretrained(tiny_clf_run, device="cpu", compile_head=True)
+    assert compiled.get_params()["compile_head"] and not plain.get_params()["compile_head"]
+    np.testing.assert_array_equal(compiled.predict_proba(texts), plain.predict_proba(texts))
+    assert sum(seen) == len(texts)

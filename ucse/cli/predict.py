@@ -65,6 +65,7 @@ def main(argv: list[str]) -> int:
             device=cfg.accelerator,
             batch_size=cfg.batch_size,
             trust_remote_code=cfg.trust_remote_code,
+            compile_head=cfg.compile_head,
         )
         rows = clf.predict_with_uncertainty(
             texts, top_k=cfg.top_k, sets=cfg.sets, progress=cfg.progress and sys.stderr.isatty()

@@ -16,7 +16,8 @@ from ucse.backbone.encoder import FrozenBackbone, validate_texts
 from ucse.backbone.pooling import unit_pool
 from ucse.config import BackboneConfig, Precision
 from ucse.heads import load_head
-from ucse.heads.base import Head
+from ucse.heads.base import Head, HeadOutput
+from ucse.heads.compiled import CompiledHead
 from ucse.heads.io import resolve_head_dir
 from ucse.heads.meta import stored_backbone, stored_instruction
 
@@ -48,11 +49,20 @@ class UcseEncoder:
     adapter; ``encode_gaussian`` gives the variance too. Inference is deterministic: mu, not a sample.
     """
 
-    def __init__(self, head: Head, meta: dict, backbone: FrozenBackbone, batch_size: int = 64) -> None:
+    def __init__(
+        self,
+        head: Head,
+        meta: dict,
+        backbone: FrozenBackbone,
+        batch_size: int = 64,
+        compile_head: bool = False,
+    ) -> None:
         self.head = head.eval()
         self.meta = meta
         self.backbone = backbone
         self.batch_size = batch_size
+        self.compile_head = compile_head  # the head through torch.compile (ucse.heads.compiled)
+        self._compiled: CompiledHead | None = None
         self._known: dict[str, int] = {}
         self._known_states: TokenStates | None = None
 
@@ -83,6 +93,14 @@ class UcseEncoder:
             return torch.autocast("cuda", dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
+    def _run(self, hidden: torch.Tensor, mask: torch.Tensor) -> HeadOutput:
+        """The head on (B, T, H) states and a (B, T) mask: compiled when ``compile_head``, else eager."""
+        if not self.compile_head:
+            return self.head(hidden, mask)
+        if self._compiled is None or self._compiled.head is not self.head:  # compiled once per head
+            self._compiled = CompiledHead(self.head)
+        return self._compiled(hidden, mask)
+
     @classmethod
     def from_dir(
         cls,
@@ -90,6 +108,7 @@ class UcseEncoder:
         device: torch.device | str = "cpu",
         backbone_overrides: dict | None = None,
         trust_remote_code: bool = False,
+        compile_head: bool = False,
     ) -> UcseEncoder:
         """Load ``head_dir`` (``config.json`` + ``model.safetensors``) and the backbone recorded in it.
 
@@ -100,6 +119,7 @@ class UcseEncoder:
             trust_remote_code: let the backbone's own model code run. Only the caller turns it on (here or in
                 ``backbone_overrides``): a ``trust_remote_code`` stored in the head is ignored, so a run
                 folder from elsewhere can never make ucse execute code.
+            compile_head: run the head through ``torch.compile`` (opt-in: :mod:`ucse.heads.compiled`).
 
         Raises:
             ValueError: when the head's files or its ``meta.backbone`` are invalid, or the backbone's weights
@@ -136,7 +156,7 @@ class UcseEncoder:
                 f"'{bcfg.model}' gives {backbone.hidden_size}-d ones; use the backbone the head was trained "
                 "on (the one in its config.json)."
             )
-        return cls(head.to(backbone.device), meta, backbone)
+        return cls(head.to(backbone.device), meta, backbone, compile_head=compile_head)
 
     @property
     def label_names(self) -> list[str]:
@@ -160,7 +180,7 @@ class UcseEncoder:
             idx = order[start : start + self.batch_size]
             hidden, mask = states.batch(idx.tolist())  # (B, T, H), (B, T)
             with self._autocast():
-                out = self.head(hidden.to(device).float(), mask.to(device))
+                out = self._run(hidden.to(device).float(), mask.to(device))
             parts = {
                 "mean": out.mean,  # (B, D)
                 "var": out.var,  # (B, D) or None
@@ -196,7 +216,7 @@ class UcseEncoder:
         pooled: torch.Tensor | None = None
         for idx, hidden, mask in self.backbone.iter_states(texts):  # (B,), (B, T, H), (B, T)
             with self._autocast():
-                out = self.head(hidden, mask)
+                out = self._run(hidden, mask)
             unit = self._pooled(hidden, mask)  # (B, H)
             if mean is None:  # allocate once the output widths are known; filled in input order
                 mean = torch.empty(n, out.mean.shape[1])

@@ -86,6 +86,8 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         batch_size: texts per backbone forward at prediction time; ``None`` keeps the run's setting.
         trust_remote_code: let the backbone's own model code run (only from you: a saved run asking for it
             is ignored).
+        compile_head: run the head through ``torch.compile`` at prediction time (compiled on first use, 1-6 s;
+            falls back to eager with a warning where compilation fails; :mod:`ucse.heads.compiled`).
 
     Attributes:
         classes_: (C,) the labels, in the order of ``predict_proba``'s columns (``fit``: the sorted unique
@@ -109,6 +111,7 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         device: str = "auto",
         batch_size: int | None = None,
         trust_remote_code: bool = False,
+        compile_head: bool = False,
     ) -> None:
         self.backbone = backbone
         self.head = head
@@ -119,6 +122,7 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         self.device = device
         self.batch_size = batch_size
         self.trust_remote_code = trust_remote_code
+        self.compile_head = compile_head
 
     # -- fitting -----------------------------------------------------------------------------------------
 
@@ -192,6 +196,7 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         device: Device | str = Device.auto,
         batch_size: int | None = None,
         trust_remote_code: bool = False,
+        compile_head: bool = False,
     ) -> UcseClassifier:
         """Load a run folder (or its ``head/``), the backbone it names and its uncertainty profile.
 
@@ -201,11 +206,17 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
             batch_size: texts per backbone forward; ``None`` keeps the run's backbone setting.
             trust_remote_code: let the backbone's own model code run (only from you: a run or head asking for
                 it is ignored).
+            compile_head: run the head through ``torch.compile`` (see the class's parameters).
 
         Raises:
             FileNotFoundError: when ``path`` is not a run or head folder.
         """
-        clf = cls(device=Device(device).value, batch_size=batch_size, trust_remote_code=trust_remote_code)
+        clf = cls(
+            device=Device(device).value,
+            batch_size=batch_size,
+            trust_remote_code=trust_remote_code,
+            compile_head=compile_head,
+        )
         head_dir = resolve_head_dir(path)
         clf._load(head_dir, batch_size)
         clf.run_dir_ = head_dir.parent if RunFolder(head_dir.parent).config.is_file() else None
@@ -217,7 +228,11 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         overrides = {} if batch_size is None else {"batch_size": batch_size}
         device = resolve_device(Device(self.device))
         self.encoder_ = UcseEncoder.from_dir(
-            head_dir, device, overrides, trust_remote_code=self.trust_remote_code
+            head_dir,
+            device,
+            overrides,
+            trust_remote_code=self.trust_remote_code,
+            compile_head=self.compile_head,
         )
         self.profile_ = load_uncertainty_profile(head_dir, num_classes=len(self.encoder_.label_names) or None)
         if warn:
