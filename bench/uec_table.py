@@ -82,11 +82,15 @@ def main(argv: list[str] | None = None) -> str:
                     "validation_before",
                     "validation_after",
                     "beta_after",
+                    "equal_weights",
+                    "temperature",
                 )
                 if k in choice
             }
             lines.append(f"  - chosen on validation: {json.dumps(keep)}")
-        if signal:
+        if signal and signal.get("per_input_correlation") is None:  # equal weights: nothing varies
+            lines.append("  - per-input weight signal (test): none, the weights are equal")
+        elif signal:
             lines.append(
                 f"  - per-input weight signal (test): correlation {signal['per_input_correlation']:.3f}; "
                 f"weight on the better member {signal['weight_on_better']:.3f} over {signal['inputs']} "

@@ -100,7 +100,12 @@ def test_errors_and_zero_variance():
     with pytest.raises(ValueError, match="rule='median'"):
         convolve([a, a], rule="median")
     with pytest.raises(ValueError, match="temperature"):
-        convolve([a, a], temperature=0.0)
+        convolve([a, a], temperature=-0.5)
+    with pytest.raises(ValueError, match="temperature"):
+        convolve([a, a], temperature=0.0, temperature_mode="divide")
+    # T = 0 in sharpen mode: softmax of zeros, equal weights whatever the traces
+    c = GaussianEmbeddings(torch.randn(3, 4), 50 * torch.rand(3, 4), {"member": "c"})
+    torch.testing.assert_close(convolve([a, c], temperature=0.0).weights, torch.full((3, 2), 0.5))
     zero = GaussianEmbeddings(a.mean, torch.zeros(3, 4), {"member": "z"})
     res = convolve([zero, zero])
     assert torch.isfinite(res.weights).all()

@@ -159,7 +159,9 @@ def test_bad_inputs_fail_clearly(members):
     with pytest.raises(ValueError, match="Invalid value similarity='l7'; choose one of"):
         UecEnsemble(members, similarity="l7")
     with pytest.raises(ValueError, match="temperature must be"):
-        UecEnsemble(members, temperature=0.0)
+        UecEnsemble(members, temperature=-1.0)
+    with pytest.raises(ValueError, match="temperature must be"):
+        UecEnsemble(members, temperature=0.0, temperature_mode="divide")  # 0 = equal weights: sharpen only
     with pytest.raises(ValueError, match="Invalid value variant='best'; choose one of"):
         UecEnsemble(members).scorer("best")
     with pytest.raises(ValueError, match=r"needs member in \[0, 3\)"):

@@ -337,6 +337,7 @@ def test_trained_heads_ensemble_reads_run_caches_and_resolves_task_paths(tiny_ru
         "  - id: s1\n    kind: head\n    head_dir: ../runs/{task}/tiny/textcnn-seed1/head\n"
         "    fit: {scale: contrastive}\n"
         "align: procrustes\nvariants: [uec, uniform, concat, member]\nmember_scales: labels\n"
+        "equal_weights_fallback: true\n"
     )
     calls = []
     forward = FrozenBackbone._forward
@@ -366,7 +367,16 @@ def test_trained_heads_ensemble_reads_run_caches_and_resolves_task_paths(tiny_ru
     assert members["s0"]["label_scale"] == 1.0 and members["s1"]["label_scale"] > 0
     assert members["s1"]["validation_nll_after"] <= members["s1"]["validation_nll_before"] + 1e-12
     assert "alignment" in members["s1"] and "alignment" not in members["s0"]
-    assert sum(m["mean_weight"] for m in members.values()) == pytest.approx(1.0, abs=1e-5)
+    # equal_weights_fallback on heads: equal weights scored by the same fused validation NLL as the chosen
+    # scales (the scaled members re-encoded give the NLL the scale fit reported), the lower one used
+    equal = report["choice"]["equal_weights"]
+    assert equal["uec_validation_nll"] == pytest.approx(s1["validation_nll_after"], rel=1e-6)
+    lower = equal["validation_nll"] < equal["uec_validation_nll"] - 1e-12
+    assert report["choice"]["temperature"] == report["temperature"] == (0.0 if lower else 1.8)
+    weights = [m["mean_weight"] for m in members.values()]
+    assert sum(weights) == pytest.approx(1.0, abs=1e-5)
+    if lower:
+        assert weights == pytest.approx([0.5, 0.5])
     for row in report["results"].values():
         assert 0.0 <= row["scores"]["accuracy"] <= 1.0
 

@@ -59,6 +59,24 @@ def test_validation_scales_move_weight_to_the_member_the_validation_score_trusts
     assert same == record["validation_before"]
 
 
+def test_temperature_zero_scores_the_plain_average():
+    """T = 0 (equal weights, the ``equal_weights_fallback`` candidate) scores the members' plain average,
+    whatever their traces: the Spearman of the normalised sum's cosines (scipy), beta ~ 0."""
+    task, good, gold = _sts_task()
+    g = torch.Generator().manual_seed(2)
+    noise = torch.nn.functional.normalize(torch.randn(good.shape, generator=g, dtype=torch.float64), dim=1)
+    gauss = [
+        GaussianEmbeddings(good.float(), torch.full(good.shape, 0.01)),
+        GaussianEmbeddings(noise.float(), torch.full(good.shape, 0.5)),  # 50x the trace: T = 1.8 ignores it
+    ]
+    score, _ = uec_validation(gauss, task, EnsembleConfig(beta=1e-9), temperature=0.0)
+    half = torch.nn.functional.normalize(good + noise, dim=1)
+    n = len(gold)
+    assert score == pytest.approx(spearmanr((half[:n] * half[n:]).sum(1).numpy(), gold)[0], abs=1e-6)
+    paper, _ = uec_validation(gauss, task, EnsembleConfig(beta=1e-9), temperature=1.8)
+    assert paper > score  # the paper's weights follow the traces to the good member
+
+
 def test_equal_members_keep_scales_at_one():
     task, good, _ = _sts_task()
     var = torch.full(good.shape, 0.02)
@@ -75,6 +93,7 @@ def test_space_auto_and_validation_scales_end_to_end(tiny_bert_dir: Path, tmp_pa
     fit = "{threshold: 2.5, batch_size: 8}"
     (tmp_path / "tiny.yaml").write_text(
         "name: tiny\nspace: auto\nmember_scales: validation\nbeta_grid: [0.01, 1.0]\n"
+        "equal_weights_fallback: true\n"
         "variants: [uec, member]\nmembers:\n"
         f"  - {{id: mean, backbone: minilm-l6, overrides: {common}}}, fit: {fit}}}\n"
         f"  - {{id: cls, backbone: minilm-l6, overrides: {common}, pooling: cls}}, fit: {fit}}}\n"
@@ -86,8 +105,15 @@ def test_space_auto_and_validation_scales_end_to_end(tiny_bert_dir: Path, tmp_pa
     assert choice["space"] == max(by_space, key=by_space.get)
     assert choice["scales"][0] == 1.0 and len(choice["scales"]) == 2
     assert choice["validation_after"] >= choice["validation_before"]
+    # equal weights scored beside the paper's T on the same validation split; the better one is used
+    equal = choice["equal_weights"]
+    assert equal["uec_validation"] == choice["validation_after"]
+    assert choice["temperature"] == (0.0 if equal["validation"] > equal["uec_validation"] else 1.8)
+    assert report["temperature"] == choice["temperature"]
     signal = report["weight_signal"]  # the per-input diagnostic on the test pairs
-    assert -1 <= signal["per_input_correlation"] <= 1 and sum(signal["mean_weights"]) == pytest.approx(1)
+    corr = signal["per_input_correlation"]  # undefined (None) for equal weights: they do not vary
+    assert (corr is None) if choice["temperature"] == 0 else -1 <= corr <= 1
+    assert sum(signal["mean_weights"]) == pytest.approx(1)
     assert 0 < signal["inputs"] <= 40 and 0 <= signal["weight_on_better"] <= 1
     # Independent recomputation of the reported UEC test score from members built in the chosen space.
     from ucse.uec.config import Space
@@ -120,7 +146,7 @@ def test_space_auto_and_validation_scales_end_to_end(tiny_bert_dir: Path, tmp_pa
         g_scored.mean, torch.nn.functional.normalize(g_raw.mean, dim=1), atol=1e-6, rtol=0
     )
     assert raw.cache_key() != scored.cache_key()
-    fused = convolve(gauss, "inverse_trace", 1.8).fused.normalized()
+    fused = convolve(gauss, "inverse_trace", choice["temperature"]).fused.normalized()
     beta = report["results"]["uec"]["params"]["beta"]
     mu_s = (fused.mean[:40] * fused.mean[40:]).sum(1)
     var_s = (

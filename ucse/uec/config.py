@@ -30,6 +30,7 @@ class AlignMode(str, Enum):
 
     auto = "auto"
     procrustes = "procrustes"
+    blocks = "blocks"  # each member in its own block of the direct sum of their spaces (uec/direct_sum.py)
     none = "none"
 
 
@@ -135,6 +136,12 @@ class EnsembleConfig:
     temperature: float | None = None
     """UEC temperature T; ``None`` = the paper's value for the task family (MTEB tasks 1.8, App. B.4.4;
     MIRACL 1.5, App. B.3.4; see ``ucse/uec/convolution.py``)."""
+    equal_weights_fallback: bool = False
+    """Also score equal weights (T = 0: the plain average of the members' Gaussians; with ``align: blocks``
+    the concatenation of the unit-norm members) on the task family's validation split, beside the paper's T
+    with the chosen member scales, and use them for the UEC rows where they score better (trained heads: by
+    the fused label NLL on their validation split; recorded as ``choice.temperature``). UEC then does not
+    trail plain averaging on validation."""
     temperature_family: str = "mteb"
     """Task family whose paper temperature applies when ``temperature`` is ``None``."""
     temperature_mode: TemperatureMode = TemperatureMode.sharpen
@@ -154,7 +161,9 @@ class EnsembleConfig:
     row the better validation score; ``ucse/uec/validation_choice.py``). Head members are always scored."""
     align: AlignMode = AlignMode.auto
     """``auto`` (Procrustes only for members whose width differs from the first member's), ``procrustes``
-    (align every member to the first on the train texts) or ``none`` (same-space members only)."""
+    (align every member to the first on the train texts), ``blocks`` (no map: each member in its own block
+    of the direct sum of the members' spaces, so nothing is lost; ``ucse/uec/direct_sum.py``) or ``none``
+    (same-space members only)."""
     similarity: Metric = Metric.probit
     """Similarity of the Gaussian variants."""
     beta: float | None = None
@@ -187,6 +196,12 @@ def validate(cfg: EnsembleConfig) -> EnsembleConfig:
     cfg.align = parse_enum(AlignMode, cfg.align, "align")
     cfg.member_scales = parse_enum(MemberScales, cfg.member_scales, "member_scales")
     cfg.space = parse_enum(Space, cfg.space, "space")
+    if cfg.align == AlignMode.blocks.value and cfg.rule == WeightRule.softmax_precision.value:
+        raise ConfigError(
+            "align=blocks cannot be used with rule=softmax_precision: a member's precision sum would be "
+            "infinite on the other members' blocks (zero variance there); use inverse_trace, inverse_cost or "
+            "softmax_trace"
+        )
     heads_only = all(m.kind is MemberKind.head for m in cfg.members)
     if cfg.member_scales == MemberScales.labels.value and not heads_only:
         raise ConfigError("member_scales=labels needs every member to be a trained head (kind: head)")

@@ -76,15 +76,22 @@ def coefficients(
     temperature: float = 1.0,
     mode: TemperatureMode | str = TemperatureMode.sharpen,
 ) -> torch.Tensor:
-    """(N, K) float64 convolution coefficients of K members' (K, N, D) means and variances."""
-    if not temperature > 0 or not math.isfinite(temperature):
-        raise ValueError(f"temperature must be a finite number > 0, got {temperature}")
+    """(N, K) float64 convolution coefficients of K members' (K, N, D) means and variances.
+
+    ``temperature=0`` in ``sharpen`` mode gives equal weights (softmax of zeros): the ensemble's
+    ``equal_weights_fallback`` scores it on validation beside the paper's T.
+    """
     try:
         mode = TemperatureMode(mode)
     except ValueError:
         raise ValueError(
             f"temperature_mode={mode!r} invalid; choose one of {[m.value for m in TemperatureMode]}"
         ) from None
+    floor_ok = temperature >= 0 if mode is TemperatureMode.sharpen else temperature > 0
+    if not floor_ok or not math.isfinite(temperature):
+        raise ValueError(
+            f"temperature must be a finite number > 0 (0 allowed in sharpen mode), got {temperature}"
+        )
     logits = coefficient_logits(mean, var, rule)
     scaled = logits * temperature if mode is TemperatureMode.sharpen else logits / temperature
     return torch.softmax(scaled, dim=1)

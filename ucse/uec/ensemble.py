@@ -329,10 +329,14 @@ class UecEnsemble:
         self.dim = check_same_dim(self.members)
         self.rule = parse_enum(WeightRule, rule, "rule")
         self.similarity = parse_enum(Metric, similarity, "similarity")
-        if not (temperature > 0 and math.isfinite(temperature)):
-            raise ValueError(f"temperature must be a finite number > 0, got {temperature}")
-        self.temperature, self.beta = float(temperature), float(beta)
         self.temperature_mode = parse_enum(TemperatureMode, temperature_mode, "temperature_mode")
+        sharpen = self.temperature_mode is TemperatureMode.sharpen
+        if not ((temperature >= 0 if sharpen else temperature > 0) and math.isfinite(temperature)):
+            raise ValueError(
+                f"temperature must be a finite number > 0 (0, equal weights, in sharpen mode), got "
+                f"{temperature}"
+            )
+        self.temperature, self.beta = float(temperature), float(beta)
 
     @property
     def member_ids(self) -> list[str]:

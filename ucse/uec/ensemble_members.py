@@ -53,6 +53,7 @@ from ucse.uec.config import (
     Space,
 )
 from ucse.uec.digest import cache_root, stable_digest
+from ucse.uec.direct_sum import direct_sum
 from ucse.uec.ensemble_task import task_config
 from ucse.uec.label_scales import fit_label_scales, fused_nll, head_outputs
 from ucse.uec.laplace_io import LaplaceFileError
@@ -289,7 +290,9 @@ class AlignedMember:
 
 
 def align_members(members: list[Any], mode: AlignMode, texts: list[str]) -> tuple[list[Any], dict]:
-    """Map members into the first member's space where ``mode`` asks (auto: only other widths)."""
+    """Map members into the first member's space where ``mode`` asks (auto: other widths), or side by side."""
+    if mode is AlignMode.blocks:
+        return direct_sum(members), {m.member_id: {"block_width": m.dim} for m in members}
     ref = members[0]
     out, info = [ref], {}
     ref_mean = None

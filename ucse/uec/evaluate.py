@@ -218,6 +218,7 @@ def run_ensemble(cfg: EvalConfig) -> dict:
     built, members, fit_info, align_info, choice = choose_members(
         ens_cfg, task_cfg, task, root, device, temperature
     )
+    temperature = choice.get("temperature", temperature)  # 0 where equal weights won on validation
     timings["members_s"] = time.perf_counter() - start
     cached = [CachedMember(m, cache_root() / "uec" / "embeddings") for m in members]
     # The members in their own spaces (before alignment), for the rows that need no common space.

@@ -31,7 +31,8 @@ from ucse.core.gaussian import GaussianEmbeddings
 from ucse.uec.config import EnsembleConfig, MemberKind, MemberScales, Space
 from ucse.uec.ensemble import UecEnsemble, Variant
 from ucse.uec.ensemble_members import build_members
-from ucse.uec.label_scales import SCALE_GRID
+from ucse.uec.label_scales import SCALE_GRID, fused_nll, head_outputs
+from ucse.uec.members import HeadMember
 
 
 class FixedMember:
@@ -168,7 +169,26 @@ def choose_members(
                 record.update(validation=score, beta=beta)
         candidates[space] = (built, members, fit_info, align_info, record, score)
     chosen = max(candidates, key=lambda sp: candidates[sp][5])  # ties and nan keep the first (scored)
-    built, members, fit_info, align_info, record, _ = candidates[chosen]
+    built, members, fit_info, align_info, record, score = candidates[chosen]
     if len(spaces) > 1:
         record["space_validation"] = {sp.value: c[5] for sp, c in candidates.items()}
+    if ens_cfg.equal_weights_fallback and len(ens_cfg.members) > 1:
+        if tuned:  # by the family's validation score
+            gauss = [m.encode(task.validation_texts()) for m in members]
+            if math.isnan(score):
+                score, _ = uec_validation(gauss, task, ens_cfg, temperature)
+            equal, beta = uec_validation(gauss, task, ens_cfg, 0.0)  # T = 0: softmax of zeros, scales moot
+            record["equal_weights"] = {"validation": equal, "beta": beta, "uec_validation": score}
+        elif all(isinstance(m, HeadMember) for m in built):  # heads: by the fused label NLL, lower is better
+            gauss, probs, labels = head_outputs(members, built, root)  # the scales fitted above included
+            args = (ens_cfg.rule, ens_cfg.temperature_mode)
+            ones = [1.0] * len(built)
+            nll = fused_nll(gauss, probs, labels, ones, args[0], temperature, args[1])
+            equal_nll = fused_nll(gauss, probs, labels, ones, args[0], 0.0, args[1])
+            record["equal_weights"] = {"validation_nll": equal_nll, "uec_validation_nll": nll}
+            score, equal = -nll, -equal_nll
+        else:
+            return built, members, fit_info, align_info, record
+        # strictly better only: a tie keeps the paper's weights
+        record["temperature"] = 0.0 if equal > score + 1e-12 else temperature
     return built, members, fit_info, align_info, record
