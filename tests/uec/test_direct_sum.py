@@ -7,7 +7,14 @@ import torch
 
 from ucse.config import ConfigError
 from ucse.core.gaussian import GaussianEmbeddings
-from ucse.uec.config import AlignMode, EnsembleConfig, MemberConfig, MemberKind, validate
+from ucse.uec.config import (
+    AlignMode,
+    EnsembleConfig,
+    MemberConfig,
+    MemberKind,
+    load_ensemble_config,
+    validate,
+)
 from ucse.uec.convolution import WeightRule, convolve
 from ucse.uec.direct_sum import BlockMember
 from ucse.uec.ensemble_members import align_members
@@ -85,3 +92,13 @@ def test_blocks_refuse_the_precision_rule():
     )
     with pytest.raises(ConfigError, match="align=blocks cannot be used with rule=softmax_precision"):
         validate(cfg)
+
+
+def test_the_refusal_names_the_file(tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text(
+        "name: mine\nmembers:\n  - {id: a, kind: laplace, backbone: minilm-l6}\n"
+        "align: blocks\nrule: softmax_precision\n"
+    )
+    with pytest.raises(ConfigError, match=r"rule=softmax_precision.*\(.*mine\.yaml\)$"):
+        load_ensemble_config(str(path))

@@ -285,4 +285,7 @@ def load_ensemble_config(name_or_path: str, overrides: list[str] | None = None) 
     for m in cfg.members:  # head paths are relative to the config file, so configs work from any folder
         if m.head_dir and not Path(m.head_dir).expanduser().is_absolute():
             m.head_dir = str((path.parent / m.head_dir).resolve())
-    return validate(cfg)
+    try:
+        return validate(cfg)
+    except ConfigError as bad:  # the file too: validate() sees values, not where they came from
+        raise ConfigError(f"{bad} ({path})") from None
