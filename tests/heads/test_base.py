@@ -41,5 +41,7 @@ def test_without_host_checks_empty_rows_are_nan_and_the_rest_unchanged(kind, poo
             assert got is None
             continue
         assert torch.isnan(got[[1, 3]]).all(), f"{kind.value}: {name} of an empty row is not NaN"
-        # the same arithmetic on the same rows, batched with other rows: float32 rounding at most
-        torch.testing.assert_close(got[ok], want, rtol=1e-5, atol=1e-6)
+        # the same arithmetic on the same rows, batched with other rows: a convolution library may pick
+        # another algorithm for another batch size (AVX2 vs AVX-512 too), so float32 rounding of values of
+        # order 1 summed over <= 2 * 8 products: within 1e-5
+        torch.testing.assert_close(got[ok], want, rtol=1e-5, atol=1e-5)
