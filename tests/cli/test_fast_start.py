@@ -78,11 +78,14 @@ def test_import_ucse_and_the_classifier_class_leave_out_the_training_stack(tmp_p
     report = run_child("    import ucse", ("torch", *TRAINING_STACK), tmp_path)
     assert report["loaded"] == []  # `import ucse` alone imports no torch
     report = run_child(
-        "    import ucse\n    ucse.UcseClassifier", ("torch", "transformers", *TRAINING_STACK), tmp_path
+        "    import ucse\n    ucse.UcseClassifier\n    code = 'torch._dynamo' in sys.modules",
+        ("torch", "transformers", *TRAINING_STACK),
+        tmp_path,
     )
     # The classifier needs torch (which also shows that the report sees imports), not Lightning, datasets
-    # or mteb, and not transformers until a model is loaded.
-    assert report["loaded"] == ["torch"]
+    # or mteb, and not transformers until a model is loaded; nor torch's compiler (~1 s of imports), which
+    # only compile_head needs (transformers' model code imports it once a model loads).
+    assert report["loaded"] == ["torch"] and report["code"] is False
 
 
 def test_loading_a_run_and_predicting_leave_out_the_training_stack(tiny_clf_run, tmp_path):

@@ -159,7 +159,7 @@ def test_compile_head_runs_the_head_through_compiled_head(tiny_clf_run, monkeypa
     """``compile_head=True`` (``ucse predict compile_head=true``) sends every batch through ``CompiledHead``
     (here with its compiler off: tests/heads/test_compiled.py checks the compiled outputs) and changes nothing
     else; it is an estimator parameter, so ``clone`` keeps it."""
-    import ucse.core.encoder as encoder_module
+    import ucse.heads.compiled as compiled_module
     from ucse.heads.compiled import CompiledHead
 
     seen = []
@@ -173,7 +173,7 @@ def test_compile_head_runs_the_head_through_compiled_head(tiny_clf_run, monkeypa
             seen.append(hidden.shape[0])
             return super().__call__(hidden, mask)
 
-    monkeypatch.setattr(encoder_module, "CompiledHead", Spy)
+    monkeypatch.setattr(compiled_module, "CompiledHead", Spy)  # the encoder imports it on first use
     texts = sample_texts(30, seed=8)
     plain = UcseClassifier.from_pretrained(tiny_clf_run, device="cpu")
     compiled = UcseClassifier.from_pretrained(tiny_clf_run, device="cpu", compile_head=True)

@@ -6,6 +6,7 @@ import contextlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -17,7 +18,6 @@ from ucse.backbone.pooling import unit_pool
 from ucse.config import BackboneConfig, Precision
 from ucse.heads import load_head
 from ucse.heads.base import Head, HeadOutput
-from ucse.heads.compiled import CompiledHead
 from ucse.heads.io import resolve_head_dir
 from ucse.heads.meta import stored_backbone, stored_instruction
 
@@ -62,7 +62,7 @@ class UcseEncoder:
         self.backbone = backbone
         self.batch_size = batch_size
         self.compile_head = compile_head  # the head through torch.compile (ucse.heads.compiled)
-        self._compiled: CompiledHead | None = None
+        self._compiled: Any = None  # a ucse.heads.compiled.CompiledHead once compile_head runs
         self._known: dict[str, int] = {}
         self._known_states: TokenStates | None = None
 
@@ -98,6 +98,9 @@ class UcseEncoder:
         if not self.compile_head:
             return self.head(hidden, mask)
         if self._compiled is None or self._compiled.head is not self.head:  # compiled once per head
+            # imported here: torch._dynamo alone adds ~1 s to every `import ucse` that never compiles
+            from ucse.heads.compiled import CompiledHead
+
             self._compiled = CompiledHead(self.head)
         return self._compiled(hidden, mask)
 
