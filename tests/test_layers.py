@@ -17,7 +17,7 @@ import ucse
 ROOT = Path(ucse.__file__).resolve().parent
 
 LAYERS: list[set[str]] = [
-    {"atomic", "interrupt", "config"},  # foundations: file writes, signals, the typed config
+    {"atomic", "interrupt", "config", "version"},  # foundations: file writes, signals, config, version
     {"backbone", "data"},  # the frozen model and its states; task data
     {"heads", "losses"},  # what is trained on the states
     {"training"},  # fitting heads (Lightning, or in memory)

@@ -180,3 +180,43 @@ def test_compile_head_runs_the_head_through_compiled_head(tiny_clf_run, monkeypa
     assert compiled.get_params()["compile_head"] and not plain.get_params()["compile_head"]
     np.testing.assert_array_equal(compiled.predict_proba(texts), plain.predict_proba(texts))
     assert sum(seen) == len(texts)
+
+
+def test_save_pretrained_writes_one_folder_that_loads_the_same_classifier(clf, tiny_clf_run, tmp_path):
+    import ucse
+
+    texts = sample_texts(12, seed=9)
+    out = clf.save_pretrained(tmp_path / "saved")
+    names = sorted(p.name for p in out.iterdir())
+    assert names == sorted(p.name for p in (tiny_clf_run / "head").iterdir() if p.is_file())
+    assert "manifest.json" in names and "calibration.json" in names  # the profile travels with the head
+    meta = json.loads((out / "config.json").read_text())["meta"]
+    assert meta["ucse_version"] == ucse.__version__ and meta["backbone_fingerprint"]
+    again = UcseClassifier.from_pretrained(out, device="cpu")
+    np.testing.assert_array_equal(again.predict_proba(texts), clf.predict_proba(texts))
+    assert again.predict_with_uncertainty(texts) == clf.predict_with_uncertainty(texts)
+
+
+def test_save_pretrained_replaces_nothing_unasked_and_publishes_nothing_tampered(clf, tiny_clf_run, tmp_path):
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="already holds files; nothing was written"):
+        clf.save_pretrained(busy)
+    assert [p.name for p in busy.iterdir()] == ["notes.txt"]
+    clf.save_pretrained(busy, overwrite=True)
+    assert not (busy / "notes.txt").exists() and (busy / "model.safetensors").is_file()
+    with pytest.raises(ValueError, match="is the head folder .* or inside it"):
+        clf.save_pretrained(clf.head_dir_ / "copy")
+    # a source file changed after it was saved: the copy fails its manifest and is never published
+    source = tmp_path / "source"
+    shutil.copytree(tiny_clf_run / "head", source)
+    weights = source / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    tampered = UcseClassifier(device="cpu")
+    tampered.head_dir_ = source  # as if loaded before the change
+    with pytest.raises(ValueError, match="model.safetensors"):
+        tampered.save_pretrained(tmp_path / "never")
+    assert not (tmp_path / "never").exists()

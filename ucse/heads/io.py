@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -296,3 +297,37 @@ def resolve_head_dir(path: str | Path) -> Path:
         "head/model.safetensors (or config.json + model.safetensors) in it. Pass a run folder written by "
         "`ucse train`, or its head/ folder."
     )
+
+
+def copy_head(source: str | Path, target: str | Path, overwrite: bool = False) -> Path:
+    """Copy a saved head folder (head, profile, manifest) to ``target``, verified, written atomically.
+
+    Every artifact is checked against the source's manifest in the copy before the copy is renamed into
+    place, and the copied head is loaded once, so a tampered or torn source is never published.
+
+    Args:
+        source: a saved head folder.
+        target: a missing or empty folder, or one with files when ``overwrite``.
+        overwrite: replace a folder that holds files (swapped in whole once the copy is complete).
+
+    Raises:
+        FileExistsError: ``target`` holds files and ``overwrite`` is off, or ``target`` is a file.
+        ValueError: ``target`` is ``source`` or inside it; a file does not match the manifest.
+    """
+    source, target = Path(source), Path(target)
+    if target.resolve().is_relative_to(source.resolve()):
+        raise ValueError(f"{target} is the head folder {source} or inside it; name another folder.")
+    if target.exists() and not target.is_dir():
+        raise FileExistsError(f"{target} is a file; name a folder.")
+    if target.is_dir() and any(target.iterdir()) and not overwrite:
+        raise FileExistsError(
+            f"{target} already holds files; nothing was written. Pass overwrite=True to replace it, or "
+            "name a new folder."
+        )
+    present = sorted(name for name in HEAD_FILES if (source / name).is_file())
+    with atomic.atomic_dir(target, replace=overwrite) as tmp:
+        for name in present:
+            shutil.copyfile(source / name, tmp / name)
+        verify_files(tmp, tuple(n for n in present if n != MANIFEST_FILE), REEXPORT)
+        load_head(tmp)
+    return target

@@ -34,7 +34,7 @@ from ucse.backbone.device import resolve_device
 from ucse.config import Device
 from ucse.config.run_layout import RunFolder
 from ucse.core.encoder import EncodedBatch, UcseEncoder
-from ucse.heads.io import resolve_head_dir
+from ucse.heads.io import copy_head, resolve_head_dir
 from ucse.uncertainty.profile import (
     UncertaintyOutput,
     load_uncertainty_profile,
@@ -223,6 +223,17 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         metrics = None if clf.run_dir_ is None else RunFolder(clf.run_dir_).metrics
         clf.metrics_ = json.loads(metrics.read_text()) if metrics is not None and metrics.is_file() else {}
         return clf
+
+    def save_pretrained(self, path: str | Path, overwrite: bool = False) -> Path:
+        """Write the fitted classifier as one folder that ``from_pretrained(path)`` loads; returns ``path``.
+
+        The loaded head folder, file for file (``ucse.heads.io.copy_head``, whose errors it raises): weights,
+        config, uncertainty profile, label names, the backbone's config and fingerprint, the ucse version, the
+        SHA-256 manifest; not the backbone's weights (loading refuses a backbone whose fingerprint differs).
+        ``path`` must be missing or empty unless ``overwrite``; written to a temporary sibling, then renamed.
+        """
+        check_is_fitted(self, "head_dir_")
+        return copy_head(self.head_dir_, path, overwrite)
 
     def _load(self, head_dir: Path, batch_size: int | None, warn: bool = True) -> None:
         overrides = {} if batch_size is None else {"batch_size": batch_size}

@@ -50,6 +50,7 @@ from ucse.training.run_folder import (
     read_checkpoint,
 )
 from ucse.training.run_lock import hold_run_folder
+from ucse.version import __version__
 
 log = logging.getLogger(__name__)
 SPLITS = ("train", "validation", "test")
@@ -130,6 +131,7 @@ def head_meta(cfg: TrainConfig, data: TaskData) -> dict:
         "task": cfg.task.name,
         "instruction": cfg.task.instruction,
         "seed": cfg.seed,
+        "ucse_version": __version__,  # which ucse trained it (save_pretrained's folder carries it)
     }
 
 
