@@ -206,8 +206,10 @@ def test_save_pretrained_replaces_nothing_unasked_and_publishes_nothing_tampered
     assert [p.name for p in busy.iterdir()] == ["notes.txt"]
     clf.save_pretrained(busy, overwrite=True)
     assert not (busy / "notes.txt").exists() and (busy / "model.safetensors").is_file()
-    with pytest.raises(ValueError, match="is the head folder .* or inside it"):
-        clf.save_pretrained(clf.head_dir_ / "copy")
+    for overlapping in (clf.head_dir_ / "copy", clf.head_dir_.parent):  # inside the head; its run folder
+        with pytest.raises(ValueError, match="overlaps the head folder"):
+            clf.save_pretrained(overlapping, overwrite=True)
+    assert (clf.head_dir_ / "model.safetensors").is_file()
     # a source file changed after it was saved: the copy fails its manifest and is never published
     source = tmp_path / "source"
     shutil.copytree(tiny_clf_run / "head", source)

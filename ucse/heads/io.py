@@ -312,11 +312,14 @@ def copy_head(source: str | Path, target: str | Path, overwrite: bool = False) -
 
     Raises:
         FileExistsError: ``target`` holds files and ``overwrite`` is off, or ``target`` is a file.
-        ValueError: ``target`` is ``source`` or inside it; a file does not match the manifest.
+        ValueError: ``target`` is ``source``, inside it or holds it; a file does not match the manifest.
     """
     source, target = Path(source), Path(target)
-    if target.resolve().is_relative_to(source.resolve()):
-        raise ValueError(f"{target} is the head folder {source} or inside it; name another folder.")
+    t, src = target.resolve(), source.resolve()
+    if t.is_relative_to(src) or src.is_relative_to(t):  # a copy there would replace its own source
+        raise ValueError(
+            f"{target} overlaps the head folder {source} (is it, is inside it or holds it); name another folder."
+        )
     if target.exists() and not target.is_dir():
         raise FileExistsError(f"{target} is a file; name a folder.")
     if target.is_dir() and any(target.iterdir()) and not overwrite:
