@@ -318,7 +318,8 @@ def copy_head(source: str | Path, target: str | Path, overwrite: bool = False) -
     t, src = target.resolve(), source.resolve()
     if t.is_relative_to(src) or src.is_relative_to(t):  # a copy there would replace its own source
         raise ValueError(
-            f"{target} overlaps the head folder {source} (is it, is inside it or holds it); name another folder."
+            f"{target} overlaps the head folder {source} (is it, is inside it or holds it); name another "
+            "folder."
         )
     if target.exists() and not target.is_dir():
         raise FileExistsError(f"{target} is a file; name a folder.")
