@@ -36,34 +36,21 @@ for stage in "$@"; do
       python3 eval.py run=/tmp/runs/minilm-seed0 plots=false efficiency_batches=20 2>&1 | tail -40
       cp /tmp/runs/minilm-seed0/eval.json "$out/minilm-seed0-eval.json"
       ;;
-    overhead)
-      python3 bench/scale_gpu.py only=overhead tokenizer=.gpu/tok-smollm2 out="$out/qwen3-overhead.json" 2>&1 \
-        | grep -v -E "^(INFO|WARNING)|UserWarning|LOCAL_RANK"
-      ;;
-    finite)
-      python3 bench/scale_gpu.py only=finite tokenizer=.gpu/tok-smollm2 out="$out/qwen3-finite.json" 2>&1 \
-        | grep -v -E "^(INFO|WARNING)|UserWarning|LOCAL_RANK"
-      ;;
     current)
       /usr/bin/time -f "wall %e s, max RSS %M KB" python3 train.py backbone.model=.gpu/minilm-fp16 seed=0 \
         output_dir=/tmp/runs/minilm-seed0 progress_bar=false 2>&1 | grep -v -E "^(INFO|WARNING|  warnings)|UserWarning|LOCAL_RANK"
       cp /tmp/runs/minilm-seed0/metrics.json "$out/minilm-seed0-metrics.json"
       python3 bench/predict.py run=/tmp/runs/minilm-seed0 n=${PREDICT_N:-3080} repeats=5 device=cuda 2>&1 | grep -v -E "^(INFO|WARNING)|Warning"
       ;;
-    paths)
-      python3 bench/scale_gpu.py only=head_paths tokenizer=.gpu/tok-smollm2 out="$out/qwen3-head-paths.json" 2>&1 \
-        | grep -v -E "^(INFO|WARNING)|UserWarning|LOCAL_RANK"
-      ;;
-    blend)
-      python3 bench/scale_gpu.py only=blend tokenizer=.gpu/tok-smollm2 out="$out/qwen3-blend-overhead.json" 2>&1 \
+    overhead|finite|paths|blend|qwen3)  # bench/scale_gpu.py: only=<part> (paths: head_paths; qwen3: all parts)
+      only=$stage name=$stage
+      [ "$stage" = paths ] && only=head_paths name=head-paths
+      [ "$stage" = qwen3 ] && only=all name=scale
+      python3 bench/scale_gpu.py only=$only tokenizer=.gpu/tok-smollm2 out="$out/qwen3-$name.json" 2>&1 \
         | grep -v -E "^(INFO|WARNING)|UserWarning|LOCAL_RANK"
       ;;
     compile)
       for bs in 64 512; do python3 bench/head_compile.py device=cuda hidden=1024 batch=$bs 2>&1 | grep -v "^W"; done
-      ;;
-    qwen3)
-      python3 bench/scale_gpu.py tokenizer=.gpu/tok-smollm2 out="$out/qwen3-scale.json" 2>&1 \
-        | grep -v -E "^(INFO|WARNING)|UserWarning|LOCAL_RANK"
       ;;
   esac
 done

@@ -76,6 +76,14 @@ def build_random_qwen3(folder: Path, tokenizer_dir: Path) -> int:
     return n
 
 
+def random_model(args: dict) -> tuple[Path, list[str]]:
+    """The Qwen3-shaped random model under ``work=`` (default: a temporary folder) and its overrides."""
+    work = Path(args.get("work") or tempfile.mkdtemp(prefix="ucse-scale-"))
+    model_dir = work / "qwen3-0.6b-random"
+    build_random_qwen3(model_dir, Path(args["tokenizer"]))
+    return work, ["backbone=qwen3-embedding-0.6b", f"backbone.model={model_dir}"]
+
+
 def largest_batch(step, start: int, cap: int) -> tuple[int | None, dict[int, float]]:
     """Double the batch from ``start`` until ``step(b)`` runs out of memory or ``cap``; peak MiB per size."""
     ok, peaks, b = None, {}, start
@@ -155,10 +163,8 @@ def overhead_only(args: dict) -> None:
     """Build the Qwen3-shaped model and measure the head's share of inference latency (CUDA events)."""
     from ucse.backbone.encoder import FrozenBackbone
 
-    work = Path(args.get("work") or tempfile.mkdtemp(prefix="ucse-scale-"))
-    model_dir = work / "qwen3-0.6b-random"
-    build_random_qwen3(model_dir, Path(args["tokenizer"]))
-    cfg = build_config(["backbone=qwen3-embedding-0.6b", f"backbone.model={model_dir}"])
+    _, overrides = random_model(args)
+    cfg = build_config(overrides)
     backbone = FrozenBackbone(cfg.backbone, "cuda", instruction=cfg.task.instruction)
     head = build_head(cfg.head, 1024, 77, cfg.backbone.pooling).cuda().eval()
     data = load_classification(cfg.task, cfg.data, cfg.seed)
@@ -211,10 +217,7 @@ def finite_check_cost(args: dict) -> None:
     """
     from ucse.training.module import UcseModule
 
-    work = Path(args.get("work") or tempfile.mkdtemp(prefix="ucse-scale-"))
-    model_dir = work / "qwen3-0.6b-random"
-    build_random_qwen3(model_dir, Path(args["tokenizer"]))
-    overrides = ["backbone=qwen3-embedding-0.6b", f"backbone.model={model_dir}"]
+    work, overrides = random_model(args)
     cache_root = str(work / "cache")
     out: dict = {"device": torch.cuda.get_device_name()}
     r = measure(overrides, cache_root=cache_root)
@@ -270,10 +273,7 @@ def head_paths(args: dict) -> None:
     """
     from ucse.heads import GaussianTextCNN
 
-    work = Path(args.get("work") or tempfile.mkdtemp(prefix="ucse-scale-"))
-    model_dir = work / "qwen3-0.6b-random"
-    build_random_qwen3(model_dir, Path(args["tokenizer"]))
-    overrides = ["backbone=qwen3-embedding-0.6b", f"backbone.model={model_dir}"]
+    work, overrides = random_model(args)
     overrides += ["head=textcnn", "recipe=paper"]
     cache_root = str(work / "cache")
     out: dict = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
@@ -311,10 +311,7 @@ def blend_overhead(args: dict) -> None:
     """
     from ucse.heads import Head
 
-    work = Path(args.get("work") or tempfile.mkdtemp(prefix="ucse-scale-"))
-    model_dir = work / "qwen3-0.6b-random"
-    build_random_qwen3(model_dir, Path(args["tokenizer"]))
-    overrides = ["backbone=qwen3-embedding-0.6b", f"backbone.model={model_dir}"]
+    _, overrides = random_model(args)
     out: dict = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
     variants = {
         "blend_host_read": lambda head: setattr(Head, "host_checks", True),

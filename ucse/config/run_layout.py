@@ -39,40 +39,15 @@ class RunFolder:
     def __init__(self, path: str | Path) -> None:
         object.__setattr__(self, "path", Path(path))
 
-    @property
-    def config(self) -> Path:
-        """``config.yaml``."""
-        return self.path / self.CONFIG
-
-    @property
-    def metrics(self) -> Path:
-        """``metrics.json``."""
-        return self.path / self.METRICS
-
-    @property
-    def head(self) -> Path:
-        """``head/``."""
-        return self.path / self.HEAD
-
-    @property
-    def checkpoints(self) -> Path:
-        """``checkpoints/``."""
-        return self.path / self.CHECKPOINTS
-
-    @property
-    def last_checkpoint(self) -> Path:
-        """``checkpoints/last.ckpt``."""
-        return self.checkpoints / self.LAST_CHECKPOINT
-
-    @property
-    def heldout(self) -> Path:
-        """``heldout.safetensors``."""
-        return self.path / self.HELDOUT
-
-    @property
-    def logs(self) -> Path:
-        """``logs/``."""
-        return self.path / self.LOGS
+    config = property(lambda self: self.path / self.CONFIG, doc="``config.yaml``.")
+    metrics = property(lambda self: self.path / self.METRICS, doc="``metrics.json``.")
+    head = property(lambda self: self.path / self.HEAD, doc="``head/``.")
+    checkpoints = property(lambda self: self.path / self.CHECKPOINTS, doc="``checkpoints/``.")
+    last_checkpoint = property(
+        lambda self: self.checkpoints / self.LAST_CHECKPOINT, doc="``checkpoints/last.ckpt``."
+    )
+    heldout = property(lambda self: self.path / self.HELDOUT, doc="``heldout.safetensors``.")
+    logs = property(lambda self: self.path / self.LOGS, doc="``logs/``.")
 
     def eval_report(self, split: str) -> Path:
         """``eval.json`` for the test split, ``eval-<split>.json`` for another."""

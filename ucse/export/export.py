@@ -48,13 +48,8 @@ def check_out(out: Path, run: Path, overwrite: bool) -> None:
     Raises:
         ValueError: naming ``out``, what is in it and the flag or folder that allows the export.
     """
-    o, r = out.resolve(), run.resolve()
-    if (
-        o == r
-        or r.is_relative_to(o)
-        or o.is_relative_to(RunFolder(r).head)
-        or o.is_relative_to(RunFolder(r).checkpoints)
-    ):
+    o, r = out.resolve(), RunFolder(run.resolve())
+    if o == r.path or r.path.is_relative_to(o) or o.is_relative_to(r.head) or o.is_relative_to(r.checkpoints):
         raise ValueError(
             f"out={out} would replace the run {run} or part of it (head, checkpoints, metrics); nothing was "
             "changed. Export into a new folder, e.g. out=<run>/export or out=embeddings/<name>."

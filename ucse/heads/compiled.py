@@ -42,7 +42,8 @@ class CompiledHead:
             # TorchDynamoException; a head's own errors (e.g. a refused mask) are not caught: they surface as
             # they would eagerly.
             except torch._dynamo.exc.TorchDynamoException as err:
-                reason = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
+                text = str(err).strip()
+                reason = text.splitlines()[0][:200] if text else type(err).__name__
                 log.warning("torch.compile of the head failed (%s); running it without compilation.", reason)
                 self.compiled = None
         return self.head(hidden, mask)

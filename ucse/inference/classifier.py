@@ -219,9 +219,10 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         )
         head_dir = resolve_head_dir(path)
         clf._load(head_dir, batch_size)
-        clf.run_dir_ = head_dir.parent if RunFolder(head_dir.parent).config.is_file() else None
-        metrics = None if clf.run_dir_ is None else RunFolder(clf.run_dir_).metrics
-        clf.metrics_ = json.loads(metrics.read_text()) if metrics is not None and metrics.is_file() else {}
+        run = RunFolder(head_dir.parent)
+        clf.run_dir_ = run.path if run.config.is_file() else None
+        found = clf.run_dir_ is not None and run.metrics.is_file()
+        clf.metrics_ = json.loads(run.metrics.read_text()) if found else {}
         return clf
 
     def save_pretrained(self, path: str | Path, overwrite: bool = False) -> Path:

@@ -154,7 +154,7 @@ def choose_members(
             ens_cfg, task_cfg, root, device, temperature, space
         )
         record: dict = {"space": space.value}
-        score = math.nan
+        score, gauss = math.nan, None
         if by_validation or len(spaces) > 1:
             gauss = [m.encode(task.validation_texts()) for m in members]
             if by_validation:
@@ -167,24 +167,27 @@ def choose_members(
             else:
                 score, beta = uec_validation(gauss, task, ens_cfg, temperature)
                 record.update(validation=score, beta=beta)
-        candidates[space] = (built, members, fit_info, align_info, record, score)
+        candidates[space] = (built, members, fit_info, align_info, record, score, gauss)
     chosen = max(candidates, key=lambda sp: candidates[sp][5])  # ties and nan keep the first (scored)
-    built, members, fit_info, align_info, record, score = candidates[chosen]
+    built, members, fit_info, align_info, record, score, gauss = candidates[chosen]
     if len(spaces) > 1:
         record["space_validation"] = {sp.value: c[5] for sp, c in candidates.items()}
     if ens_cfg.equal_weights_fallback and len(ens_cfg.members) > 1:
         if tuned:  # by the family's validation score
-            gauss = [m.encode(task.validation_texts()) for m in members]
-            if math.isnan(score):
+            if gauss is None:  # not encoded above (one space, no member scales)
+                gauss = [m.encode(task.validation_texts()) for m in members]
                 score, _ = uec_validation(gauss, task, ens_cfg, temperature)
-            equal, beta = uec_validation(gauss, task, ens_cfg, 0.0)  # T = 0: softmax of zeros, scales moot
+            # T = 0: equal weights (softmax of zeros); the chosen scales still scale the fused variance the
+            # probit reads (``gauss`` was encoded before they were applied to the members)
+            equal, beta = uec_validation(gauss, task, ens_cfg, 0.0, record.get("scales"))
             record["equal_weights"] = {"validation": equal, "beta": beta, "uec_validation": score}
         elif all(isinstance(m, HeadMember) for m in built):  # heads: by the fused label NLL, lower is better
-            gauss, probs, labels = head_outputs(members, built, root)  # the scales fitted above included
-            args = (ens_cfg.rule, ens_cfg.temperature_mode)
+            heads, probs, labels = head_outputs(members, built, root)  # the scales fitted above included
             ones = [1.0] * len(built)
-            nll = fused_nll(gauss, probs, labels, ones, args[0], temperature, args[1])
-            equal_nll = fused_nll(gauss, probs, labels, ones, args[0], 0.0, args[1])
+            nll, equal_nll = (
+                fused_nll(heads, probs, labels, ones, ens_cfg.rule, t, ens_cfg.temperature_mode)
+                for t in (temperature, 0.0)
+            )
             record["equal_weights"] = {"validation_nll": equal_nll, "uec_validation_nll": nll}
             score, equal = -nll, -equal_nll
         else:

@@ -176,8 +176,8 @@ def fit_for_run(
     need the shipped head's own training means, are left out then). ``previous``, the profile being
     replaced for the same head, lends its class Gaussians, so the training split need not be re-encoded.
     """
-    c = len(data.label_names)
-    heldout = load_heldout(RunFolder(run).heldout, c)
+    c, folder = len(data.label_names), RunFolder(run)
+    heldout = load_heldout(folder.heldout, c)
     ocfg = ucfg.ood
     old_ood = previous.ood if previous is not None else None
     reuse_ood = (
@@ -223,7 +223,7 @@ def fit_for_run(
             examples = read_ood_texts(train_cfg.data.ood_path, train_cfg.data.text_column)
             tune = ocfg.threshold is not OodThreshold.tpr  # tpr keeps the guarantee, reports the examples
             apply_examples(profile.ood, encoder, profile.calibrator, examples, tune)
-    profile.save(RunFolder(run).head)
+    profile.save(folder.head)
     return profile
 
 
