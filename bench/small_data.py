@@ -12,7 +12,7 @@ the official test split:
   and the share of empty sets (goal: 0 by default);
 - the out-of-scope flag: share of in-scope test texts kept (target: tpr 0.95).
 
-    python bench/small_data.py --tasks Banking77Classification --shots 8 32 --seeds 0
+    python -m bench.small_data --tasks Banking77Classification --shots 8 32 --seeds 0
 
 Rows go to ``<out>/rows/*.json`` (a rerun skips rows already there); the table to ``<out>/small_data.md``.
 """

@@ -38,7 +38,7 @@ from ucse.core.encoder import UcseEncoder
 from ucse.data import load_classification
 from ucse.heads import bottleneck
 from ucse.training import train
-from ucse.training.auto_run import load_heldout
+from ucse.training.auto_run import load_heldout, load_heldout_distances
 from ucse.training.run import build_states, task_pool
 from ucse.uncertainty.calibration import calibration_metrics, ece
 from ucse.uncertainty.fit import fit_run_uncertainty
@@ -107,6 +107,7 @@ def log_var_bias(value: float | None) -> Iterator[None]:
 def ood_detectors(run_dir: Path, cfg, encoder, data, profile) -> dict[str, OodDetector]:
     """Every out-of-scope score's flag, fitted the way ``ucse train`` fits the saved one (same rows, tpr)."""
     heldout = load_heldout(RunFolder(run_dir).heldout, len(data.label_names))
+    dist = load_heldout_distances(RunFolder(run_dir).heldout, len(data.label_names))
     outs = encode_splits(cfg, encoder, data, ("train", "validation"))
     held = outs["validation"] if heldout is None else heldout[0]
     probs = profile.calibrator.probs(held.logits)
@@ -120,8 +121,10 @@ def ood_detectors(run_dir: Path, cfg, encoder, data, profile) -> dict[str, OodDe
             probs,
             heldout is not None,
             cfg.uncertainty.seed,
+            held_distances=dist,
         )
         for s in OodScore
+        if s is not OodScore.auto
     }
 
 
@@ -132,10 +135,12 @@ def ood_metrics(profile, detectors, encoder, out_in, states_out) -> dict:
     s_out = profile.scores(out_ood.mean, out_ood.var, out_ood.logits)
     for name, det in detectors.items():
         s_in[f"ood:{name}"] = det.scores(
-            out_in.pooled, profile.calibrator.probs(out_in.logits), out_in.logits
+            det.features(out_in.mean, out_in.pooled), profile.calibrator.probs(out_in.logits), out_in.logits
         )
         s_out[f"ood:{name}"] = det.scores(
-            out_ood.pooled, profile.calibrator.probs(out_ood.logits), out_ood.logits
+            det.features(out_ood.mean, out_ood.pooled),
+            profile.calibrator.probs(out_ood.logits),
+            out_ood.logits,
         )
     res = {k: {"auroc": ood_auroc(s_in[k], s_out[k]), "fpr95": fpr_at_tpr(s_in[k], s_out[k])} for k in s_in}
     for name, det in detectors.items():  # the flag itself: share of OOD texts flagged at its threshold
@@ -235,7 +240,11 @@ def measure(run_dir: Path) -> dict:
     test_probs = profile.calibrator.probs(out.logits)
     # In-scope test texts each flag keeps (target: uncertainty.ood.tpr) and the saved flag's own keep rate.
     r["ood_keep"] = {
-        name: float((det.scores(out.pooled, test_probs, out.logits) <= det.threshold).double().mean())
+        name: float(
+            (det.scores(det.features(out.mean, out.pooled), test_probs, out.logits) <= det.threshold)
+            .double()
+            .mean()
+        )
         for name, det in detectors.items()
     }
     r["ood_flag"] = None

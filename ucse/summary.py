@@ -95,7 +95,12 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
             )
         if profile.ood is not None:
             o = profile.ood
-            held = f"{o.info.get('n_heldout')} {o.info.get('heldout')} texts"
+            how, n = o.info.get("heldout"), o.info.get("n_heldout")
+            held = (
+                f"{n} texts, each scored under the models that did not train on it"
+                if how == "selection models"
+                else f"{n} {how} texts"
+            )
             lines.append(f"  out-of-scope flag: {describe_flag(o)} (held out: {held})")
     run = RunFolder(run_dir)
     extra = ", ".join(

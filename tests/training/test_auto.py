@@ -2,25 +2,31 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 import pytest
 import torch
 from safetensors.torch import save_file
+from scipy.spatial.distance import cdist
 from scipy.special import log_softmax
 
 from ucse.config import ConfigError, HeadType
 from ucse.config.run_layout import RunFolder
+from ucse.config.uncertainty import OodScore
 from ucse.heads import load_head
+from ucse.heads.outputs import run_head
 from ucse.training import auto as auto_mod
 from ucse.training import train
 from ucse.training.auto import choose_blend, fit_temperature
-from ucse.training.auto_run import load_heldout
-from ucse.training.fit_head import step_budget
+from ucse.training.auto_run import load_heldout, load_heldout_distances
+from ucse.training.fit_head import fit_head, step_budget
 from ucse.training.logreg import fit_probe
+from ucse.training.neighbours import MAX_K
 from ucse.training.run import schedule
 from ucse.uncertainty.fit import fit_run_uncertainty
+from ucse.uncertainty.ood_detector import keep_threshold
 
 
 def test_step_budget_by_hand():
@@ -97,15 +103,36 @@ def test_auto_cross_validates_on_a_small_validation_split(tiny_run_cfg, monkeypa
     assert len(labels) == sel["n_heldout"] and heldout.logits.shape == (len(labels), 3)
     assert m["test"]["accuracy"] > 0.6  # the cue task is learnable by every candidate
     assert not (run / "checkpoints").exists()  # fitted in memory
-    # The out-of-scope flag: statistics on every row the shipped head saw, threshold scores cross-fitted.
-    ood = fit_run_uncertainty(run).ood.info
-    assert ood["heldout"] == "cross-fitted" and ood["n_heldout"] == ood["n_train"] == sel["n_heldout"]
+    # The out-of-scope flag (joint_knn, the default): its bank is every row the shipped head saw, its
+    # threshold set on each row's distances under the fold models that held it out (saved ascending).
+    d = load_heldout_distances(RunFolder(run).heldout, 3)
+    assert d.shape == (n, min(MAX_K, n - math.ceil(n / 5))) and (np.diff(d, axis=1) >= 0).all()
+    profile = fit_run_uncertainty(run)
+    ood = profile.ood.info
+    assert ood["heldout"] == "selection models" and ood["n_heldout"] == ood["n_train"] == sel["n_heldout"]
+    assert profile.ood.threshold == keep_threshold(d[:, 0], profile.ood.tpr)  # k = 1: the nearest row
+    # Beyond the bank cap the default is a score on the pooled vectors alone, with the cross-fitted threshold
+    # (no head shaped those vectors).
+    ucfg = dataclasses.replace(cfg.uncertainty)
+    ucfg.ood = dataclasses.replace(ucfg.ood, max_bank_rows=n - 1)
+    capped = fit_run_uncertainty(run, ucfg).ood
+    assert capped.score is OodScore.mahalanobis_entropy and capped.info["heldout"] == "cross-fitted"
 
 
 @pytest.mark.parametrize("refit", [True, False])
 def test_auto_selects_on_the_validation_split_when_it_is_large(tiny_run_cfg, monkeypatch, refit):
     monkeypatch.setattr(auto_mod, "HOLDOUT_MIN", 5)
-    result = train(tiny_run_cfg("recipe=auto", "head=auto", "data.val_fraction=0.3", f"data.refit={refit}"))
+    selection = {}  # the first TextCNN fitted (the selection model) and the states it saw
+
+    def spy(cfg, head_cfg, train_rows, val_rows, *args):
+        fit = fit_head(cfg, head_cfg, train_rows, val_rows, *args)
+        if not selection:
+            selection.update(head=fit.head, states={"train": train_rows[0], "validation": val_rows[0]})
+        return fit
+
+    monkeypatch.setattr(auto_mod, "fit_head", spy)
+    cfg = tiny_run_cfg("recipe=auto", "head=auto", "data.val_fraction=0.3", f"data.refit={refit}")
+    result = train(cfg)
     m, sizes = result.metrics, result.metrics["data"]["sizes"]
     sel = m["selection"]
     assert sel["mode"] == "holdout" and sel["n_heldout"] == sizes["validation"]
@@ -118,7 +145,18 @@ def test_auto_selects_on_the_validation_split_when_it_is_large(tiny_run_cfg, mon
         assert "estimate" not in m["val"]
         return
     # Refitted on train + validation: the selection models' validation outputs are what the profile uses.
-    assert ood["heldout"] == "cross-fitted" and ood["n_train"] == sizes["train"] + sizes["validation"]
+    assert ood["heldout"] == "selection models" and ood["n_train"] == sizes["train"] + sizes["validation"]
+    # The flag's held-out distances, by brute force: validation rows to the training rows in the joint space
+    # of the selection TextCNN's mu (or the probe's unit vectors, its mu) and the unit pooled vector at
+    # half weight.
+    states = selection["states"]
+    unit = lambda v: v / np.linalg.norm(v, axis=1, keepdims=True)  # noqa: E731
+    pooled = {s: unit(_pool_by_hand(states[s], cfg.backbone.pooling)) for s in ("train", "validation")}
+    mu = {s: run_head(selection["head"], states[s]).mean if sel["weight"] > 0 else pooled[s] for s in pooled}
+    joint = {s: unit(np.concatenate([unit(mu[s]), 0.5 * pooled[s]], axis=1)) for s in pooled}
+    want = np.sort(cdist(joint["validation"], joint["train"]), axis=1)[:, :MAX_K]
+    # float32 unit rows: cosines to ~1e-7, so a distance sqrt(2 - 2 cos) to ~sqrt(2e-7) = 4.5e-4 near 0
+    np.testing.assert_allclose(load_heldout_distances(RunFolder(result.run_dir).heldout, 3), want, atol=1e-3)
     assert sel["refit"]["rows"] == sizes["train"] + sizes["validation"]
     heldout, labels = load_heldout(RunFolder(result.run_dir).heldout, 3)
     assert len(labels) == sizes["validation"] and m["val"]["estimate"] == "held-out, before refit"
@@ -126,6 +164,13 @@ def test_auto_selects_on_the_validation_split_when_it_is_large(tiny_run_cfg, mon
     if 0 < sel["weight"]:
         assert sel["textcnn"]["refit_steps"] >= sel["textcnn"]["steps"]  # a budget for more rows
     assert m["test"]["accuracy"] > 0.6
+
+
+def _pool_by_hand(states, pooling: str) -> np.ndarray:
+    hidden, mask = states.batch(list(range(len(states))))  # (N, T, H), (N, T)
+    h, m = hidden.double().numpy(), mask.double().numpy()[..., None]
+    assert pooling in ("mean", "cls")
+    return (h * m).sum(1) / m.sum(1) if pooling == "mean" else h[:, 0]
 
 
 def test_paper_recipe_keeps_the_configured_schedule(tiny_run_cfg):
@@ -160,7 +205,15 @@ def test_tampered_heldout_file_is_refused(tmp_path):
     save_file(good, str(tmp_path / "ok.safetensors"))
     out, y = load_heldout(tmp_path / "ok.safetensors", 3)
     assert y.tolist() == [0, 1, 2, 0]
+    assert load_heldout_distances(tmp_path / "ok.safetensors", 3) is None
+    dist = torch.tensor([[0.1, 0.2], [0.0, 0.0], [1.9, 2.0], [0.5, 1.0]])
+    save_file({**good, "distances": dist}, str(tmp_path / "okd.safetensors"))
+    assert load_heldout_distances(tmp_path / "okd.safetensors", 3).tolist() == dist.tolist()
     for name, bad in [
+        ("descending", {**good, "distances": dist.flip(1)}),
+        ("beyond", {**good, "distances": dist + 0.5}),
+        ("rows", {**good, "distances": dist[:3]}),
+        ("float64", {**good, "distances": dist.double()}),
         ("nan", {**good, "logits": torch.full((4, 3), float("nan"))}),
         ("shape", {**good, "logits": torch.zeros(4, 2)}),
         ("label", {**good, "labels": torch.tensor([0, 1, 2, 3])}),

@@ -23,6 +23,9 @@ from ucse.uncertainty.scores import entropy
 
 C, D = 4, 8
 
+SCORES = [s for s in OodScore if s is not OodScore.auto]
+"""The scores a detector is fitted with (``auto`` resolves to one of them first)."""
+
 
 def draw(rng, centres, n):
     y = rng.integers(0, C, n)
@@ -48,7 +51,7 @@ def test_keep_threshold_keeps_at_least_tpr_and_no_more_than_needed():
     assert keep_threshold(rng.uniform(size=5), 0.9) == math.inf  # ceil(6 * 0.9) = 6 > 5: keep everything
 
 
-@pytest.mark.parametrize("score", list(OodScore))
+@pytest.mark.parametrize("score", SCORES)
 def test_every_score_keeps_tpr_of_new_in_scope_texts_and_flags_far_ones(score):
     keep, auroc = [], []
     for seed in range(8):
@@ -64,7 +67,7 @@ def test_every_score_keeps_tpr_of_new_in_scope_texts_and_flags_far_ones(score):
     assert abs(np.mean(keep) - 0.9) < 3 * math.hypot(0.021, 0.009) / math.sqrt(8)
     # Texts far from every class mean. Not relative_mahalanobis: it subtracts the background distance, so a
     # text far out along the directions the classes spread in can score low (one of these 8 draws: 0.33).
-    if score in (OodScore.mahalanobis, OodScore.class_mahalanobis, OodScore.knn):
+    if score in (OodScore.mahalanobis, OodScore.class_mahalanobis, OodScore.knn, OodScore.joint_knn):
         assert np.mean(auroc) > 0.99
 
 
@@ -133,7 +136,7 @@ def _fail(key, value, allowed):
     raise ValueError(f"field '{key}' is {value!r}, allowed: {allowed}")
 
 
-@pytest.mark.parametrize("score", list(OodScore))
+@pytest.mark.parametrize("score", SCORES)
 def test_a_saved_detector_reloads_and_scores_identically(tmp_path, score):
     det, cfg, arrays, (xv, w) = _saved(tmp_path, score)
     check_saved_ood(cfg, arrays, C, D, _fail)
@@ -172,3 +175,11 @@ def test_only_the_statistics_a_score_needs_are_fitted():
     assert (st.gaussians, st.background, st.classes, st.bank) == (None, None, None, None)
     st = fit_stats(OodScore.relative_mahalanobis_entropy, x, y, C)
     assert st.gaussians is not None and st.background is not None and st.classes is None and st.bank is None
+
+
+def test_auto_is_joint_knn_up_to_the_bank_cap_and_mahalanobis_entropy_above():
+    cfg = OodConfig(max_bank_rows=100)
+    assert cfg.score is OodScore.auto
+    assert cfg.resolved_score(100) is OodScore.joint_knn  # a bank of at most the cap
+    assert cfg.resolved_score(101) is OodScore.mahalanobis_entropy  # statistics of a fixed size
+    assert OodConfig(score=OodScore.knn, max_bank_rows=1).resolved_score(10**6) is OodScore.knn  # as asked

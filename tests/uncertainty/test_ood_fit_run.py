@@ -8,9 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from scipy.spatial.distance import cdist
 from toy_tasks import own_rows, write_rows
 
 from ucse.config import ConfigError, build_config, from_yaml
+from ucse.config.uncertainty import OodScore
+from ucse.data import load_classification
 from ucse.inference.classifier import UcseClassifier
 from ucse.pipeline import run_training
 from ucse.uncertainty.ood_examples import youden_threshold
@@ -33,7 +36,7 @@ def _train(tmp: Path, tiny_bert_dir: Path, *extra: str):
 
 
 def test_a_single_head_sets_the_threshold_on_validation_and_rows_carry_the_flag(tmp_path, tiny_bert_dir):
-    # (head=auto's refit and cross-validation routes: tests/training/test_auto.py, "cross-fitted".)
+    # (head=auto's refit and cross-validation routes: tests/training/test_auto.py.)
     _, profile = _train(tmp_path, tiny_bert_dir, "head=logreg", "uncertainty.ood.score=mahalanobis_entropy")
     info = profile.ood.info
     saved = json.loads((tmp_path / "run" / "head" / "calibration.json").read_text())["ood"]
@@ -47,6 +50,35 @@ def test_a_single_head_sets_the_threshold_on_validation_and_rows_carry_the_flag(
     scores = np.array([r["ood_score"] for r in rows])
     np.testing.assert_array_equal(flags, scores > profile.ood.threshold)
     assert flags.dtype == bool
+
+
+def test_the_default_flag_reads_the_heads_mu_beside_the_pooled_vector(tmp_path, tiny_bert_dir):
+    _, profile = _train(tmp_path, tiny_bert_dir, "uncertainty.ood.tpr=0.9")  # head=auto, refit: the defaults
+    det = profile.ood
+    assert det.score is OodScore.joint_knn and det.k == 1 and det.info["heldout"] == "selection models"
+    clf = UcseClassifier.from_pretrained(tmp_path / "run", device="cpu")
+    # The bank: every row the shipped head trained on, as unit [mu / |mu|, pooled / (2 |pooled|)] rows.
+    cfg = from_yaml(tmp_path / "run" / "config.yaml")
+    data = load_classification(cfg.task, cfg.data, cfg.seed)
+    rows = data.texts("train") + data.texts("validation")
+    bank = _joint(clf.encode_gaussian(rows))
+    assert det.stats.bank.shape == bank.shape == (det.info["n_train"], bank.shape[1])
+    # The bank was read from the fp16 hidden-state cache, these rows from a fresh fp32 pass: fp16 keeps 11
+    # significant bits (relative 4.9e-4 per state), which moves unit-row components by up to ~5e-4.
+    np.testing.assert_allclose(det.stats.bank.numpy(), bank, atol=1e-3)
+    # predict's ood_score is the distance to the nearest bank row, by brute force
+    texts = [r["text"] for r in own_rows(30, seed=12)] + ["zzz qqq xxyy", "0 0 0 0 0 0 0 0"]
+    want = cdist(_joint(clf.encode_gaussian(texts)), bank).min(1)
+    got = np.array([r["ood_score"] for r in clf.predict_with_uncertainty(texts)])
+    # the same bank on both sides; sqrt(2 - 2 cos) of float32 cosines is good to ~4.5e-4 near 0
+    np.testing.assert_allclose(got, want, atol=1e-3)
+
+
+def _joint(out) -> np.ndarray:
+    unit = lambda v: v / np.linalg.norm(v, axis=1, keepdims=True)  # noqa: E731
+    return unit(
+        np.concatenate([unit(out.mean.astype(np.float64)), 0.5 * unit(out.pooled.astype(np.float64))], 1)
+    )
 
 
 def test_a_run_without_the_flag_says_null(tmp_path, tiny_bert_dir):
@@ -69,7 +101,14 @@ def test_streamed_training_statistics_equal_those_of_the_whole_split(
     from ucse.uncertainty.density import fit_class_gaussians
 
     monkeypatch.setattr(train_split, "TRAIN_BLOCK", block)
-    _, profile = _train(tmp_path, tiny_bert_dir, "head=textcnn", "recipe=paper", "optim.epochs=1")
+    _, profile = _train(
+        tmp_path,
+        tiny_bert_dir,
+        "head=textcnn",
+        "recipe=paper",
+        "optim.epochs=1",
+        "uncertainty.ood.score=mahalanobis_entropy",  # a flag on class Gaussians: the streamed statistics
+    )
     cfg = from_yaml(tmp_path / "run" / "config.yaml")
     data = load_classification(cfg.task, cfg.data, cfg.seed)
     enc = UcseEncoder.from_dir(tmp_path / "run" / "head")

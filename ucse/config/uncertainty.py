@@ -61,6 +61,8 @@ class OodScore(str, Enum):
     class_mahalanobis = "class_mahalanobis"  # -log density, one covariance per class (GDA, as in DDU)
     relative_mahalanobis = "relative_mahalanobis"  # class minus background distance (Ren et al. 2021)
     knn = "knn"  # distance to the k-th nearest training vector (Sun et al. 2022)
+    joint_knn = "joint_knn"  # the same on [the head's mu, the pooled vector / 2] (ucse.training.neighbours)
+    auto = "auto"  # joint_knn up to OodConfig.max_bank_rows training rows, mahalanobis_entropy above
     energy = "energy"  # -logsumexp(logits) (Liu et al. 2020)
     entropy = "entropy"  # entropy of the calibrated softmax
     msp = "msp"  # 1 - max calibrated softmax probability (Hendrycks & Gimpel 2017)
@@ -121,23 +123,35 @@ class OodConfig:
 
     enabled: bool = True
     """Fit the flag after training; off: predict rows carry ``ood: null``."""
-    score: OodScore = OodScore.mahalanobis_entropy
-    """Which score (feature scores read the backbone's pooled unit vectors). The default had the best mean
-    AUROC of the scores whose storage does not grow with C * H^2 over the six task x setting cases of
-    bench/uncertainty.py (held-out classes, another task's texts): 0.900 against MSP's 0.873;
-    ``class_mahalanobis`` ranked a little better (0.905) but saves C * H^2 numbers (docs/RESULTS.md
-    section 4)."""
+    score: OodScore = OodScore.auto
+    """Which score. ``joint_knn`` reads the head's mu beside the backbone's pooled unit vector; the other
+    feature scores read the pooled vector alone. ``auto`` is ``joint_knn`` up to ``max_bank_rows`` training
+    rows and ``mahalanobis_entropy`` above. ``joint_knn`` had the best mean AUROC over the six task x setting
+    cases of bench/uncertainty.py (held-out intents, another task's texts): 0.935 against MSP's 0.876 and
+    ``mahalanobis_entropy``'s 0.906, ahead of MSP in every case (docs/RESULTS.md section 4)."""
+    max_bank_rows: int = 25_000
+    """``auto``: the most training rows ``joint_knn`` keeps as its bank (saved with the head, (D + H) float32
+    per row: 77 MB for MiniLM-L6 at this cap); above it ``mahalanobis_entropy``, whose statistics do not grow
+    with the data."""
     tpr: float = 0.95
     """Share of in-scope texts the threshold keeps (``ood`` false): the threshold is the
     ceil((n + 1) * tpr)-th smallest score of n held-out in-scope texts, so on exchangeable in-scope data at
     least this share is kept on average."""
-    k: int = 10
-    """``knn``: which nearest neighbour's distance is the score."""
+    k: int = 1
+    """``knn``, ``joint_knn``: which nearest neighbour's distance is the score (1 ranked out-of-scope texts
+    better than 10 or 50 in bench/uncertainty.py; at most 50 for ``joint_knn`` after ``head=auto``'s
+    refit)."""
     threshold: OodThreshold = OodThreshold.auto
     """``tpr`` keeps ``tpr`` of held-out in-scope texts; ``examples`` (what ``auto`` means when
     ``data.ood_path`` is set) maximises the balanced accuracy (in-scope kept + examples flagged) between the
     held-out in-scope texts and your out-of-scope examples, trading the ``tpr`` guarantee for what your
     examples show."""
+
+    def resolved_score(self, bank_rows: int) -> OodScore:
+        """The score ``auto`` stands for with ``bank_rows`` training rows (any other score as it is)."""
+        if self.score is not OodScore.auto:
+            return self.score
+        return OodScore.joint_knn if bank_rows <= self.max_bank_rows else OodScore.mahalanobis_entropy
 
 
 @dataclass
@@ -184,6 +198,7 @@ def check_uncertainty_config(cfg: UncertaintyConfig) -> None:
         ("samples", cfg.samples, lambda v: v >= 0, ">= 0 (0 = probit)"),
         ("ood.tpr", cfg.ood.tpr, lambda v: 0 < v < 1, "in (0, 1)"),
         ("ood.k", cfg.ood.k, lambda v: v >= 1, ">= 1"),
+        ("ood.max_bank_rows", cfg.ood.max_bank_rows, lambda v: v >= 1, ">= 1"),
     ]
     for key, value, ok, want in checks:
         if not ok(value):

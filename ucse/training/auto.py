@@ -27,6 +27,7 @@ from sklearn.model_selection import StratifiedKFold
 
 from ucse.backbone.states import SubsetStates, TokenStates
 from ucse.config import HeadConfig, HeadType, TrainConfig
+from ucse.config.uncertainty import OodScore
 from ucse.heads import build_head
 from ucse.heads.base import Head
 from ucse.heads.factory import HeadSpec
@@ -34,6 +35,7 @@ from ucse.heads.outputs import Outputs, run_head
 from ucse.losses.temperature import fit_temperature
 from ucse.training.fit_head import fit_head
 from ucse.training.logreg import cv_folds, fit_probe, probe_features, probe_head
+from ucse.training.neighbours import MAX_K, joint_features, neighbour_distances
 
 log = logging.getLogger(__name__)
 WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -119,12 +121,16 @@ class AutoResult:
             fold on every train + validation row (cross-validation), or the selection models' outputs on the
             validation rows (holdout with ``data.refit``); ``None`` when the shipped head never saw them.
         heldout_labels: their labels.
+        heldout_distances: (N, K) ascending distances of those rows to their nearest training rows under the
+            models that held them out, in :func:`ucse.training.neighbours.joint_features` space (the
+            ``joint_knn`` out-of-scope flag's threshold).
     """
 
     head: Head
     report: dict
     heldout: Outputs | None = None
     heldout_labels: np.ndarray | None = None
+    heldout_distances: np.ndarray | None = None
 
 
 def _join(a: TokenStates, b: TokenStates) -> TokenStates:
@@ -173,7 +179,14 @@ def fit_auto(
     return _cross_validated(cfg, states, labels, c, h, device, weights)
 
 
+def _joint_flag(cfg: TrainConfig, bank_rows: int) -> bool:
+    """Whether the run's out-of-scope flag will be ``joint_knn`` (then held-out distances are kept)."""
+    u = cfg.uncertainty
+    return u.enabled and u.ood.enabled and u.ood.resolved_score(bank_rows) is OodScore.joint_knn
+
+
 def _holdout(cfg, states, labels, c, h, device, weights) -> AutoResult:
+    n_val = len(labels["validation"])
     x_tr = probe_features(states["train"], cfg.backbone.pooling)
     x_va = probe_features(states["validation"], cfg.backbone.pooling)
     probe, probe_info = fit_probe_head(cfg, x_tr, labels["train"], c, h)
@@ -186,6 +199,11 @@ def _holdout(cfg, states, labels, c, h, device, weights) -> AutoResult:
         device,
     )
     out_va = run_head(fit.head, states["validation"])  # mean (M, D), var (M, D) | None, logits (M, C)
+    n_rows = len(labels["train"]) + n_val
+    # (N, D) mu of the training rows: the selection model's bank for the joint_knn flag's held-out distances
+    mean_tr = (
+        run_head(fit.head, states["train"]).mean if cfg.data.refit and _joint_flag(cfg, n_rows) else None
+    )
     b = _probe_logits(probe, x_va)
     choice = choose_blend(out_va.logits, b, labels["validation"], weights)
     report = {
@@ -208,7 +226,33 @@ def _holdout(cfg, states, labels, c, h, device, weights) -> AutoResult:
         report["textcnn"]["refit_steps"] = steps
     report["refit"] = {"rows": len(y)}
     heldout = _heldout_outputs(choice, x_va, out_va.logits, b, out_va.mean, out_va.var)
-    return AutoResult(compose(cfg.head, choice, gaussian, probe, c), report, heldout, labels["validation"])
+    dist = None
+    if _joint_flag(cfg, n_rows):
+        bank = _joint(choice, mean_tr, x_tr)
+        dist = neighbour_distances(_joint(choice, out_va.mean, x_va), bank, MAX_K).numpy()
+    head = compose(cfg.head, choice, gaussian, probe, c)
+    return AutoResult(head, report, heldout, labels["validation"], dist)
+
+
+def _fold_distances(choice: dict, x: np.ndarray, folds: list, oof_dist: dict) -> np.ndarray:
+    """(N, K) joint distances of every row to its fold's training rows.
+
+    Those of the fold TextCNNs (``oof_dist``), or, when the choice is the probe alone, of the probe's unit
+    vectors (its mu, the same in every fold).
+    """
+    dist = np.zeros((len(x), min(MAX_K, min(len(tr) for tr, _ in folds))), dtype=np.float32)
+    for i, (tr, te) in enumerate(folds):
+        if choice["weight"] > 0:
+            d = oof_dist[i]
+        else:
+            d = neighbour_distances(_joint(choice, None, x[te]), _joint(choice, None, x[tr]), MAX_K)
+        dist[te] = d[:, : dist.shape[1]].numpy()
+    return dist
+
+
+def _joint(choice: dict, mean: np.ndarray | None, x: np.ndarray):
+    """(N, D + H) joint features of the chosen recipe: the TextCNN's mu, or the probe's unit vectors as mu."""
+    return joint_features(x if choice["weight"] == 0.0 else mean, x)
 
 
 def _refit(cfg, choice, rows, x, y, c, h, device, c_value) -> tuple[Head | None, Head | None, int | None]:
@@ -244,8 +288,10 @@ def _cross_validated(cfg, states, labels, c, h, device, weights) -> AutoResult:
     y = np.concatenate([labels["train"], labels["validation"]])
     x = probe_features(rows, cfg.backbone.pooling)
     k = cv_folds(y, 5)
-    folds = StratifiedKFold(k, shuffle=True, random_state=cfg.seed).split(np.zeros(len(y)), y)
+    folds = list(StratifiedKFold(k, shuffle=True, random_state=cfg.seed).split(np.zeros(len(y)), y))
     oof_a, oof_b, oof_shipped = (np.zeros((len(y), c)) for _ in range(3))
+    oof_dist = {}  # fold -> (n_te, K) joint distances of its held-out rows under its TextCNN
+    joint = _joint_flag(cfg, len(y))
     oof_mean, oof_var = None, None
     # Two sets of out-of-fold probe logits. Selection reads fold probes that choose their own C inside the
     # fold (C chosen on every row would have seen the held-out texts: an optimistic probe, a biased choice).
@@ -253,7 +299,7 @@ def _cross_validated(cfg, states, labels, c, h, device, weights) -> AutoResult:
     # in another at 8 examples per class) and with it the logits' scale, so a temperature fitted on those
     # logits did not fit the shipped probe (ECE 0.17 on a MassiveIntent 8-shot run).
     _, probe_info = fit_probe_head(cfg, x, y, c, h)  # C* on every row: the shipped probe's C
-    for tr, te in folds:
+    for i, (tr, te) in enumerate(folds):
         probe, info = fit_probe_head(cfg, x[tr], y[tr], c, h)
         oof_b[te] = _probe_logits(probe, x[te])
         if info["C"] != probe_info["C"]:
@@ -262,6 +308,9 @@ def _cross_validated(cfg, states, labels, c, h, device, weights) -> AutoResult:
         fit = fit_head(cfg, _gaussian_cfg(cfg), (SubsetStates(rows, tr.tolist()), y[tr]), None, c, device)
         out = run_head(fit.head, SubsetStates(rows, te.tolist()))
         oof_a[te] = out.logits
+        if joint:
+            bank = joint_features(run_head(fit.head, SubsetStates(rows, tr.tolist())).mean, x[tr])
+            oof_dist[i] = neighbour_distances(joint_features(out.mean, x[te]), bank, MAX_K)
         if oof_mean is None:
             oof_mean = np.zeros((len(y), out.mean.shape[1]))
             oof_var = None if out.var is None else np.zeros_like(oof_mean)
@@ -273,6 +322,7 @@ def _cross_validated(cfg, states, labels, c, h, device, weights) -> AutoResult:
     probe, gaussian, steps = _refit(cfg, choice, rows, x, y, c, h, device, probe_info["C"])
     head = compose(cfg.head, choice, gaussian, probe, c)
     heldout = _heldout_outputs(choice, x, oof_a, oof_shipped, oof_mean, oof_var)
+    dist = _fold_distances(choice, x, folds, oof_dist) if joint else None
     report = {
         "mode": "cross-validation",
         "folds": k,
@@ -281,4 +331,4 @@ def _cross_validated(cfg, states, labels, c, h, device, weights) -> AutoResult:
         "textcnn": {"steps": steps},
         **choice,
     }
-    return AutoResult(head, report, heldout, y)
+    return AutoResult(head, report, heldout, y, dist)

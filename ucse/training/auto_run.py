@@ -43,7 +43,7 @@ def fit_auto_run(
     """Fit ``cfg.head`` (auto, blend or logreg), save it in ``run_dir/head``, return the run's metrics."""
     t0 = time.perf_counter()
     head_type = HeadType(cfg.head.type)
-    heldout, heldout_labels = None, None
+    heldout, heldout_labels, distances = None, None, None
     if head_type is HeadType.logreg:
         x = probe_features(states["train"], cfg.backbone.pooling)
         head, info = fit_probe_head(cfg, x, labels["train"], num_classes, states["train"].hidden_size)
@@ -53,6 +53,7 @@ def fit_auto_run(
         result = fit_auto(cfg, states, labels, num_classes, device, weights)
         head, report = result.head, result.report
         heldout, heldout_labels = result.heldout, result.heldout_labels
+        distances = result.heldout_distances
     fit_s = time.perf_counter() - t0
     metrics: dict = {}
     for split, key in (("validation", "val"), ("test", "test")):
@@ -62,7 +63,7 @@ def fit_auto_run(
     if heldout is not None:  # the validation rows trained the head: report the held-out estimate
         estimate = "cross-validated" if report.get("mode") == "cross-validation" else "held-out, before refit"
         metrics["val"] = {**_scores(heldout.logits, heldout_labels), "estimate": estimate}
-        save_heldout(RunFolder(run_dir).heldout, heldout, heldout_labels)
+        save_heldout(RunFolder(run_dir).heldout, heldout, heldout_labels, distances)
     save_head(head, RunFolder(run_dir).head, meta)
     metrics["head"] = head.spec.config.type.value
     metrics["selection"] = report
@@ -71,8 +72,8 @@ def fit_auto_run(
     return metrics
 
 
-def save_heldout(path: Path, out: Outputs, labels: np.ndarray) -> None:
-    """Write the out-of-fold outputs and labels as safetensors (atomically)."""
+def save_heldout(path: Path, out: Outputs, labels: np.ndarray, distances: np.ndarray | None = None) -> None:
+    """Write the out-of-fold outputs, labels and (N, K) neighbour distances as safetensors (atomically)."""
     tensors = {
         "mean": torch.as_tensor(np.ascontiguousarray(out.mean, dtype=np.float32)),
         "logits": torch.as_tensor(np.ascontiguousarray(out.logits, dtype=np.float32)),
@@ -80,6 +81,8 @@ def save_heldout(path: Path, out: Outputs, labels: np.ndarray) -> None:
     }
     if out.var is not None:
         tensors["var"] = torch.as_tensor(np.ascontiguousarray(out.var, dtype=np.float32))
+    if distances is not None:
+        tensors["distances"] = torch.as_tensor(np.ascontiguousarray(distances, dtype=np.float32))
     with atomic.atomic_file(path, "wb") as f:
         f.write(save(tensors))
 
@@ -93,6 +96,21 @@ def load_heldout(path: Path, num_classes: int) -> tuple[Outputs, np.ndarray] | N
     Raises:
         ValueError: naming the file and what is wrong with it.
     """
+    t = _read_heldout(path, num_classes)
+    if t is None:
+        return None
+    out = Outputs(t["mean"].numpy(), t["var"].numpy() if "var" in t else None, t["logits"].numpy())
+    return out, t["labels"].numpy()
+
+
+def load_heldout_distances(path: Path, num_classes: int) -> np.ndarray | None:
+    """(N, K) held-out neighbour distances of a run's ``heldout.safetensors`` (checked), or ``None``."""
+    t = _read_heldout(path, num_classes)
+    return None if t is None or "distances" not in t else t["distances"].numpy()
+
+
+def _read_heldout(path: Path, num_classes: int) -> dict[str, torch.Tensor] | None:
+    """The tensors of ``heldout.safetensors``, every one checked; ``None`` without the file."""
     if not path.is_file():
         return None
     fix = "delete it and retrain, or refit with the run's own files"
@@ -101,8 +119,10 @@ def load_heldout(path: Path, num_classes: int) -> tuple[Outputs, np.ndarray] | N
     except (SafetensorError, OSError) as err:
         raise ValueError(f"{path}: not a readable safetensors file ({err}); {fix}.") from None
     need = {"mean", "logits", "labels"}
-    if not need <= set(t) or set(t) - need - {"var"}:
-        raise ValueError(f"{path}: holds {sorted(t)}, expected mean, logits, labels (and var); {fix}.")
+    if not need <= set(t) or set(t) - need - {"var", "distances"}:
+        raise ValueError(
+            f"{path}: holds {sorted(t)}, expected mean, logits, labels (and var, distances); {fix}."
+        )
     n = t["labels"].shape[0]
     shapes_ok = (
         t["labels"].dim() == 1
@@ -122,5 +142,14 @@ def load_heldout(path: Path, num_classes: int) -> tuple[Outputs, np.ndarray] | N
         raise ValueError(f"{path}: labels outside 0..{num_classes - 1}; {fix}.")
     if "var" in t and bool((t["var"] <= 0).any()):
         raise ValueError(f"{path}: variances must be > 0; {fix}.")
-    out = Outputs(t["mean"].numpy(), t["var"].numpy() if "var" in t else None, t["logits"].numpy())
-    return out, y.numpy()
+    if "distances" in t:
+        d = t["distances"]
+        ok = d.dim() == 2 and d.shape[0] == n and d.shape[1] >= 1 and d.dtype == torch.float32
+        # Distances between unit rows lie in [0, 2] and each row's neighbours come nearest first.
+        ok = ok and bool(torch.isfinite(d).all()) and bool(((d >= 0) & (d <= 2)).all())
+        if not ok or bool((d[:, 1:] < d[:, :-1]).any()):
+            raise ValueError(
+                f"{path}: distances {tuple(d.shape)} are not {n} rows of ascending float32 values in "
+                f"[0, 2]; {fix}."
+            )
+    return t

@@ -34,12 +34,12 @@ from ucse.config.uncertainty import (
 from ucse.core.encoder import EncodedBatch, UcseEncoder
 from ucse.core.run_folder import finished_run
 from ucse.data import TaskData, load_classification
-from ucse.training.auto_run import load_heldout
+from ucse.training.auto_run import load_heldout, load_heldout_distances
 from ucse.training.run import build_states, resolve_device
 from ucse.uncertainty import conformal
 from ucse.uncertainty.calibration import fit_calibrator, out_of_fold_probs
 from ucse.uncertainty.density import ClassGaussians, fit_class_gaussians
-from ucse.uncertainty.ood_detector import OodStats, needed_stats, rethreshold
+from ucse.uncertainty.ood_detector import OodStats, needed_stats, reads_mean, rethreshold
 from ucse.uncertainty.ood_examples import apply_examples, read_ood_texts
 from ucse.uncertainty.profile import UncertaintyProfile, row_uniforms
 from ucse.uncertainty.selective import (
@@ -49,7 +49,7 @@ from ucse.uncertainty.selective import (
     threshold_for_coverage,
     threshold_for_error,
 )
-from ucse.uncertainty.train_split import encode_splits, fit_run_ood, stream_train_gaussians
+from ucse.uncertainty.train_split import fit_run_ood, stream_bank, stream_train_gaussians
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +178,8 @@ def fit_for_run(
     """
     c, folder = len(data.label_names), RunFolder(run)
     heldout = load_heldout(folder.heldout, c)
-    ocfg = ucfg.ood
+    bank_rows = len(data.labels("train")) + (len(data.labels("validation")) if heldout is not None else 0)
+    ocfg = dataclasses.replace(ucfg.ood, score=ucfg.ood.resolved_score(bank_rows))
     old_ood = previous.ood if previous is not None else None
     reuse_ood = (
         heldout is None
@@ -188,23 +189,35 @@ def fit_for_run(
     )
     gaussians = None  # the replaced profile's, when it has them: the training split need not be encoded
     streamed: dict[str, ClassGaussians] = {}
+    # joint_knn's bank (the shipped head's training rows) is filled block by block, like the class Gaussians.
+    joint = ocfg.enabled and reads_mean(ocfg.score) and not reuse_ood
+    bank = None
+    states = build_states(train_cfg, encoder.backbone, data)[0] if heldout is None or ocfg.enabled else {}
     if heldout is not None:
         val, val_labels = heldout
-        # The shipped head was refitted on train + validation: the flag's statistics are fitted on (and its
-        # threshold cross-fitted over) those rows' outputs under the shipped head.
-        outs = encode_splits(train_cfg, encoder, data, ("train", "validation")) if ocfg.enabled else {}
+        # The shipped head was refitted on train + validation: the flag's statistics are fitted on (and, for
+        # scores on the pooled vector, its threshold cross-fitted over) those rows' outputs.
+        outs = {s: encoder.run_states(states[s]) for s in ("train", "validation")} if ocfg.enabled else {}
+        if joint:
+            outs = {}
+            bank = torch.cat(
+                [stream_bank(states["train"], encoder), stream_bank(states["validation"], encoder)]
+            )
     else:
         gaussians = previous.gaussians if previous is not None else None
         flag_stats = ocfg.enabled and not reuse_ood  # the flag's statistics are fitted on the training split
-        # Class Gaussians (the default flag's and the density scores') stream block by block; kNN, the
-        # background and per-class covariances read the training rows themselves.
-        streamable = needed_stats(ocfg.score) <= {"gaussians"}
-        keys = (("mean",) if gaussians is None else ()) + (("pooled",) if flag_stats and streamable else ())
-        states, _ = build_states(train_cfg, encoder.backbone, data)
+        # Class Gaussians (the density scores' and some flags') stream block by block; kNN on the pooled
+        # vector, the background and per-class covariances read the training rows themselves.
+        streamable = joint or needed_stats(ocfg.score) <= {"gaussians"}
+        keys = (("mean",) if gaussians is None else ()) + (
+            ("pooled",) if flag_stats and not joint and streamable else ()
+        )
         splits = ("train", "validation") if flag_stats and not streamable else ("validation",)
         outs = {s: encoder.run_states(states[s]) for s in splits}
         if keys:
             streamed = stream_train_gaussians(states["train"], data.labels("train"), encoder, keys, c)
+        if joint:
+            bank = stream_bank(states["train"], encoder)
         val, val_labels = outs["validation"], data.labels("validation")
     weight = classifier_weight(encoder.head)
     profile = fit_profile(val, val_labels, ucfg, weight, gaussians=gaussians or streamed.get("mean"))
@@ -215,10 +228,16 @@ def fit_for_run(
     if ocfg.enabled:
         probs = profile.calibrator.probs(val.logits)
         if reuse_ood:
-            profile.ood = rethreshold(old_ood, ocfg, val.pooled, probs, val.logits)
+            profile.ood = rethreshold(
+                old_ood, ocfg, old_ood.features(val.mean, val.pooled), probs, val.logits
+            )
         else:
             stats = OodStats(gaussians=streamed["pooled"]) if "pooled" in streamed else None
-            profile.ood = fit_run_ood(ocfg, data, outs, val, probs, heldout is not None, ucfg.seed, stats)
+            stats = OodStats(bank=bank) if bank is not None else stats
+            dist = load_heldout_distances(folder.heldout, c) if heldout is not None else None
+            profile.ood = fit_run_ood(
+                ocfg, data, outs, val, probs, heldout is not None, ucfg.seed, stats, held_distances=dist
+            )
         if train_cfg.data.ood_path:
             examples = read_ood_texts(train_cfg.data.ood_path, train_cfg.data.text_column)
             tune = ocfg.threshold is not OodThreshold.tpr  # tpr keeps the guarantee, reports the examples

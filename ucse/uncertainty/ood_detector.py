@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from ucse.config.uncertainty import OodConfig, OodScore
+from ucse.training.neighbours import joint_features
 from ucse.uncertainty import ood_scores as S
 from ucse.uncertainty.density import ClassGaussians, fit_class_gaussians, mahalanobis
 from ucse.uncertainty.scores import Array, as_f64, entropy, msp
@@ -29,12 +30,18 @@ STATS_OF = {
     OodScore.relative_mahalanobis: {"gaussians", "background"},
     OodScore.class_mahalanobis: {"classes"},
     OodScore.knn: {"bank"},
+    OodScore.joint_knn: {"bank"},
 }
 """The :class:`OodStats` fields each feature score reads (the other base scores read probs or logits)."""
 COMBINED = {
     OodScore.mahalanobis_entropy: (OodScore.mahalanobis, OodScore.entropy),
     OodScore.relative_mahalanobis_entropy: (OodScore.relative_mahalanobis, OodScore.entropy),
 }
+
+
+def reads_mean(score: OodScore) -> bool:
+    """Whether ``score``'s features include the head's mu (so a head trained on a row shapes its score)."""
+    return score is OodScore.joint_knn
 
 
 def components(score: OodScore) -> tuple[OodScore, ...]:
@@ -82,7 +89,7 @@ def base_score(
         return S.relative_mahalanobis(x, st.gaussians, st.background)
     if name == OodScore.class_mahalanobis:
         return S.class_neg_log_density(x, st.classes)
-    if name == OodScore.knn:
+    if name in (OodScore.knn, OodScore.joint_knn):  # x: pooled, or joint features (OodDetector.features)
         return S.knn_distance(x, st.bank, min(k, st.bank.shape[0]))
     if name == OodScore.energy:
         return S.energy(logits)
@@ -123,6 +130,10 @@ class OodDetector:
     info: dict[str, Any] = field(default_factory=dict)
     heldout_scores: torch.Tensor | None = field(default=None, repr=False, compare=False)
     """(N,) the held-out in-scope scores the threshold was set on (in memory only, never saved)."""
+
+    def features(self, mean: Array | None, pooled: Array | None) -> Array | None:
+        """What :meth:`scores` reads as ``x``: [mu, pooled] rows for ``joint_knn``, else the pooled rows."""
+        return joint_features(mean, pooled) if reads_mean(self.score) and pooled is not None else pooled
 
     def scores(self, x: Array | None, probs: Array | None, logits: Array | None) -> torch.Tensor:
         """(N,) out-of-scope scores: features (N, H), calibrated probs (N, C), raw logits (N, C)."""
@@ -218,6 +229,21 @@ def fit_ood(
     det = OodDetector(cfg.score, cfg.tpr, math.inf, st, cfg.k)
     set_threshold(det, parts)
     det.info = {"heldout": how, "n_heldout": len(parts[0]), "n_train": len(y)}
+    return det
+
+
+def fit_ood_on_distances(cfg: OodConfig, stats: OodStats, n_train: int, held: torch.Tensor) -> OodDetector:
+    """A ``joint_knn`` flag whose held-out in-scope scores were measured elsewhere.
+
+    Args:
+        cfg: score (``joint_knn``), tpr, k.
+        stats: its bank: the (M, D + H) joint features of every row the shipped head trained on.
+        n_train: M.
+        held: (N,) k-th neighbour distances of N held-out in-scope rows under the selection models.
+    """
+    det = OodDetector(cfg.score, cfg.tpr, math.inf, stats, cfg.k)
+    set_threshold(det, [held.to(torch.float64)])
+    det.info = {"heldout": "selection models", "n_heldout": len(held), "n_train": n_train}
     return det
 
 

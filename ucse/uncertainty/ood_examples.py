@@ -76,7 +76,7 @@ def apply_examples(det: Any, encoder: Any, calibrator: Any, texts: list[str], tu
     if tune and det.heldout_scores is None:
         raise ValueError("the detector has no held-out in-scope scores (it was loaded, not fitted)")
     out = encoder.run_texts(texts)
-    scores = det.scores(out.pooled, calibrator.probs(out.logits), out.logits)
+    scores = det.scores(det.features(out.mean, out.pooled), calibrator.probs(out.logits), out.logits)
     if tune:
         det.threshold, record = youden_threshold(det.heldout_scores, scores)
     else:

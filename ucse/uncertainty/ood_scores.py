@@ -13,6 +13,8 @@ The families the OOD literature finds strongest for a classifier on fixed featur
   all training features (Ren et al. 2021): it removes the directions every text varies in, which is what
   near-OOD texts (same domain, new intent) share with in-scope ones.
 - ``knn``: distance to the k-th nearest training feature after L2 normalisation (Sun et al. 2022).
+- ``joint_knn``: the same on the head's mu and the pooled vector side by side
+  (:func:`ucse.training.neighbours.joint_features`).
 - ``energy``: ``-logsumexp(logits)`` (Liu et al. 2020).
 
 Covariances are Ledoit-Wolf shrunk (scikit-learn): with D in the hundreds and ~100 texts per class an

@@ -236,7 +236,11 @@ class UncertaintyProfile:
         u = self.scores(mean, var, logits, [score])[score.value]
         t = math.inf if self.abstain is None else self.abstain.threshold
         member = self.sets(probs) if sets else None
-        ood_score = None if self.ood is None or pooled is None else self.ood.scores(pooled, probs, logits)
+        ood_score = (
+            None
+            if self.ood is None or pooled is None
+            else self.ood.scores(self.ood.features(mean, pooled), probs, logits)
+        )
         return UncertaintyOutput(
             probs=probs.numpy(),
             prediction=pred.numpy(),

@@ -221,7 +221,7 @@ def check_saved_ood(
     """Check a saved ``ood`` object and its arrays; ``fail(key, value, allowed)`` raises naming the file."""
     if not isinstance(o, dict) or set(o) != OOD_KEYS:
         fail("ood", sorted(o) if isinstance(o, dict) else o, f"an object with keys {sorted(OOD_KEYS)}")
-    scores = [s.value for s in OodScore]
+    scores = [s.value for s in OodScore if s is not OodScore.auto]  # saved resolved
     if o["score"] not in scores:
         fail("ood.score", o["score"], " | ".join(scores))
     score = OodScore(o["score"])
@@ -332,7 +332,17 @@ def check_saved_profile(
     c.check(isinstance(cfg.get("info", {}), dict), "info", cfg.get("info"), "an object")
     _arrays(c, arrays, num_classes, dim)
     if cfg.get("ood") is not None:
-        check_saved_ood(cfg["ood"], arrays, num_classes, hidden, c.fail)
+        # joint_knn's bank holds [mu, pooled] rows: D + H wide
+        width = hidden
+        o = cfg["ood"]
+        if (
+            hidden is not None
+            and dim is not None
+            and isinstance(o, dict)
+            and o.get("score") == OodScore.joint_knn
+        ):
+            width = dim + hidden
+        check_saved_ood(cfg["ood"], arrays, num_classes, width, c.fail)
     elif any(n in OOD_ARRAYS for n in arrays):
         c.fail("ood", None, "an object describing the saved ood_* arrays")
     if method is not CalibrationMethod.vector and not bool((arrays["calibration_scale"] > 0).all()):

@@ -14,9 +14,10 @@ from ucse.config import TrainConfig
 from ucse.config.uncertainty import OodConfig
 from ucse.core.encoder import EncodedBatch, UcseEncoder
 from ucse.data import TaskData
+from ucse.training.neighbours import joint_features
 from ucse.training.run import build_states
 from ucse.uncertainty.density import ClassGaussians, fit_class_gaussians_streamed
-from ucse.uncertainty.ood_detector import OodDetector, OodStats, fit_ood
+from ucse.uncertainty.ood_detector import OodDetector, OodStats, fit_ood, fit_ood_on_distances, reads_mean
 
 
 def encode_splits(
@@ -55,6 +56,20 @@ def stream_train_gaussians(
     return fit_class_gaussians_streamed(lambda: (block(s) for s in starts), num_classes)
 
 
+def stream_bank(rows: TokenStates, encoder: UcseEncoder) -> torch.Tensor:
+    """(N, D + H) ``joint_knn`` bank of the cached ``rows``, filled block by block (no outputs are kept)."""
+    bank = None
+    for start in range(0, len(rows), TRAIN_BLOCK):
+        idx = list(range(start, min(start + TRAIN_BLOCK, len(rows))))
+        out = encoder.run_states(SubsetStates(rows, idx))
+        block = joint_features(out.mean, out.pooled)  # (B, D + H) unit rows, float32
+        if bank is None:
+            bank = torch.empty(len(rows), block.shape[1])
+        bank[start : start + len(idx)] = block
+    assert bank is not None, "no rows"
+    return bank
+
+
 def fit_run_ood(
     ocfg: OodConfig,
     data: TaskData,
@@ -64,13 +79,15 @@ def fit_run_ood(
     refitted: bool,
     seed: int = 0,
     stats: OodStats | None = None,
+    held_distances: np.ndarray | None = None,
 ) -> OodDetector:
-    """Fit a run's out-of-scope flag: statistics of the frozen backbone's pooled vectors, a threshold.
+    """Fit a run's out-of-scope flag: statistics of the training rows' features, a threshold.
 
-    The feature scores read the backbone's pooled unit vectors (``EncodedBatch.pooled``), not the head's mu:
-    no head training has shaped them, so a head trained on every labelled row (``head=auto``'s refit)
-    does not make its own rows look more in scope than new texts, and the cross-fitted threshold keeps
-    what it promises (bench/uncertainty.py; docs/RESULTS.md section 4).
+    Most feature scores read the backbone's pooled unit vectors (``EncodedBatch.pooled``), which no head
+    training has shaped: when the head was trained on every labelled row (``head=auto``'s refit), their
+    threshold is cross-fitted over those rows. ``joint_knn`` reads the head's mu as well, so a refitted head's
+    own rows would look more in scope than new texts (docs/RESULTS.md section 4): its threshold is set on the
+    held-out distances of the selection models instead (``held_distances``, saved by ``head=auto``).
 
     Args:
         ocfg: score, tpr, k.
@@ -80,18 +97,35 @@ def fit_run_ood(
             saved held-out outputs, which belong to the last rows of train + validation.
         probs: (N, C) their calibrated probabilities.
         refitted: the shipped head was trained on train + validation (``heldout.safetensors`` exists): the
-            statistics are fitted on both and the threshold's feature scores cross-fitted over them.
+            statistics are fitted on both.
         seed: fold shuffling.
-        stats: the statistics already fitted on the training split (:func:`stream_train_gaussians`); then
-            ``outs`` needs no ``train``. Not with ``refitted``.
+        stats: the statistics already fitted on the training split (:func:`stream_train_gaussians`), or
+            ``joint_knn``'s bank (:func:`stream_bank`, over train + validation when ``refitted``); then
+            ``outs`` needs no ``train``. Cross-fitted scores take none.
+        held_distances: (N, K) ascending distances of the held-out rows to their nearest training rows under
+            the models that did not train on them (``joint_knn`` with ``refitted``).
     """
     c = len(data.label_names)
+    joint = reads_mean(ocfg.score)
+    if joint and stats is None:  # the bank from the outputs given (bench/uncertainty.py)
+        parts = [outs["train"]] + ([outs["validation"]] if refitted else [])
+        stats = OodStats(bank=torch.cat([joint_features(o.mean, o.pooled) for o in parts]))
     if not refitted:
         x = None if stats is not None else outs["train"].pooled
+        feats = joint_features(held.mean, held.pooled) if joint else held.pooled
         return fit_ood(
-            ocfg, x, data.labels("train"), c, probs, held.logits, features=held.pooled, seed=seed, stats=stats
+            ocfg, x, data.labels("train"), c, probs, held.logits, features=feats, seed=seed, stats=stats
         )
-    feats = np.concatenate([outs["train"].pooled, outs["validation"].pooled])
     labels = np.concatenate([data.labels("train"), data.labels("validation")])
+    if joint:
+        if held_distances is None or held_distances.shape[1] < ocfg.k:
+            have = 0 if held_distances is None else held_distances.shape[1]
+            raise ValueError(
+                f"uncertainty.ood.score=joint_knn with k={ocfg.k} needs the held-out neighbour distances of "
+                f"the run's selection models (this run saved {have}); retrain the run with this code, or "
+                "choose another uncertainty.ood.score"
+            )
+        return fit_ood_on_distances(ocfg, stats, len(labels), torch.from_numpy(held_distances[:, ocfg.k - 1]))
+    x = np.concatenate([outs["train"].pooled, outs["validation"].pooled])
     rows = np.arange(len(labels) - len(held.logits), len(labels))
-    return fit_ood(ocfg, feats, labels, c, probs, held.logits, rows=rows, seed=seed)
+    return fit_ood(ocfg, x, labels, c, probs, held.logits, rows=rows, seed=seed)

@@ -1,0 +1,33 @@
+"""The joint [mu, pooled] space of the ``joint_knn`` out-of-scope score, by hand and by brute force."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from scipy.spatial.distance import cdist
+
+from ucse.training.neighbours import MAX_K, POOLED_WEIGHT, joint_features, neighbour_distances
+
+
+def test_joint_features_by_hand():
+    mean, pooled = np.array([[3.0, 4.0]]), np.array([[0.0, 2.0, 0.0]])
+    # unit mu (0.6, 0.8), pooled at weight w: (0, w, 0); the row then scaled to unit norm by sqrt(1 + w^2)
+    w = POOLED_WEIGHT
+    want = np.array([[0.6, 0.8, 0.0, w, 0.0]]) / np.sqrt(1 + w * w)
+    got = joint_features(mean, torch.from_numpy(pooled))
+    assert got.dtype == torch.float32 and got.shape == (1, 5)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+    # the scale of either part does not matter, only its direction
+    np.testing.assert_allclose(joint_features(7 * mean, 0.1 * pooled).numpy(), want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("k", [1, 3, MAX_K])
+def test_neighbour_distances_are_the_brute_force_ones(k):
+    rng = np.random.default_rng(0)
+    q = joint_features(rng.normal(size=(37, 4)), rng.normal(size=(37, 6)))
+    bank = joint_features(rng.normal(size=(20, 4)), rng.normal(size=(20, 6)))
+    got = neighbour_distances(q, bank, k, chunk=8)  # chunks of 8 rows: the blocks join in order
+    want = np.sort(cdist(q.double().numpy(), bank.double().numpy()), axis=1)[:, : min(k, 20)]
+    assert got.shape == want.shape  # k beyond the bank's 20 rows: all 20
+    np.testing.assert_allclose(got.numpy(), want, atol=1e-6)  # float32 out; |d| <= 2
