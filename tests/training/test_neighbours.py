@@ -7,6 +7,7 @@ import pytest
 import torch
 from scipy.spatial.distance import cdist
 
+from ucse.training import neighbours
 from ucse.training.neighbours import MAX_K, POOLED_WEIGHT, joint_features, neighbour_distances
 
 
@@ -23,11 +24,15 @@ def test_joint_features_by_hand():
 
 
 @pytest.mark.parametrize("k", [1, 3, MAX_K])
-def test_neighbour_distances_are_the_brute_force_ones(k):
+@pytest.mark.parametrize("block", [7, 4096])
+def test_neighbour_distances_are_the_brute_force_ones(monkeypatch, k, block):
+    # Bank blocks of 7 rows (the k nearest merged across three blocks) or one block.
+    monkeypatch.setattr(neighbours, "BANK_BLOCK", block)
     rng = np.random.default_rng(0)
     q = joint_features(rng.normal(size=(37, 4)), rng.normal(size=(37, 6)))
     bank = joint_features(rng.normal(size=(20, 4)), rng.normal(size=(20, 6)))
-    got = neighbour_distances(q, bank, k, chunk=8)  # chunks of 8 rows: the blocks join in order
+    got = neighbour_distances(q, bank, k, chunk=8)  # query chunks of 8 rows: joined in order
     want = np.sort(cdist(q.double().numpy(), bank.double().numpy()), axis=1)[:, : min(k, 20)]
     assert got.shape == want.shape  # k beyond the bank's 20 rows: all 20
-    np.testing.assert_allclose(got.numpy(), want, atol=1e-6)  # float32 out; |d| <= 2
+    # float64 arithmetic on the same float32 rows: sqrt(2 - 2 cos) near 0 amplifies ~1e-16 to ~1e-8
+    np.testing.assert_allclose(got.numpy(), want, atol=1e-6)

@@ -130,8 +130,8 @@ class OodConfig:
     cases of bench/uncertainty.py (held-out intents, another task's texts): 0.935 against MSP's 0.876 and
     ``mahalanobis_entropy``'s 0.906, ahead of MSP in every case (docs/RESULTS.md section 4)."""
     max_bank_rows: int = 25_000
-    """``auto``: the most training rows ``joint_knn`` keeps as its bank (saved with the head, (D + H) float32
-    per row: 77 MB for MiniLM-L6 at this cap); above it ``mahalanobis_entropy``, whose statistics do not grow
+    """``auto``: the most training rows ``joint_knn`` keeps as its bank (saved with the head, (D + H) float16
+    per row: 38 MB for MiniLM-L6 at this cap); above it ``mahalanobis_entropy``, whose statistics do not grow
     with the data."""
     tpr: float = 0.95
     """Share of in-scope texts the threshold keeps (``ood`` false): the threshold is the

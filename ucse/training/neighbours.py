@@ -24,31 +24,53 @@ MAX_K = 50
 def joint_features(mean: np.ndarray | torch.Tensor, pooled: np.ndarray | torch.Tensor) -> torch.Tensor:
     """(N, D + H) unit-norm rows of ``[mu / |mu|, POOLED_WEIGHT * pooled / |pooled|]``, float32.
 
+    Computed in float32 into one preallocated array (float64 copies of a 16k-row block had added ~200 MB to
+    a run's peak memory; float32 keeps the unit rows to ~1e-7).
+
     Args:
         mean: (N, D) the head's mu.
         pooled: (N, H) the frozen backbone's pooled vectors.
     """
-    parts = []
-    for x, w in ((mean, 1.0), (pooled, POOLED_WEIGHT)):
-        t = torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x).to(torch.float64)
-        parts.append(w * t / t.norm(dim=1, keepdim=True).clamp_min(1e-12))
-    j = torch.cat(parts, dim=1)  # (N, D + H), norm sqrt(1 + w^2) where both parts are non-zero
-    return (j / j.norm(dim=1, keepdim=True).clamp_min(1e-12)).to(torch.float32)
+    parts = [torch.as_tensor(x).to(torch.float32) for x in (mean, pooled)]
+    d = parts[0].shape[1]
+    out = torch.empty(parts[0].shape[0], d + parts[1].shape[1])
+    for part, cols, w in ((parts[0], slice(0, d), 1.0), (parts[1], slice(d, None), POOLED_WEIGHT)):
+        out[:, cols] = part / (part.norm(dim=1, keepdim=True).clamp_min(1e-12) / w)
+    return out / out.norm(dim=1, keepdim=True).clamp_min(1e-12)  # norm sqrt(1 + w^2) where both are non-zero
+
+
+BANK_BLOCK = 4096
+"""Bank rows compared at a time: the float64 copies and similarity blocks stay a few tens of MB whatever the
+bank's size (a whole-bank float64 copy had added 150 MB at 10,000 rows: docs/RESULTS.md section 5)."""
 
 
 def neighbour_distances(query: torch.Tensor, bank: torch.Tensor, k: int, chunk: int = 1024) -> torch.Tensor:
     """(N, min(k, M)) Euclidean distances from unit ``query`` rows to their nearest ``bank`` rows, ascending.
 
+    Exact brute force in float64, the bank taken ``BANK_BLOCK`` rows at a time and the k largest cosines
+    merged across blocks (the merge is exact: a row's k nearest overall are among its k nearest per block).
+
     Args:
         query: (N, F) unit rows.
         bank: (M, F) unit rows.
         k: neighbours to keep.
-        chunk: query rows per (chunk, M) similarity block.
+        chunk: query rows per (chunk, BANK_BLOCK) similarity block.
+
+    Returns:
+        (N, min(k, M)) float64 distances in [0, 2].
     """
     k = min(k, bank.shape[0])
-    q, b = query.to(torch.float64), bank.to(torch.float64)
-    out = []
-    for start in range(0, q.shape[0], chunk):
-        sim = (q[start : start + chunk] @ b.T).topk(k, dim=1).values  # (n, k) cosine, descending
-        out.append(torch.sqrt((2.0 - 2.0 * sim).clamp_min(0.0)))  # |a - b|^2 = 2 - 2 a.b for unit rows
-    return torch.cat(out).to(torch.float32)
+    q = query.to(torch.float64)
+    best = None  # (N, k) the largest cosines so far, descending
+    for start in range(0, bank.shape[0], BANK_BLOCK):
+        b = bank[start : start + BANK_BLOCK].to(torch.float64)  # (Bm, F)
+        kb = min(k, b.shape[0])
+        top = torch.cat(
+            [(q[i : i + chunk] @ b.T).topk(kb, dim=1).values for i in range(0, q.shape[0], chunk)]
+        )
+        if best is not None:
+            both = torch.cat([best, top], dim=1)  # (N, <= 2k)
+            top = both.topk(min(k, both.shape[1]), dim=1).values
+        best = top
+    assert best is not None, "an empty bank"
+    return torch.sqrt((2.0 - 2.0 * best).clamp_min(0.0))  # |a - b|^2 = 2 - 2 a.b for unit rows

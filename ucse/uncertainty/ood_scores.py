@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ucse.training.neighbours import neighbour_distances
 from ucse.uncertainty.density import (
     ClassGaussians,
     fit_class_gaussians,
@@ -154,7 +155,7 @@ def normalise(features: Array) -> torch.Tensor:
 def knn_distance(features: Array, bank: torch.Tensor, k: int, chunk: int = 1024) -> torch.Tensor:
     """Euclidean distance from each normalised feature to its k-th nearest row of ``bank`` (Sun et al. 2022).
 
-    Exact brute force, chunked: a (chunk, M) distance block at a time.
+    Exact brute force (:func:`ucse.training.neighbours.neighbour_distances`, the bank a block at a time).
 
     Args:
         features: (N, D) features (normalised here).
@@ -167,10 +168,4 @@ def knn_distance(features: Array, bank: torch.Tensor, k: int, chunk: int = 1024)
     """
     if not 1 <= k <= bank.shape[0]:
         raise ValueError(f"k={k} needs 1 <= k <= {bank.shape[0]} training rows")
-    q, b = normalise(features).to(torch.float64), bank.to(torch.float64)
-    out = []
-    for start in range(0, q.shape[0], chunk):
-        sim = q[start : start + chunk] @ b.T  # (n, M) cosine similarity of unit vectors
-        kth = sim.topk(k, dim=1).values[:, -1]
-        out.append(torch.sqrt((2.0 - 2.0 * kth).clamp_min(0.0)))  # |a - b|^2 = 2 - 2 a.b for unit a, b
-    return torch.cat(out)
+    return neighbour_distances(normalise(features), bank, k, chunk)[:, k - 1]

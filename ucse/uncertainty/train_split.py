@@ -17,7 +17,14 @@ from ucse.data import TaskData
 from ucse.training.neighbours import joint_features
 from ucse.training.run import build_states
 from ucse.uncertainty.density import ClassGaussians, fit_class_gaussians_streamed
-from ucse.uncertainty.ood_detector import OodDetector, OodStats, fit_ood, fit_ood_on_distances, reads_mean
+from ucse.uncertainty.ood_detector import (
+    BANK_DTYPE,
+    OodDetector,
+    OodStats,
+    fit_ood,
+    fit_ood_on_distances,
+    reads_mean,
+)
 
 
 def encode_splits(
@@ -56,15 +63,19 @@ def stream_train_gaussians(
     return fit_class_gaussians_streamed(lambda: (block(s) for s in starts), num_classes)
 
 
+BANK_BLOCK = 4096
+"""Rows run through the head at a time while the bank fills (one pass: small blocks cost nothing extra)."""
+
+
 def stream_bank(rows: TokenStates, encoder: UcseEncoder) -> torch.Tensor:
     """(N, D + H) ``joint_knn`` bank of the cached ``rows``, filled block by block (no outputs are kept)."""
     bank = None
-    for start in range(0, len(rows), TRAIN_BLOCK):
-        idx = list(range(start, min(start + TRAIN_BLOCK, len(rows))))
+    for start in range(0, len(rows), BANK_BLOCK):
+        idx = list(range(start, min(start + BANK_BLOCK, len(rows))))
         out = encoder.run_states(SubsetStates(rows, idx))
         block = joint_features(out.mean, out.pooled)  # (B, D + H) unit rows, float32
         if bank is None:
-            bank = torch.empty(len(rows), block.shape[1])
+            bank = torch.empty(len(rows), block.shape[1], dtype=BANK_DTYPE)
         bank[start : start + len(idx)] = block
     assert bank is not None, "no rows"
     return bank
@@ -109,7 +120,7 @@ def fit_run_ood(
     joint = reads_mean(ocfg.score)
     if joint and stats is None:  # the bank from the outputs given (bench/uncertainty.py)
         parts = [outs["train"]] + ([outs["validation"]] if refitted else [])
-        stats = OodStats(bank=torch.cat([joint_features(o.mean, o.pooled) for o in parts]))
+        stats = OodStats(bank=torch.cat([joint_features(o.mean, o.pooled) for o in parts]).to(BANK_DTYPE))
     if not refitted:
         x = None if stats is not None else outs["train"].pooled
         feats = joint_features(held.mean, held.pooled) if joint else held.pooled
