@@ -197,22 +197,19 @@ def fit_for_run(
         val, val_labels = heldout
         # The shipped head was refitted on train + validation: the flag's statistics are fitted on (and, for
         # scores on the pooled vector, its threshold cross-fitted over) those rows' outputs.
-        outs = {s: encoder.run_states(states[s]) for s in ("train", "validation")} if ocfg.enabled else {}
+        whole = ocfg.enabled and not joint
+        outs = {s: encoder.run_states(states[s]) for s in ("train", "validation")} if whole else {}
         if joint:
-            outs = {}
-            bank = torch.cat(
-                [stream_bank(states["train"], encoder), stream_bank(states["validation"], encoder)]
-            )
+            bank = torch.cat([stream_bank(states[s], encoder) for s in ("train", "validation")])
     else:
         gaussians = previous.gaussians if previous is not None else None
         flag_stats = ocfg.enabled and not reuse_ood  # the flag's statistics are fitted on the training split
         # Class Gaussians (the density scores' and some flags') stream block by block; kNN on the pooled
         # vector, the background and per-class covariances read the training rows themselves.
-        streamable = joint or needed_stats(ocfg.score) <= {"gaussians"}
-        keys = (("mean",) if gaussians is None else ()) + (
-            ("pooled",) if flag_stats and not joint and streamable else ()
-        )
-        splits = ("train", "validation") if flag_stats and not streamable else ("validation",)
+        gauss_flag = flag_stats and not joint and needed_stats(ocfg.score) <= {"gaussians"}
+        keys = (("mean",) if gaussians is None else ()) + (("pooled",) if gauss_flag else ())
+        whole = flag_stats and not joint and not gauss_flag  # the flag reads the training outputs whole
+        splits = ("train", "validation") if whole else ("validation",)
         outs = {s: encoder.run_states(states[s]) for s in splits}
         if keys:
             streamed = stream_train_gaussians(states["train"], data.labels("train"), encoder, keys, c)
