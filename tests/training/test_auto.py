@@ -117,6 +117,10 @@ def test_auto_cross_validates_on_a_small_validation_split(tiny_run_cfg, monkeypa
     ucfg.ood = dataclasses.replace(ucfg.ood, max_bank_rows=n - 1)
     capped = fit_run_uncertainty(run, ucfg).ood
     assert capped.score is OodScore.mahalanobis_entropy and capped.info["heldout"] == "cross-fitted"
+    # A neighbour beyond those saved is refused naming the largest k the run can serve.
+    ucfg.ood = dataclasses.replace(cfg.uncertainty.ood, k=d.shape[1] + 1)
+    with pytest.raises(ValueError, match=f"choose uncertainty.ood.k <= {d.shape[1]}"):
+        fit_run_uncertainty(run, ucfg)
 
 
 @pytest.mark.parametrize("refit", [True, False])

@@ -131,10 +131,15 @@ def fit_run_ood(
     if joint:
         if held_distances is None or held_distances.shape[1] < ocfg.k:
             have = 0 if held_distances is None else held_distances.shape[1]
+            fix = (
+                f"choose uncertainty.ood.k <= {have}"
+                if have
+                else "retrain the run with this version (its heldout.safetensors has no distances)"
+            )
             raise ValueError(
-                f"uncertainty.ood.score=joint_knn with k={ocfg.k} needs the held-out neighbour distances of "
-                f"the run's selection models (this run saved {have}); retrain the run with this code, or "
-                "choose another uncertainty.ood.score"
+                f"uncertainty.ood.score=joint_knn with k={ocfg.k} needs each held-out row's distances to its "
+                f"{ocfg.k} nearest training rows under the selection models; this run saved {have}: {fix}, "
+                "or choose another uncertainty.ood.score"
             )
         return fit_ood_on_distances(ocfg, stats, len(labels), torch.from_numpy(held_distances[:, ocfg.k - 1]))
     x = np.concatenate([outs["train"].pooled, outs["validation"].pooled])
