@@ -38,7 +38,7 @@ from ucse.core.encoder import UcseEncoder
 from ucse.data import load_classification
 from ucse.heads import bottleneck
 from ucse.training import train
-from ucse.training.auto_run import load_heldout, load_heldout_distances
+from ucse.training.auto_run import read_heldout
 from ucse.training.run import build_states, task_pool
 from ucse.uncertainty.calibration import calibration_metrics, ece
 from ucse.uncertainty.fit import fit_run_uncertainty
@@ -106,8 +106,8 @@ def log_var_bias(value: float | None) -> Iterator[None]:
 
 def ood_detectors(run_dir: Path, cfg, encoder, data, profile) -> dict[str, OodDetector]:
     """Every out-of-scope score's flag, fitted the way ``ucse train`` fits the saved one (same rows, tpr)."""
-    heldout = load_heldout(RunFolder(run_dir).heldout, len(data.label_names))
-    dist = load_heldout_distances(RunFolder(run_dir).heldout, len(data.label_names))
+    read = read_heldout(RunFolder(run_dir).heldout, len(data.label_names))
+    heldout, dist = (None, None) if read is None else (read[:2], read[2])
     outs = encode_splits(cfg, encoder, data, ("train", "validation"))
     held = outs["validation"] if heldout is None else heldout[0]
     probs = profile.calibrator.probs(held.logits)

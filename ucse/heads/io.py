@@ -332,6 +332,9 @@ def copy_head(source: str | Path, target: str | Path, overwrite: bool = False) -
     with atomic.atomic_dir(target, replace=overwrite) as tmp:
         for name in present:
             shutil.copyfile(source / name, tmp / name)
-        verify_files(tmp, tuple(n for n in present if n != MANIFEST_FILE), REEXPORT)
+        # the profile and metadata files here; load_head checks config and weights against the manifest itself
+        verify_files(
+            tmp, tuple(n for n in present if n not in (MANIFEST_FILE, CONFIG_FILE, WEIGHTS_FILE)), REEXPORT
+        )
         load_head(tmp)
     return target

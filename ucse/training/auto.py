@@ -186,7 +186,6 @@ def _joint_flag(cfg: TrainConfig, bank_rows: int) -> bool:
 
 
 def _holdout(cfg, states, labels, c, h, device, weights) -> AutoResult:
-    n_val = len(labels["validation"])
     x_tr = probe_features(states["train"], cfg.backbone.pooling)
     x_va = probe_features(states["validation"], cfg.backbone.pooling)
     probe, probe_info = fit_probe_head(cfg, x_tr, labels["train"], c, h)
@@ -199,11 +198,10 @@ def _holdout(cfg, states, labels, c, h, device, weights) -> AutoResult:
         device,
     )
     out_va = run_head(fit.head, states["validation"])  # mean (M, D), var (M, D) | None, logits (M, C)
-    n_rows = len(labels["train"]) + n_val
-    # (N, D) mu of the training rows: the selection model's bank for the joint_knn flag's held-out distances
-    mean_tr = (
-        run_head(fit.head, states["train"]).mean if cfg.data.refit and _joint_flag(cfg, n_rows) else None
-    )
+    # joint_knn after the refit: the selection model's bank, (N, D) mu of the training rows, for the flag's
+    # held-out distances
+    joint = cfg.data.refit and _joint_flag(cfg, len(labels["train"]) + len(labels["validation"]))
+    mean_tr = run_head(fit.head, states["train"]).mean if joint else None
     b = _probe_logits(probe, x_va)
     choice = choose_blend(out_va.logits, b, labels["validation"], weights)
     report = {
@@ -227,7 +225,7 @@ def _holdout(cfg, states, labels, c, h, device, weights) -> AutoResult:
     report["refit"] = {"rows": len(y)}
     heldout = _heldout_outputs(choice, x_va, out_va.logits, b, out_va.mean, out_va.var)
     dist = None
-    if _joint_flag(cfg, n_rows):
+    if joint:
         bank = _joint(choice, mean_tr, x_tr)
         dist = neighbour_distances(_joint(choice, out_va.mean, x_va), bank, MAX_K).numpy()
     head = compose(cfg.head, choice, gaussian, probe, c)

@@ -96,17 +96,23 @@ def load_heldout(path: Path, num_classes: int) -> tuple[Outputs, np.ndarray] | N
     Raises:
         ValueError: naming the file and what is wrong with it.
     """
-    t = _read_heldout(path, num_classes)
-    if t is None:
-        return None
-    out = Outputs(t["mean"].numpy(), t["var"].numpy() if "var" in t else None, t["logits"].numpy())
-    return out, t["labels"].numpy()
+    read = read_heldout(path, num_classes)
+    return None if read is None else read[:2]
 
 
 def load_heldout_distances(path: Path, num_classes: int) -> np.ndarray | None:
     """(N, K) held-out neighbour distances of a run's ``heldout.safetensors`` (checked), or ``None``."""
+    read = read_heldout(path, num_classes)
+    return None if read is None else read[2]
+
+
+def read_heldout(path: Path, num_classes: int) -> tuple[Outputs, np.ndarray, np.ndarray | None] | None:
+    """Outputs, labels and (N, K) neighbour distances (or ``None``) of ``heldout.safetensors``, read once."""
     t = _read_heldout(path, num_classes)
-    return None if t is None or "distances" not in t else t["distances"].numpy()
+    if t is None:
+        return None
+    out = Outputs(t["mean"].numpy(), t["var"].numpy() if "var" in t else None, t["logits"].numpy())
+    return out, t["labels"].numpy(), t["distances"].numpy() if "distances" in t else None
 
 
 def _read_heldout(path: Path, num_classes: int) -> dict[str, torch.Tensor] | None:

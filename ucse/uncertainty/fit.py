@@ -34,7 +34,7 @@ from ucse.config.uncertainty import (
 from ucse.core.encoder import EncodedBatch, UcseEncoder
 from ucse.core.run_folder import finished_run
 from ucse.data import TaskData, load_classification
-from ucse.training.auto_run import load_heldout, load_heldout_distances
+from ucse.training.auto_run import read_heldout
 from ucse.training.run import build_states, resolve_device
 from ucse.uncertainty import conformal
 from ucse.uncertainty.calibration import fit_calibrator, out_of_fold_probs
@@ -177,7 +177,8 @@ def fit_for_run(
     replaced for the same head, lends its class Gaussians, so the training split need not be re-encoded.
     """
     c, folder = len(data.label_names), RunFolder(run)
-    heldout = load_heldout(folder.heldout, c)
+    read = read_heldout(folder.heldout, c)
+    heldout, dist = (None, None) if read is None else (read[:2], read[2])
     bank_rows = len(data.labels("train")) + (len(data.labels("validation")) if heldout is not None else 0)
     ocfg = dataclasses.replace(ucfg.ood, score=ucfg.ood.resolved_score(bank_rows))
     old_ood = previous.ood if previous is not None else None
@@ -231,7 +232,6 @@ def fit_for_run(
         else:
             stats = OodStats(gaussians=streamed["pooled"]) if "pooled" in streamed else None
             stats = OodStats(bank=bank) if bank is not None else stats
-            dist = load_heldout_distances(folder.heldout, c) if heldout is not None else None
             profile.ood = fit_run_ood(
                 ocfg, data, outs, val, probs, heldout is not None, ucfg.seed, stats, held_distances=dist
             )

@@ -50,6 +50,11 @@ def reads_mean(score: OodScore) -> bool:
     return score is OodScore.joint_knn
 
 
+def flag_features(score: OodScore, mean: Array | None, pooled: Array | None) -> Array | None:
+    """The feature rows ``score`` reads: [mu, pooled] rows for ``joint_knn``, else the pooled rows."""
+    return joint_features(mean, pooled) if reads_mean(score) and pooled is not None else pooled
+
+
 def components(score: OodScore) -> tuple[OodScore, ...]:
     """The base scores a score sums (itself for a base score)."""
     return COMBINED.get(score, (score,))
@@ -138,8 +143,8 @@ class OodDetector:
     """(N,) the held-out in-scope scores the threshold was set on (in memory only, never saved)."""
 
     def features(self, mean: Array | None, pooled: Array | None) -> Array | None:
-        """What :meth:`scores` reads as ``x``: [mu, pooled] rows for ``joint_knn``, else the pooled rows."""
-        return joint_features(mean, pooled) if reads_mean(self.score) and pooled is not None else pooled
+        """What :meth:`scores` reads as ``x`` (:func:`flag_features`)."""
+        return flag_features(self.score, mean, pooled)
 
     def scores(self, x: Array | None, probs: Array | None, logits: Array | None) -> torch.Tensor:
         """(N,) out-of-scope scores: features (N, H), calibrated probs (N, C), raw logits (N, C)."""

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from ucse.config.uncertainty import CalibrationMethod, ConformalConfig, ConformalMethod, OodScore, ScoreName
-from ucse.uncertainty.ood_detector import OOD_ARRAYS, OOD_KEYS, components, needed_stats
+from ucse.uncertainty.ood_detector import OOD_ARRAYS, OOD_KEYS, components, needed_stats, reads_mean
 from ucse.uncertainty.selective import AbstainThreshold
 
 REFIT = "refit the calibration (ucse.uncertainty.fit.fit_run_uncertainty) or delete the two calibration files"
@@ -216,15 +216,26 @@ def _arrays(c: _Checker, arrays: dict[str, torch.Tensor], num_classes: int, dim:
 
 
 def check_saved_ood(
-    o: Any, arrays: dict[str, torch.Tensor], num_classes: int, dim: int | None, fail: Any
+    o: Any,
+    arrays: dict[str, torch.Tensor],
+    num_classes: int,
+    dim: int | None,
+    fail: Any,
+    mean_dim: int | None = None,
 ) -> None:
-    """Check a saved ``ood`` object and its arrays; ``fail(key, value, allowed)`` raises naming the file."""
+    """Check a saved ``ood`` object and its arrays; ``fail(key, value, allowed)`` raises naming the file.
+
+    ``dim`` is the pooled vector's width H; ``mean_dim`` the head's D, which ``joint_knn``'s [mu, pooled]
+    bank adds to it.
+    """
     if not isinstance(o, dict) or set(o) != OOD_KEYS:
         fail("ood", sorted(o) if isinstance(o, dict) else o, f"an object with keys {sorted(OOD_KEYS)}")
     scores = [s.value for s in OodScore if s is not OodScore.auto]  # saved resolved
     if o["score"] not in scores:
         fail("ood.score", o["score"], " | ".join(scores))
     score = OodScore(o["score"])
+    if reads_mean(score) and dim is not None and mean_dim is not None:
+        dim += mean_dim
 
     if not (_number(o["tpr"]) and 0 < o["tpr"] < 1):
         fail("ood.tpr", o["tpr"], "a number in (0, 1)")
@@ -332,17 +343,7 @@ def check_saved_profile(
     c.check(isinstance(cfg.get("info", {}), dict), "info", cfg.get("info"), "an object")
     _arrays(c, arrays, num_classes, dim)
     if cfg.get("ood") is not None:
-        # joint_knn's bank holds [mu, pooled] rows: D + H wide
-        width = hidden
-        o = cfg["ood"]
-        if (
-            hidden is not None
-            and dim is not None
-            and isinstance(o, dict)
-            and o.get("score") == OodScore.joint_knn
-        ):
-            width = dim + hidden
-        check_saved_ood(cfg["ood"], arrays, num_classes, width, c.fail)
+        check_saved_ood(cfg["ood"], arrays, num_classes, hidden, c.fail, mean_dim=dim)
     elif any(n in OOD_ARRAYS for n in arrays):
         c.fail("ood", None, "an object describing the saved ood_* arrays")
     if method is not CalibrationMethod.vector and not bool((arrays["calibration_scale"] > 0).all()):

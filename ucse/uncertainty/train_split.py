@@ -23,6 +23,7 @@ from ucse.uncertainty.ood_detector import (
     OodStats,
     fit_ood,
     fit_ood_on_distances,
+    flag_features,
     reads_mean,
 )
 
@@ -123,7 +124,7 @@ def fit_run_ood(
         stats = OodStats(bank=torch.cat([joint_features(o.mean, o.pooled) for o in parts]).to(BANK_DTYPE))
     if not refitted:
         x = None if stats is not None else outs["train"].pooled
-        feats = joint_features(held.mean, held.pooled) if joint else held.pooled
+        feats = flag_features(ocfg.score, held.mean, held.pooled)
         return fit_ood(
             ocfg, x, data.labels("train"), c, probs, held.logits, features=feats, seed=seed, stats=stats
         )
