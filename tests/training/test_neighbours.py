@@ -36,3 +36,23 @@ def test_neighbour_distances_are_the_brute_force_ones(monkeypatch, k, block):
     assert got.shape == want.shape  # k beyond the bank's 20 rows: all 20
     # float64 arithmetic on the same float32 rows: sqrt(2 - 2 cos) near 0 amplifies ~1e-16 to ~1e-8
     np.testing.assert_allclose(got.numpy(), want, atol=1e-6)
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_rows_float32_cannot_tell_apart_are_ranked_by_their_float64_cosines(k):
+    # Six bank rows within ~3e-4 of the query's direction: their cosines differ by ~1e-8, below float32's
+    # resolution near 1 (6e-8), so the float32 search ties them; the float64 rescoring must still return the
+    # exact distances of the k nearest (a float32 distance here would be 0 or ~3.5e-4, off by ~100 %).
+    rng = np.random.default_rng(1)
+    v = rng.normal(size=16)
+    v /= np.linalg.norm(v)
+    near = v + 3e-4 * rng.normal(size=(6, 16)) / 4
+    far = rng.normal(size=(20, 16))
+    rows = np.concatenate([far[:10], near, far[10:]])
+    bank = torch.from_numpy(rows / np.linalg.norm(rows, axis=1, keepdims=True)).float()
+    q = torch.from_numpy(v[None]).float()
+    got = neighbour_distances(q, bank, k)
+    cos = np.sort(q.double().numpy() @ bank.double().numpy().T, axis=1)[:, ::-1][:, :k]
+    want = np.sqrt(np.clip(2 - 2 * cos, 0, None))
+    assert want.min() > 1e-5  # none is a float64 zero: the ranking is real
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-9)

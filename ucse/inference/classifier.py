@@ -246,7 +246,8 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
             trust_remote_code=self.trust_remote_code,
             compile_head=self.compile_head,
         )
-        self.profile_ = load_uncertainty_profile(head_dir, num_classes=len(self.encoder_.label_names) or None)
+        n = len(self.encoder_.label_names) or None
+        self.profile_ = load_uncertainty_profile(head_dir, num_classes=n, device=device)
         if warn:
             warn_if_uncertifiable(self.profile_, head_dir)
         self.head_dir_ = head_dir

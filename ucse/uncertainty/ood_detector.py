@@ -142,6 +142,12 @@ class OodDetector:
     heldout_scores: torch.Tensor | None = field(default=None, repr=False, compare=False)
     """(N,) the held-out in-scope scores the threshold was set on (in memory only, never saved)."""
 
+    def to(self, device: torch.device | str) -> OodDetector:
+        """Keep the neighbour bank on ``device``, where the classifier runs (the search runs where it is)."""
+        if self.stats.bank is not None:
+            self.stats.bank = self.stats.bank.to(device)
+        return self
+
     def features(self, mean: Array | None, pooled: Array | None) -> Array | None:
         """What :meth:`scores` reads as ``x`` (:func:`flag_features`)."""
         return flag_features(self.score, mean, pooled)
@@ -321,7 +327,7 @@ def to_saved(det: OodDetector) -> tuple[dict[str, Any], dict[str, torch.Tensor]]
             "ood_class_log_prior": cc.log_prior,
         }
     if st.bank is not None:
-        arrays["ood_bank"] = st.bank
+        arrays["ood_bank"] = st.bank.cpu()
     t = det.threshold
     config = {
         "score": det.score.value,

@@ -314,7 +314,9 @@ def warn_if_uncertifiable(profile: UncertaintyProfile, head_dir: str | Path) -> 
         )
 
 
-def load_uncertainty_profile(head_dir: str | Path, num_classes: int | None = None) -> UncertaintyProfile:
+def load_uncertainty_profile(
+    head_dir: str | Path, num_classes: int | None = None, device: torch.device | str = "cpu"
+) -> UncertaintyProfile:
     """The profile saved in ``head_dir``, or the plain fallback (softmax, MSP, no abstention, no sets).
 
     The saved files are untrusted input: checked against the head folder's manifest, then every field
@@ -323,6 +325,8 @@ def load_uncertainty_profile(head_dir: str | Path, num_classes: int | None = Non
     Args:
         head_dir: a saved head folder (``config.json`` + ``model.safetensors`` [+ calibration files]).
         num_classes: C for the fallback; read from the head's ``config.json`` when omitted.
+        device: where the out-of-scope flag's neighbour bank is kept and searched (the classifier's device:
+            on a GPU the search then costs milliseconds instead of the host's time).
 
     Returns:
         The :class:`UncertaintyProfile`; ``profile.fitted`` tells which.
@@ -355,7 +359,7 @@ def load_uncertainty_profile(head_dir: str | Path, num_classes: int | None = Non
             arr["density_log_prior"],
             float(cfg["density_logdet"]),
         )
-    ood = None if cfg.get("ood") is None else from_saved(cfg["ood"], arr)
+    ood = None if cfg.get("ood") is None else from_saved(cfg["ood"], arr).to(device)
     return UncertaintyProfile(
         calibrator=calibrator,
         score=ScoreName(cfg["score"]),
