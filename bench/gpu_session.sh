@@ -9,10 +9,13 @@
 #                                      # (bench/scale_gpu.py only=head_paths; ~4 min on an H200, ~1 min parts=overhead)
 #   bash bench/gpu_session.sh blend    # the default head=blend's share of inference: host read, none, torch.compile
 #   bash bench/gpu_session.sh compile  # the head's forward eager vs torch.compile / CUDA graphs (bench/head_compile.py)
+#   bash bench/gpu_session.sh setfit   # bench/peers.py --methods setfit on CUDA (SetFit at 20 pairs per text),
+#                                      # SETFIT_SHOTS (default 8) per class, the four tasks, seeds 0-2
 # The machine has torch, lightning, transformers, torchmetrics but no omegaconf or datasets and no network, so
 # these travel with the working tree (ignored folders, see .git/info/exclude):
-#   .whl/              omegaconf, datasets, dill, multiprocess wheels (pip download --python-version 3.12 ...)
-#   .gpu/data/         a copy of ../shared/data/Banking77Classification
+#   .whl/              omegaconf, datasets, dill, multiprocess wheels (pip download --python-version 3.12 ...), and
+#                      for the setfit stage setfit, sentence-transformers, evaluate, accelerate
+#   .gpu/data/         a copy of ../shared/data's four classification tasks
 #   .gpu/minilm-fp16/  all-MiniLM-L6-v2 with fp16 weights (loaded back to fp32, as ucse always loads)
 #   .gpu/tok-smollm2/  SmolLM2's BPE tokenizer (the random Qwen3-shaped model needs one with an EOS token)
 set -uo pipefail
@@ -41,6 +44,23 @@ for stage in "$@"; do
         output_dir=/tmp/runs/minilm-seed0 progress_bar=false 2>&1 | grep -v -E "^(INFO|WARNING|  warnings)|UserWarning|LOCAL_RANK"
       cp /tmp/runs/minilm-seed0/metrics.json "$out/minilm-seed0-metrics.json"
       python3 bench/predict.py run=/tmp/runs/minilm-seed0 n=${PREDICT_N:-3080} repeats=5 device=cuda 2>&1 | grep -v -E "^(INFO|WARNING)|Warning"
+      # the same 3080 texts predicted on CUDA (the joint_knn search on the GPU) and on the CPU: largest differences
+      python3 -c "
+import sys, numpy as np; sys.path.insert(0, '.')
+from bench.predict import read_texts
+from ucse.inference.classifier import UcseClassifier
+t = read_texts(3080)
+r = {d: UcseClassifier.from_pretrained('/tmp/runs/minilm-seed0/head', device=d).predict_with_uncertainty(t) for d in ('cuda', 'cpu')}
+g = lambda d, k: np.array([row[k] for row in r[d]], dtype=float)
+print('cuda vs cpu, 3080 texts: ood_score max |diff|', np.abs(g('cuda', 'ood_score') - g('cpu', 'ood_score')).max(),
+      'confidence max |diff|', np.abs(g('cuda', 'confidence') - g('cpu', 'confidence')).max(),
+      'labels differ', sum(a['label'] != b['label'] for a, b in zip(r['cuda'], r['cpu'])),
+      'ood differ', sum(a['ood'] != b['ood'] for a, b in zip(r['cuda'], r['cpu'])))
+" 2>&1 | grep -v -E "^(INFO|WARNING)|Warning|Loading weights"
+      ;;
+    setfit)
+      timeout ${SETFIT_TIMEOUT:-600} python3 bench/peers.py --methods setfit --shots ${SETFIT_SHOTS:-8} --seeds ${SEEDS:-0 1 2} --setfit-iterations 20 \
+        --model .gpu/minilm-fp16 --out "$out/peers" 2>&1 | grep -v -E "^(INFO|WARNING)|Warning|it/s\]|s/it\]"
       ;;
     overhead|finite|paths|blend|qwen3)  # bench/scale_gpu.py: only=<part> (paths: head_paths; qwen3: all parts)
       only=$stage name=$stage
