@@ -58,6 +58,20 @@ print('cuda vs cpu, 3080 texts: ood_score max |diff|', np.abs(g('cuda', 'ood_sco
       'ood differ', sum(a['ood'] != b['ood'] for a, b in zip(r['cuda'], r['cpu'])))
 " 2>&1 | grep -v -E "^(INFO|WARNING)|Warning|Loading weights"
       ;;
+    knn)  # the joint_knn search on CUDA: 30,800 queries against a 10,003-row float16 bank, 768 wide, k = 1
+      python3 -c "
+import time, torch
+from ucse.training.neighbours import neighbour_distances
+g = torch.Generator().manual_seed(0)
+unit = lambda x: x / x.norm(dim=1, keepdim=True)
+q, bank = unit(torch.randn(30800, 768, generator=g)), unit(torch.randn(10003, 768, generator=g)).half()
+for dev in ('cuda', 'cuda', 'cpu'):
+    b = bank.to(dev); torch.cuda.synchronize(); t = time.perf_counter(); d = neighbour_distances(q, b, 1)
+    print(dev, 'search of 30800 texts', round(time.perf_counter() - t, 4), 's')
+    ref = d if dev == 'cuda' else ref
+print('cuda vs cpu: max |diff|', (ref - d).abs().max().item())
+"
+      ;;
     setfit)
       timeout ${SETFIT_TIMEOUT:-600} python3 bench/peers.py --methods setfit --shots ${SETFIT_SHOTS:-8} --seeds ${SEEDS:-0 1 2} --setfit-iterations 20 \
         --model .gpu/minilm-fp16 --out "$out/peers" 2>&1 | grep -v -E "^(INFO|WARNING)|Warning|it/s\]|s/it\]"

@@ -162,6 +162,7 @@ def run_setfit(train, test, seed, iterations) -> dict:
     folder = model_folder()
     t0 = time.perf_counter()
     model = SetFitModel.from_pretrained(str(folder))
+    model.model_body.float()  # a folder of fp16 weights loads as fp16 on CUDA; SetFit trains in fp32
     data = Dataset.from_dict({"text": train["texts"], "label": train["y"].tolist()})
     # SetFit writes its checkpoints under ./checkpoints unless told otherwise
     with tempfile.TemporaryDirectory(prefix="ucse-setfit-") as tmp:

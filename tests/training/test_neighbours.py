@@ -28,6 +28,8 @@ def test_joint_features_by_hand():
 def test_neighbour_distances_are_the_brute_force_ones(monkeypatch, k, block):
     # Bank blocks of 7 rows (the k nearest merged across three blocks) or one block.
     monkeypatch.setattr(neighbours, "BANK_BLOCK", block)
+    if block == 7:  # and the float64 rescoring one query row at a time (kc * F > 100 values)
+        monkeypatch.setattr(neighbours, "RESCORE_VALUES", 100)
     rng = np.random.default_rng(0)
     q = joint_features(rng.normal(size=(37, 4)), rng.normal(size=(37, 6)))
     bank = joint_features(rng.normal(size=(20, 4)), rng.normal(size=(20, 6)))
