@@ -79,6 +79,14 @@ def test_auto_cross_validates_on_a_small_validation_split(tiny_run_cfg, monkeypa
         return clf, info
 
     monkeypatch.setattr(auto_mod, "fit_probe", spy)
+    heads = []  # (TextCNN, the rows it trained on) of every fit: the k fold heads first, then any refit
+
+    def spy_head(cfg, head_cfg, train_rows, *args):
+        fit = fit_head(cfg, head_cfg, train_rows, *args)
+        heads.append((fit.head, train_rows[0]))
+        return fit
+
+    monkeypatch.setattr(auto_mod, "fit_head", spy_head)
     cfg = tiny_run_cfg("recipe=auto", "head=auto")
     result = train(cfg)
     m, run = result.metrics, result.run_dir
@@ -107,6 +115,18 @@ def test_auto_cross_validates_on_a_small_validation_split(tiny_run_cfg, monkeypa
     # threshold set on each row's distances under the fold models that held it out (saved ascending).
     d = load_heldout_distances(RunFolder(run).heldout, 3)
     assert d.shape == (n, min(MAX_K, n - math.ceil(n / 5))) and (np.diff(d, axis=1) >= 0).all()
+    # By brute force: each row against its fold's training rows, in the joint space of that fold's TextCNN mu
+    # (or the probe's unit vectors, its mu) and the unit pooled vector at half weight.
+    unit = lambda v: v / np.linalg.norm(v, axis=1, keepdims=True)  # noqa: E731
+    rows = heads[0][1].base
+    pooled = unit(_pool_by_hand(rows, cfg.backbone.pooling))
+    for head, fold_rows in heads[:5]:
+        tr = fold_rows.indices
+        te = np.setdiff1d(np.arange(n), tr)
+        mu = run_head(head, rows).mean if sel["weight"] > 0 else pooled
+        joint = unit(np.concatenate([unit(mu), 0.5 * pooled], axis=1))
+        want = np.sort(cdist(joint[te], joint[tr]), axis=1)[:, : d.shape[1]]
+        np.testing.assert_allclose(d[te], want, atol=1e-3)  # float32 rows: ~4.5e-4 near 0 (holdout test)
     profile = fit_run_uncertainty(run)
     ood = profile.ood.info
     assert ood["heldout"] == "selection models" and ood["n_heldout"] == ood["n_train"] == sel["n_heldout"]

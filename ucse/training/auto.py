@@ -232,16 +232,20 @@ def _holdout(cfg, states, labels, c, h, device, weights) -> AutoResult:
     return AutoResult(head, report, heldout, labels["validation"], dist)
 
 
-def _fold_distances(choice: dict, x: np.ndarray, folds: list, oof_dist: dict) -> np.ndarray:
+def _fold_distances(
+    choice: dict, rows: TokenStates, x: np.ndarray, folds: list, heads: list[Head], oof_mean: np.ndarray
+) -> np.ndarray:
     """(N, K) joint distances of every row to its fold's training rows.
 
-    Those of the fold TextCNNs (``oof_dist``), or, when the choice is the probe alone, of the probe's unit
-    vectors (its mu, the same in every fold).
+    Under the fold TextCNNs (``heads``; ``oof_mean`` holds each row's mu from the head that did not train on
+    it), or, when the choice is the probe alone, under the probe's unit vectors (its mu, the same in every
+    fold): the fold heads then never run over their training rows.
     """
     dist = np.zeros((len(x), min(MAX_K, min(len(tr) for tr, _ in folds))), dtype=np.float32)
-    for i, (tr, te) in enumerate(folds):
+    for (tr, te), head in zip(folds, heads):
         if choice["weight"] > 0:
-            d = oof_dist[i]
+            bank = joint_features(run_head(head, SubsetStates(rows, tr.tolist())).mean, x[tr])
+            d = neighbour_distances(joint_features(oof_mean[te], x[te]), bank, MAX_K)
         else:
             d = neighbour_distances(_joint(choice, None, x[te]), _joint(choice, None, x[tr]), MAX_K)
         dist[te] = d[:, : dist.shape[1]].numpy()
@@ -288,7 +292,7 @@ def _cross_validated(cfg, states, labels, c, h, device, weights) -> AutoResult:
     k = cv_folds(y, 5)
     folds = list(StratifiedKFold(k, shuffle=True, random_state=cfg.seed).split(np.zeros(len(y)), y))
     oof_a, oof_b, oof_shipped = (np.zeros((len(y), c)) for _ in range(3))
-    oof_dist = {}  # fold -> (n_te, K) joint distances of its held-out rows under its TextCNN
+    fold_heads = []  # the fold TextCNNs, for the flag's held-out distances once the choice is known
     joint = _joint_flag(cfg, len(y))
     oof_mean, oof_var = None, None
     # Two sets of out-of-fold probe logits. Selection reads fold probes that choose their own C inside the
@@ -297,7 +301,7 @@ def _cross_validated(cfg, states, labels, c, h, device, weights) -> AutoResult:
     # in another at 8 examples per class) and with it the logits' scale, so a temperature fitted on those
     # logits did not fit the shipped probe (ECE 0.17 on a MassiveIntent 8-shot run).
     _, probe_info = fit_probe_head(cfg, x, y, c, h)  # C* on every row: the shipped probe's C
-    for i, (tr, te) in enumerate(folds):
+    for tr, te in folds:
         probe, info = fit_probe_head(cfg, x[tr], y[tr], c, h)
         oof_b[te] = _probe_logits(probe, x[te])
         if info["C"] != probe_info["C"]:
@@ -307,8 +311,7 @@ def _cross_validated(cfg, states, labels, c, h, device, weights) -> AutoResult:
         out = run_head(fit.head, SubsetStates(rows, te.tolist()))
         oof_a[te] = out.logits
         if joint:
-            bank = joint_features(run_head(fit.head, SubsetStates(rows, tr.tolist())).mean, x[tr])
-            oof_dist[i] = neighbour_distances(joint_features(out.mean, x[te]), bank, MAX_K)
+            fold_heads.append(fit.head)
         if oof_mean is None:
             oof_mean = np.zeros((len(y), out.mean.shape[1]))
             oof_var = None if out.var is None else np.zeros_like(oof_mean)
@@ -320,7 +323,7 @@ def _cross_validated(cfg, states, labels, c, h, device, weights) -> AutoResult:
     probe, gaussian, steps = _refit(cfg, choice, rows, x, y, c, h, device, probe_info["C"])
     head = compose(cfg.head, choice, gaussian, probe, c)
     heldout = _heldout_outputs(choice, x, oof_a, oof_shipped, oof_mean, oof_var)
-    dist = _fold_distances(choice, x, folds, oof_dist) if joint else None
+    dist = _fold_distances(choice, rows, x, folds, fold_heads, oof_mean) if joint else None
     report = {
         "mode": "cross-validation",
         "folds": k,
