@@ -5,9 +5,13 @@ the full train + validation splits) and each seed, on the official test split:
 
 - ``auto``: ucse's default (``recipe=auto``, ``head=auto``), uncertainty profile fitted, calibrated ECE;
 - ``paper``: the paper's recipe (``recipe=paper head=textcnn``: 3 epochs, batch 64), calibrated ECE;
+- ``probe``: ucse's own tuned probe (``head=logreg``: ``LogisticRegressionCV`` by accuracy on unit pooled
+  states), trained on the rows ucse's split leaves it (90 % of them: 10 % are carved for validation);
 - ``logreg``: written independently of ucse: transformers' AutoModel, mean pooling, L2 normalisation and
   scikit-learn ``LogisticRegressionCV`` (10 C values, stratified 5-fold CV) on the very same rows (train +
-  validation), raw probabilities (a practitioner's ten lines).
+  validation), raw probabilities (a practitioner's ten lines). With ``--backbone`` (e.g. ``--backbone
+  smollm2-135m --set backbone.layer=18 backbone.pooling=mean``) the vectors are that backbone's, pooled as
+  ucse pools them (``FrozenBackbone.pooled``: prompt, layer, pooling), in the same scikit-learn pipeline;
 
 - ``setfit`` (optional, ``--methods setfit``, the ``peers`` extra): SetFit's contrastive fine-tuning of the
   same all-MiniLM-L6-v2 and its default logistic-regression head, on the same rows, raw probabilities.
@@ -90,6 +94,7 @@ def scores(probs: np.ndarray, y: np.ndarray) -> dict:
 
 
 _FEATURES: dict = {}
+_BACKBONE: list[str] = []  # --backbone NAME, then its --set overrides (ucse's methods only)
 _MODEL: dict = {}  # "folder": --model (a local copy of all-MiniLM-L6-v2, e.g. fp16 weights on a GPU machine)
 
 
@@ -122,12 +127,31 @@ def embed(texts: list[str]) -> np.ndarray:
     return np.concatenate(out)
 
 
+def backbone_pooled(texts: list[str], task: str) -> np.ndarray:
+    """``--backbone``'s pooled vectors as ucse reads that config.
+
+    Its prompt with the task's instruction, the prompt prefix hidden, ``backbone.layer`` and ``.pooling``:
+    the logistic regression sees the very vectors ucse's probe pools, and is fitted on every training row.
+    """
+    import torch
+
+    from ucse.backbone.encoder import FrozenBackbone
+    from ucse.config import build_config
+
+    cfg = build_config([f"backbone={_BACKBONE[0]}", f"task={task}", *_BACKBONE[1:]])
+    if _FEATURES.get("task") != task:  # the instruction is the task's
+        _FEATURES.update(task=task, backbone=FrozenBackbone(cfg.backbone, "cpu", cfg.task.instruction))
+    with torch.inference_mode():
+        return _FEATURES["backbone"].pooled(texts).numpy()
+
+
 def features(task: str, split: str, texts: list[str], cache: Path) -> np.ndarray:
     """(N, H) vectors of ``texts``, from the whole split's vectors computed once per task and split."""
-    f = cache / f"{task}-{split}.npz"
+    tag = "-" + "-".join(_BACKBONE).replace("/", "_") if _BACKBONE else ""  # another backbone's own file
+    f = cache / f"{task}-{split}{tag}.npz"
     all_texts, _ = read(task, split)
     if not f.is_file():
-        np.savez(f, x=embed(all_texts))
+        np.savez(f, x=backbone_pooled(all_texts, task) if _BACKBONE else embed(all_texts))
     x = np.load(f)["x"]
     lookup = dict(zip(all_texts, x))
     return np.stack([lookup[t] for t in texts])
@@ -212,16 +236,21 @@ def train_ucse(task, train, test, seed, method, out, *extra_tokens, retrain=True
         }
     )
     run = out / "runs" / f"{task}-{train['shots']}-s{seed}-{method}"
-    extra = ["recipe=paper", "head=textcnn"] if method == "paper" else []
+    extra = {"paper": ["recipe=paper", "head=textcnn"], "probe": ["head=logreg"]}.get(method, [])
+    # Another backbone (--backbone) reads the task's own config for its instruction prompt; the task keeps its
+    # name, so the test split's states are cached once for every seed and size (the key holds the task name).
+    name = task if _BACKBONE else f"{task}-{train['shots']}-s{seed}"
     cfg = build_config(
         [
-            f"task.name={task}-{train['shots']}-s{seed}",
+            *([f"backbone={_BACKBONE[0]}", f"task={task}"] if _BACKBONE else []),
+            f"task.name={name}",
             f"output_dir={run}",
             f"seed={seed}",
             "overwrite=true",
             "progress_bar=false",
             *extra,
             *([f"backbone.model={_MODEL['folder']}"] if "folder" in _MODEL else []),
+            *_BACKBONE[1:],
             *extra_tokens,
         ]
     )
@@ -272,7 +301,16 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("bench/out/peers"))
     ap.add_argument("--setfit-iterations", type=int, default=20, help="SetFit pairs per training text")
     ap.add_argument("--model", type=Path, help="all-MiniLM-L6-v2 folder (default: the registry package's)")
+    ap.add_argument(
+        "--backbone",
+        help="a configs/backbone name: ucse's methods and logreg's features (setfit stays on MiniLM)",
+    )
+    ap.add_argument("--set", nargs="*", default=[], help="extra backbone overrides, e.g. backbone.layer=18")
     args = ap.parse_args()
+    if args.backbone:
+        _BACKBONE[:] = [args.backbone, *args.set]
+    elif args.set:
+        ap.error("--set needs --backbone")
     if args.model is not None:
         _MODEL["folder"] = args.model
     (args.out / "rows").mkdir(parents=True, exist_ok=True)
@@ -351,7 +389,7 @@ def table(out: Path) -> str:
 
         seeds = sorted({r["seed"] for rs in m.values() for r in rs})
         auto, a = cell("auto")
-        lr, b = cell("logreg")
+        lr, b = cell("logreg" if "logreg" in m else "probe")  # probe: ucse's tuned probe, same states
         paper, _ = cell("paper")
         choice = ",".join(
             f"{r['head']}" + (f"{r['weight']}" if r["head"] == "blend" else "") for r in m.get("auto", [])
