@@ -52,9 +52,9 @@ RESCORE_VALUES = 1 << 22
 def neighbour_distances(query: torch.Tensor, bank: torch.Tensor, k: int, chunk: int = 1024) -> torch.Tensor:
     """(N, min(k, M)) Euclidean distances from unit ``query`` rows to their nearest ``bank`` rows, ascending.
 
-    Runs where ``bank`` lives (a classifier on CUDA keeps its bank there: the search then costs the GPU
-    milliseconds instead of the host a tenth of a second per 3,000 texts). Two passes: a float32 search
-    (half the time of float64 on a CPU), the bank taken ``BANK_BLOCK`` rows at a time, keeps each row's
+    Runs where ``bank`` lives (a classifier on CUDA keeps its bank there: 30,800 texts against 10,003 rows
+    took an H100 0.07 s and its 16 CPU cores 0.68 s). Two passes: a float32 search (half the time of float64
+    on a CPU), the bank taken ``BANK_BLOCK`` rows at a time, keeps each row's
     k + ``SEARCH_MARGIN`` largest cosines (the merge across blocks is exact: a row's nearest overall are
     among its nearest per block); then the candidates' cosines are recomputed in float64 and the k largest
     kept. So every distance returned is a float64 distance to a real bank row; a true neighbour can be
