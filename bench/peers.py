@@ -94,7 +94,7 @@ def scores(probs: np.ndarray, y: np.ndarray) -> dict:
 
 
 _FEATURES: dict = {}
-_BACKBONE: list[str] = []  # --backbone NAME, then its --set overrides (ucse's methods only)
+_BACKBONE: list[str] = []  # --backbone NAME, then its --set overrides (ucse's methods, logreg's vectors)
 _MODEL: dict = {}  # "folder": --model (a local copy of all-MiniLM-L6-v2, e.g. fp16 weights on a GPU machine)
 
 
@@ -180,6 +180,7 @@ def num_classes(train: dict, test: tuple) -> int:
 
 def run_setfit(train, test, seed, iterations) -> dict:
     """SetFit on the same rows: contrastive fine-tuning of the body, then its default head (module doc)."""
+    import torch
     from datasets import Dataset
     from setfit import SetFitModel, Trainer, TrainingArguments
 
@@ -204,8 +205,6 @@ def run_setfit(train, test, seed, iterations) -> dict:
     classes = np.asarray(model.model_head.classes_)  # the head's column order
     full = np.zeros((len(test[0]), num_classes(train, test)))
     full[:, classes] = probs
-    import torch
-
     device = "cuda" if torch.cuda.is_available() else "cpu"  # SetFit trains on CUDA when there is one
     return {**scores(full, test[1]), "train_s": train_s, "iterations": iterations, "device": device}
 
