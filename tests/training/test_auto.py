@@ -20,7 +20,7 @@ from ucse.heads.outputs import run_head
 from ucse.training import auto as auto_mod
 from ucse.training import train
 from ucse.training.auto import choose_blend, fit_temperature
-from ucse.training.auto_run import load_heldout, load_heldout_distances
+from ucse.training.auto_run import load_heldout, read_heldout
 from ucse.training.fit_head import fit_head, step_budget
 from ucse.training.logreg import fit_probe
 from ucse.training.neighbours import MAX_K
@@ -113,7 +113,7 @@ def test_auto_cross_validates_on_a_small_validation_split(tiny_run_cfg, monkeypa
     assert not (run / "checkpoints").exists()  # fitted in memory
     # The out-of-scope flag (joint_knn, the default): its bank is every row the shipped head saw, its
     # threshold set on each row's distances under the fold models that held it out (saved ascending).
-    d = load_heldout_distances(RunFolder(run).heldout, 3)
+    d = read_heldout(RunFolder(run).heldout, 3)[2]
     assert d.shape == (n, min(MAX_K, n - math.ceil(n / 5))) and (np.diff(d, axis=1) >= 0).all()
     # By brute force: each row against its fold's training rows, in the joint space of that fold's TextCNN mu
     # (or the probe's unit vectors, its mu) and the unit pooled vector at half weight.
@@ -180,7 +180,7 @@ def test_auto_selects_on_the_validation_split_when_it_is_large(tiny_run_cfg, mon
     joint = {s: unit(np.concatenate([unit(mu[s]), 0.5 * pooled[s]], axis=1)) for s in pooled}
     want = np.sort(cdist(joint["validation"], joint["train"]), axis=1)[:, :MAX_K]
     # float32 unit rows: cosines to ~1e-7, so a distance sqrt(2 - 2 cos) to ~sqrt(2e-7) = 4.5e-4 near 0
-    np.testing.assert_allclose(load_heldout_distances(RunFolder(result.run_dir).heldout, 3), want, atol=1e-3)
+    np.testing.assert_allclose(read_heldout(RunFolder(result.run_dir).heldout, 3)[2], want, atol=1e-3)
     assert sel["refit"]["rows"] == sizes["train"] + sizes["validation"]
     heldout, labels = load_heldout(RunFolder(result.run_dir).heldout, 3)
     assert len(labels) == sizes["validation"] and m["val"]["estimate"] == "held-out, before refit"
@@ -229,10 +229,10 @@ def test_tampered_heldout_file_is_refused(tmp_path):
     save_file(good, str(tmp_path / "ok.safetensors"))
     out, y = load_heldout(tmp_path / "ok.safetensors", 3)
     assert y.tolist() == [0, 1, 2, 0]
-    assert load_heldout_distances(tmp_path / "ok.safetensors", 3) is None
+    assert read_heldout(tmp_path / "ok.safetensors", 3)[2] is None
     dist = torch.tensor([[0.1, 0.2], [0.0, 0.0], [1.9, 2.0], [0.5, 1.0]])
     save_file({**good, "distances": dist}, str(tmp_path / "okd.safetensors"))
-    assert load_heldout_distances(tmp_path / "okd.safetensors", 3).tolist() == dist.tolist()
+    assert read_heldout(tmp_path / "okd.safetensors", 3)[2].tolist() == dist.tolist()
     for name, bad in [
         ("descending", {**good, "distances": dist.flip(1)}),
         ("beyond", {**good, "distances": dist + 0.5}),

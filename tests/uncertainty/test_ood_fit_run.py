@@ -55,7 +55,7 @@ def test_a_single_head_sets_the_threshold_on_validation_and_rows_carry_the_flag(
 def test_the_default_flag_reads_the_heads_mu_beside_the_pooled_vector(tmp_path, tiny_bert_dir, monkeypatch):
     from ucse.uncertainty import train_split
 
-    monkeypatch.setattr(train_split, "BANK_BLOCK", 7)  # the bank filled 7 rows at a time
+    monkeypatch.setattr(train_split, "FILL_BLOCK", 7)  # the bank filled 7 rows at a time
     _, profile = _train(tmp_path, tiny_bert_dir, "uncertainty.ood.tpr=0.9")  # head=auto, refit: the defaults
     det = profile.ood
     assert det.score is OodScore.joint_knn and det.k == 1 and det.info["heldout"] == "selection models"

@@ -198,10 +198,6 @@ def _holdout(cfg, states, labels, c, h, device, weights) -> AutoResult:
         device,
     )
     out_va = run_head(fit.head, states["validation"])  # mean (M, D), var (M, D) | None, logits (M, C)
-    # joint_knn after the refit: the selection model's bank, (N, D) mu of the training rows, for the flag's
-    # held-out distances
-    joint = cfg.data.refit and _joint_flag(cfg, len(labels["train"]) + len(labels["validation"]))
-    mean_tr = run_head(fit.head, states["train"]).mean if joint else None
     b = _probe_logits(probe, x_va)
     choice = choose_blend(out_va.logits, b, labels["validation"], weights)
     report = {
@@ -225,7 +221,9 @@ def _holdout(cfg, states, labels, c, h, device, weights) -> AutoResult:
     report["refit"] = {"rows": len(y)}
     heldout = _heldout_outputs(choice, x_va, out_va.logits, b, out_va.mean, out_va.var)
     dist = None
-    if joint:
+    if _joint_flag(cfg, len(y)):  # joint_knn after the refit: distances under the selection models
+        # the selection TextCNN's mu of the training rows, when the choice reads it (the probe's are x_tr)
+        mean_tr = run_head(fit.head, states["train"]).mean if choice["weight"] > 0 else None
         bank = _joint(choice, mean_tr, x_tr)
         dist = neighbour_distances(_joint(choice, out_va.mean, x_va), bank, MAX_K).numpy()
     head = compose(cfg.head, choice, gaussian, probe, c)

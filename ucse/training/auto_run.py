@@ -100,12 +100,6 @@ def load_heldout(path: Path, num_classes: int) -> tuple[Outputs, np.ndarray] | N
     return None if read is None else read[:2]
 
 
-def load_heldout_distances(path: Path, num_classes: int) -> np.ndarray | None:
-    """(N, K) held-out neighbour distances of a run's ``heldout.safetensors`` (checked), or ``None``."""
-    read = read_heldout(path, num_classes)
-    return None if read is None else read[2]
-
-
 def read_heldout(path: Path, num_classes: int) -> tuple[Outputs, np.ndarray, np.ndarray | None] | None:
     """Outputs, labels and (N, K) neighbour distances (or ``None``) of ``heldout.safetensors``, read once."""
     t = _read_heldout(path, num_classes)

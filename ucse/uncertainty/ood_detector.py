@@ -41,8 +41,8 @@ COMBINED = {
 
 BANK_DTYPE = torch.float16
 """``joint_knn``'s bank, in memory and on disk: half the size of float32 (15 MB for Banking77 with MiniLM-L6).
-Rows rounded to 2^-11 moved scores by <= 0.007 and AUROC by < 1e-5 (docs/RESULTS.md section 4); distances are
-computed in float64."""
+Rows rounded to 2^-11 moved scores by <= 0.007 and AUROC by < 1e-5 (docs/RESULTS.md section 4); the nearest
+rows' distances are recomputed in float64 (:func:`ucse.training.neighbours.neighbour_distances`)."""
 
 
 def reads_mean(score: OodScore) -> bool:

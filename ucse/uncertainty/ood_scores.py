@@ -155,7 +155,8 @@ def normalise(features: Array) -> torch.Tensor:
 def knn_distance(features: Array, bank: torch.Tensor, k: int, chunk: int = 1024) -> torch.Tensor:
     """Euclidean distance from each normalised feature to its k-th nearest row of ``bank`` (Sun et al. 2022).
 
-    Exact brute force (:func:`ucse.training.neighbours.neighbour_distances`, the bank a block at a time).
+    Brute force (:func:`ucse.training.neighbours.neighbour_distances`: a float32 search, the nearest rows'
+    distances recomputed in float64).
 
     Args:
         features: (N, D) features (normalised here).

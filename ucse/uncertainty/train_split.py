@@ -64,15 +64,16 @@ def stream_train_gaussians(
     return fit_class_gaussians_streamed(lambda: (block(s) for s in starts), num_classes)
 
 
-BANK_BLOCK = 4096
-"""Rows run through the head at a time while the bank fills (one pass: small blocks cost nothing extra)."""
+FILL_BLOCK = 4096
+"""Rows run through the head at a time while the bank fills (one pass: small blocks cost nothing extra; the
+search's own block is ``ucse.training.neighbours.BANK_BLOCK``)."""
 
 
 def stream_bank(rows: TokenStates, encoder: UcseEncoder) -> torch.Tensor:
     """(N, D + H) ``joint_knn`` bank of the cached ``rows``, filled block by block (no outputs are kept)."""
     bank = None
-    for start in range(0, len(rows), BANK_BLOCK):
-        idx = list(range(start, min(start + BANK_BLOCK, len(rows))))
+    for start in range(0, len(rows), FILL_BLOCK):
+        idx = list(range(start, min(start + FILL_BLOCK, len(rows))))
         out = encoder.run_states(SubsetStates(rows, idx))
         block = joint_features(out.mean, out.pooled)  # (B, D + H) unit rows, float32
         if bank is None:
