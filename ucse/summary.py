@@ -83,7 +83,12 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
                 ""
                 if a.achievable
                 else f" - not certifiable on validation: {'no text' if never else 'every text'} abstains"
-                + (f"; target_error={offer:.2f} is (ucse calibrate)" if offer is not None else "")
+                + (
+                    f"; the smallest certifiable target is {offer:.2f}: ucse calibrate run={run_dir} "
+                    f"uncertainty.abstain.target_error={offer:.2f}"
+                    if offer is not None
+                    else ""
+                )
             )
             lines.append(
                 f"  abstain ({rule} {a.target}): validation coverage {pct(a.val_coverage)}, "

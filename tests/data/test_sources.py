@@ -232,6 +232,43 @@ def test_labels_with_a_single_row_are_refused_before_carving(tmp_path, capsys):
     assert "zebra" in load_task_data(tmp_path / "given").label_names
 
 
+def test_a_label_with_two_rows_stays_whole_in_training_and_is_named(tmp_path, caplog):
+    rows = own_rows(60) + [
+        {"text": "moving to Lisbon", "label": "relocation"},
+        {"text": "Berlin move", "label": "relocation"},
+    ]
+    path = write_rows(tmp_path / "hr.csv", rows)
+    for seed in range(8):  # a plain stratified carve left 0 or 1 of the two rows in training for some seeds
+        caplog.clear()
+        td = load_task_data(path, seed=seed)
+        rare = td.label_names.index("relocation")
+        assert Counter(td.splits["train"]["label"])[rare] == 2
+        assert rare not in td.splits["validation"]["label"] and rare not in td.splits["test"]["label"]
+        assert _all_pairs(td) == sorted((r["text"], r["label"]) for r in rows)  # nothing lost or duplicated
+        warned = [r.getMessage() for r in caplog.records if "kept whole for training" in r.getMessage()]
+        assert len(warned) == 1 and "1 of 4 labels have only 2 rows ('relocation')" in warned[0]
+    # The other labels are still carved stratified, as fractions of their own rows.
+    n_test = math.ceil(0.2 * 60)
+    assert len(td.splits["test"]) == n_test and len(td.splits["validation"]) == math.ceil(0.1 * (60 - n_test))
+    # Every label that small: carved as before (nothing would be left to evaluate), and no warning.
+    caplog.clear()
+    tiny = [{"text": f"{name} text {i}", "label": name} for name in "abcdef" for i in range(2)]
+    td = load_task_data(write_rows(tmp_path / "tiny.csv", tiny))
+    assert len(td.splits["test"]) > 0 and not any("kept whole" in r.getMessage() for r in caplog.records)
+
+
+def test_labels_that_differ_only_in_case_or_spaces_are_named(tmp_path, caplog):
+    rows = own_rows(60) + [{"text": f"pay {i}", "label": "Payroll"} for i in range(3)]
+    rows += [{"text": f"salary {i}", "label": "payroll "} for i in range(3)]
+    td = load_task_data(write_rows(tmp_path / "hr.tsv", rows))
+    assert "Payroll" in td.label_names and "payroll " in td.label_names  # kept apart: the user decides
+    warned = [r.getMessage() for r in caplog.records if "letter case or surrounding spaces" in r.getMessage()]
+    assert len(warned) == 1 and "'Payroll' and 'payroll '" in warned[0] and "hr.tsv" in warned[0]
+    caplog.clear()
+    load_task_data(write_rows(tmp_path / "ok.tsv", own_rows(60)))
+    assert not any("letter case" in r.getMessage() for r in caplog.records)
+
+
 def test_in_memory_bad_rows_name_rows():
     texts = ["a", "", "c", None, "e", "f"]
     labels = ["x", "y", float("nan"), "y", 3, "y"]

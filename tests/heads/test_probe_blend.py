@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from sklearn.linear_model import LogisticRegressionCV
+from sklearn.linear_model import LogisticRegression, LogisticRegressionCV
 
 from ucse.config import HeadConfig, HeadType, Pooling
 from ucse.heads import build_head, load_head, save_head
@@ -47,10 +47,24 @@ def test_probe_head_gives_sklearns_probabilities(classes):
     np.testing.assert_allclose(feats, _unit_pooled(hidden, mask), atol=1e-6)
 
 
-def test_probe_refuses_a_class_with_one_row():
-    x = np.random.default_rng(0).normal(size=(7, 3))
-    with pytest.raises(ValueError, match="at least 2 training rows of every class"):
-        fit_probe(x, np.array([0, 0, 0, 1, 1, 1, 2]), 3, 5, 0, 100)
+def test_a_class_with_one_row_still_gets_its_probe_column():
+    # A label with one training row (a rare label of the user's, or one row of a 2-row label in a
+    # cross-validation fold): C is chosen over folds in which that class is missing from some training parts,
+    # as scikit-learn's LogisticRegressionCV allows, and the final model, fitted on every row, has its column.
+    rng = np.random.default_rng(0)
+    y = np.array([0] * 8 + [1] * 8 + [2])
+    x = rng.normal(size=(17, 3)) * 0.3
+    x[np.arange(17), y] += 3.0  # class c lives along axis c
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    clf, info = fit_probe(x, y, 3, 5, 0, 500)
+    assert info["folds"] == 2 and list(clf.classes_) == [0, 1, 2]
+    # The final model is scikit-learn's at the chosen C, and its class-2 column points at that row.
+    ref = LogisticRegression(C=info["C"], max_iter=500).fit(x, y)
+    np.testing.assert_allclose(clf.predict_proba(x), ref.predict_proba(x), atol=1e-4)
+    p2 = clf.predict_proba(x)[:, 2]
+    assert p2[16] > p2[:16].max()
+    with pytest.raises(ValueError, match="hold 2 of 3 classes"):  # a class with no row at all still fails
+        fit_probe(x[:16], y[:16], 3, 5, 0, 500)
 
 
 def test_blend_is_the_weighted_average_of_the_tempered_softmaxes(tmp_path):

@@ -129,3 +129,21 @@ def test_excluded_labels_leave_the_head(tiny_bert_dir, tmp_path):
     result = train(cfg)
     assert _head_meta(result.run_dir)["label_names"] == ["money", "music"]
     assert result.metrics["data"]["num_classes"] == 2
+
+
+def test_the_default_head_trains_with_a_label_of_two_rows(tiny_bert_dir, tmp_path, caplog):
+    # A user's rare label (2 rows) among well-filled ones, the default recipe and head=auto: before, the
+    # carve could leave it one training row and the cross-validated probe refused to choose C.
+    rows = own_rows(60) + [
+        {"text": "moving to Lisbon office", "label": "relocation"},
+        {"text": "relocation allowance Berlin", "label": "relocation"},
+    ]
+    path = write_rows(tmp_path / "hr.csv", rows)
+    run = tmp_path / "run"
+    fast = [a for a in _fast(tiny_bert_dir, run) if not a.startswith(("optim.", "recipe="))]
+    assert train_script.main([f"data.path={path}", "recipe=auto", "head=auto", *fast]) == 0
+    meta = _head_meta(run)
+    assert "relocation" in meta["label_names"]
+    sel = json.loads((run / "metrics.json").read_text())["selection"]
+    assert sel["mode"] == "cross-validation" and sel["folds"] == 2  # the 2-row label: one per fold
+    assert any("kept whole for training" in r.getMessage() for r in caplog.records)

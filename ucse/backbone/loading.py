@@ -188,6 +188,10 @@ def load_backbone(
         common["gguf_file"] = cfg.gguf_file
     previous = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # we report load problems ourselves, minus the expected pooler keys
+    # transformers 5 draws a "Loading weights" bar on every load (~0.1 s for MiniLM): noise in every
+    # command's output and log, before the rows or the training summary.
+    bar = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
     try:
         hit = load_dequantised(cfg, model_fingerprint(cfg)) if cfg.gguf_file is not None else None
         tokenizer = hit[1] if hit else AutoTokenizer.from_pretrained(path, **common)
@@ -226,6 +230,8 @@ def load_backbone(
         ) from err
     finally:
         hf_logging.set_verbosity(previous)
+        if bar:
+            hf_logging.enable_progress_bar()
     model.requires_grad_(False)
     model.eval()
     if torch.device(device).type == "cuda" and effective_precision(cfg.precision, device) is Precision.bf16:

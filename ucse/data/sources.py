@@ -159,7 +159,27 @@ def _label_names(keys: list, class_names: list[str] | None, where: str, column: 
             f"{where}: every train row has the label {names[0]!r}; a classifier needs at least two labels. "
             f"Check data.label_column={column!r}."
         )
+    _warn_similar(names, where)
     return names
+
+
+def _warn_similar(names: list[str], where: str) -> None:
+    """Warn where label names differ only in letter case or surrounding spaces ('Payroll', 'payroll ').
+
+    A spreadsheet's typo, most likely, but possibly meant: they stay separate labels; the fix is the user's.
+    """
+    groups: dict[str, list[str]] = {}
+    for n in names:
+        groups.setdefault(n.strip().casefold(), []).append(n)
+    similar = [g for g in groups.values() if len(g) > 1]
+    if similar:
+        shown = "; ".join(" and ".join(repr(n) for n in g) for g in similar[:5])
+        logger.warning(
+            "%s: labels that differ only in letter case or surrounding spaces are trained as different "
+            "labels: %s. If they are one label, write them the same way in the file.",
+            where,
+            shown + ("; ..." if len(similar) > 5 else ""),
+        )
 
 
 def load_task_data(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from collections import Counter
 
 import datasets
@@ -21,12 +22,22 @@ def check_fraction(value: float, key: str) -> float:
     return float(value)
 
 
+KEEP_WHOLE_ROWS = 2
+"""A label with at most this many rows stays whole on the training side of a carve (when some labels have
+more): a test row taken from 2 would leave one, which the validation carve could take too, and the
+cross-validated probe needs a row of each label in every fold's training part."""
+
+
+def _shown(names: list[str]) -> str:
+    return ", ".join(repr(n) for n in names[:10]) + (", ..." if len(names) > 10 else "")
+
+
 def check_carvable(labels: list[int], label_names: list[str], where: str) -> None:
     """Every label needs 2+ rows in data that a validation or test split is carved from.
 
     A label with one row ends up either in train (never evaluated) or only in the carved split (never
-    learned: 300 rows with 300 labels trained and reported a test accuracy of 0). Stratified carving needs
-    two rows of each label too.
+    learned: 300 rows with 300 labels trained and reported a test accuracy of 0). Labels with 2 rows are
+    kept whole for training by :func:`carve` (warned here, once): learned, but not evaluated.
 
     Raises:
         DataError: naming the labels with a single row (the first ten), how many there are, and the fix.
@@ -34,11 +45,23 @@ def check_carvable(labels: list[int], label_names: list[str], where: str) -> Non
     counts = Counter(labels)
     single = [label_names[i] for i in sorted(counts) if counts[i] < 2]
     if single:
-        shown = ", ".join(repr(n) for n in single[:10]) + (", ..." if len(single) > 10 else "")
+        shown = _shown(single)
         raise DataError(
             f"{where}: {len(single)} of {len(counts)} labels have a single row ({shown}), but validation and "
             "test rows are carved from this file, so each label needs at least 2 rows (enough to learn it "
             "and to evaluate it). Add rows for these labels, merge them into others, or remove them."
+        )
+    few = [label_names[i] for i in sorted(counts) if counts[i] <= KEEP_WHOLE_ROWS]
+    if few and len(few) < len(counts):
+        logger.warning(
+            "%s: %d of %d labels have only %d rows (%s): kept whole for training, so the carved validation "
+            "and test slices hold none of them and the test figures do not cover them. Add rows to evaluate "
+            "them.",
+            where,
+            len(few),
+            len(counts),
+            KEEP_WHOLE_ROWS,
+            _shown(few),
         )
 
 
@@ -51,7 +74,14 @@ def stratified_split(ds: datasets.Dataset, test_size: float | int, seed: int) ->
     try:
         return ds.train_test_split(test_size=test_size, stratify_by_column="label", seed=seed)
     except ValueError as err:
-        logger.warning("Cannot stratify a split of %d rows (%s); using a seeded random split.", len(ds), err)
+        labels = len(set(ds["label"]))
+        size = test_size if isinstance(test_size, int) else math.ceil(test_size * len(ds))
+        why = f"a {size}-row slice cannot hold one row of each of {labels} labels" if size < labels else err
+        logger.warning(
+            "Cannot stratify a split of %d rows by label (%s); using a seeded random split.",
+            len(ds),
+            why,
+        )
         return ds.train_test_split(test_size=test_size, seed=seed)
 
 
@@ -67,6 +97,9 @@ def stratified_sample(ds: datasets.Dataset, n: int | None, seed: int) -> dataset
 def carve(ds: datasets.Dataset, fraction: float, key: str, seed: int, source: str) -> tuple:
     """Split ``ds`` into (rest, slice) with a stratified, seeded ``fraction``-sized slice.
 
+    Labels with at most :data:`KEEP_WHOLE_ROWS` rows stay whole in ``rest`` (unless every label is that
+    small); the slice is then ``fraction`` of the other rows.
+
     Raises:
         DataError: when ``fraction`` is not in (0, 1) or ``ds`` is too small to leave rows on both sides.
     """
@@ -76,8 +109,15 @@ def carve(ds: datasets.Dataset, fraction: float, key: str, seed: int, source: st
             f"{source} has {len(ds)} usable row(s): too few to carve a slice with {key}={fraction}. "
             "Add rows, or give the split as its own file."
         )
-    parts = stratified_split(ds, fraction, seed)
-    return parts["train"], parts["test"]
+    labels = ds["label"]
+    counts = Counter(labels)
+    whole = {k for k, n in counts.items() if n <= KEEP_WHOLE_ROWS}
+    if not whole or len(whole) == len(counts):
+        parts = stratified_split(ds, fraction, seed)
+        return parts["train"], parts["test"]
+    kept = [i for i, k in enumerate(labels) if k in whole]
+    parts = stratified_split(ds.select([i for i, k in enumerate(labels) if k not in whole]), fraction, seed)
+    return datasets.concatenate_datasets([parts["train"], ds.select(kept)]), parts["test"]
 
 
 def assemble(

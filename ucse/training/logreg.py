@@ -92,11 +92,6 @@ def fit_probe(
         The fitted estimator and what to report: the C, the folds (0 with a given C), whether the solver
         converged.
     """
-    if c_value is None and int(np.bincount(y).min()) < 2:
-        raise ValueError(
-            f"head=logreg needs at least 2 training rows of every class to choose C by cross-validation; "
-            f"a class has {int(np.bincount(y).min())}. Add rows or drop that class."
-        )
     if c_value is None:
         k = cv_folds(y, folds)
         clf = LogisticRegressionCV(
