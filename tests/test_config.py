@@ -202,3 +202,25 @@ def test_validation_runs_before_any_data_is_read(tmp_path):
             [f"data.path={tmp_path / 'missing.csv'}", "optim.epochs=0", f"output_dir={tmp_path / 'r'}"]
         )
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "on"),
+    [
+        (None, False),
+        ("", False),
+        ("0", False),
+        ("false", False),
+        (" OFF ", False),
+        ("1", True),
+        ("yes", True),
+    ],
+)
+def test_ucse_debug_reads_zero_as_off(monkeypatch, value, on):
+    from ucse.config import DEBUG_ENV, debug_mode
+
+    if value is None:
+        monkeypatch.delenv(DEBUG_ENV, raising=False)
+    else:
+        monkeypatch.setenv(DEBUG_ENV, value)
+    assert debug_mode() is on

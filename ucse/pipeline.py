@@ -12,12 +12,11 @@ module (from the CLI, before the arguments are checked) costs nothing.
 from __future__ import annotations
 
 import logging
-import os
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ucse.config import TrainConfig, build_config
+from ucse.config import TrainConfig, build_config, debug_mode
 from ucse.config.run_layout import RunFolder
 from ucse.config.uncertainty import check_uncertainty_config
 
@@ -125,6 +124,6 @@ def train_from(data: Any, **overrides: Any) -> tuple[RunResult, UncertaintyProfi
     if not in_memory:
         tokens.append(f"data.path={data}")
     cfg = build_config(tokens, own_data=in_memory)
-    if not os.environ.get("UCSE_DEBUG"):
+    if not debug_mode():
         quiet_lightning()
     return run_training(cfg, data if in_memory else None)

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import datasets
+import numpy as np
 import pandas as pd
 import pytest
 from toy_tasks import LEARNS, OWN_CUES, own_rows, write_rows
@@ -147,3 +148,50 @@ def test_the_default_head_trains_with_a_label_of_two_rows(tiny_bert_dir, tmp_pat
     sel = json.loads((run / "metrics.json").read_text())["selection"]
     assert sel["mode"] == "cross-validation" and sel["folds"] == 2  # the 2-row label: one per fold
     assert any("kept whole for training" in r.getMessage() for r in caplog.records)
+
+
+def test_a_label_too_rare_for_the_default_head_fails_before_the_run_folder(tiny_bert_dir, tmp_path, capsys):
+    # Given splits carve nothing, so a train label can have a single row; head=auto's cross-validation over
+    # train + validation (a small validation file) needs 2 of every label: one line naming it, no folder.
+    rows = own_rows(60)
+    (tmp_path / "given").mkdir()
+    write_rows(
+        tmp_path / "given" / "train.csv", rows[:40] + [{"text": "moving to Lisbon", "label": "relocation"}]
+    )
+    write_rows(tmp_path / "given" / "validation.csv", rows[40:50])
+    write_rows(tmp_path / "given" / "test.csv", rows[50:])
+    run = tmp_path / "run"
+    args = [
+        f"data.path={tmp_path / 'given'}",
+        "recipe=auto",
+        *_fast(tiny_bert_dir, run)[:5],
+        f"output_dir={run}",
+    ]
+    assert train_script.main([*args, "head=auto"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'relocation' (1)" in err and "head=textcnn" in err
+    assert not run.exists()
+
+
+@pytest.mark.parametrize(
+    ("head", "train", "validation", "short"),
+    [
+        ("auto", [0, 0, 1, 1, 2], [], ["c (1)"]),  # cross-validated: 2 rows of each over train + validation
+        ("auto", [0, 0, 1, 1, 2], [2], []),
+        ("blend", [0, 0, 1, 1], [2, 2], []),  # a label only in validation still reaches the folds
+        ("logreg", [0, 0, 1, 1, 2], [], []),  # fitted on train: one row is enough (C over folds without it)
+        ("logreg", [0, 0, 1, 1], [2, 2], ["c (0)"]),
+    ],
+)
+def test_label_row_counts_each_head_needs(head, train, validation, short):
+    from ucse.config import HeadType
+    from ucse.training.auto_run import check_label_rows
+
+    labels = {"train": np.array(train), "validation": np.array(validation, dtype=int)}
+    if not short:
+        check_label_rows(HeadType(head), labels, ["a", "b", "c"])
+        return
+    with pytest.raises(
+        ValueError, match=rf"head={head}: 1 of 3 labels have too few .*'{short[0][0]}' \({short[0][3]}\)"
+    ):
+        check_label_rows(HeadType(head), labels, ["a", "b", "c"])

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import errno
 import logging
-import os
 import sys
 from collections.abc import Callable
 
+from ucse.config import debug_mode
 from ucse.interrupt import TerminatedError, stop_on_sigterm
 
 INTERRUPTED = 130
@@ -28,12 +28,12 @@ def run_cli(body: Callable[[], int], interrupted: str = "") -> int:
         with stop_on_sigterm():
             return body()
     except KeyboardInterrupt:
-        if os.environ.get("UCSE_DEBUG"):
+        if debug_mode():
             raise
         print(f"error: interrupted (Ctrl-C).{' ' + interrupted if interrupted else ''}", file=sys.stderr)
         return INTERRUPTED
     except (ValueError, FileNotFoundError, OSError, TerminatedError) as err:
-        if os.environ.get("UCSE_DEBUG"):
+        if debug_mode():
             raise
         if isinstance(err, TerminatedError):
             print(f"error: {err}", file=sys.stderr)

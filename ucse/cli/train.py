@@ -12,12 +12,11 @@ Usage:
 
 from __future__ import annotations
 
-import os
 import sys
 
 from ucse.cli import run_cli
 from ucse.cli.help import format_fields, show, wants_help
-from ucse.config import GROUPS, TrainConfig, build_config, group_choices, to_yaml
+from ucse.config import GROUPS, TrainConfig, build_config, debug_mode, group_choices, to_yaml
 from ucse.pipeline import quiet_lightning, run_training
 from ucse.summary import train_summary
 
@@ -42,7 +41,7 @@ def main(argv: list[str]) -> int:
         if show_cfg:
             print(to_yaml(cfg), end="")
             return 0
-        if not os.environ.get("UCSE_DEBUG"):
+        if not debug_mode():
             quiet_lightning()
         if not sys.stdout.isatty() and not any(a.startswith("progress_bar=") for a in argv):
             cfg.progress_bar = False  # a redirected run: the bar's last frame would only clutter the log

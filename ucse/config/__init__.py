@@ -22,6 +22,7 @@ from ucse.config.build import (
     to_object,
     to_yaml,
 )
+from ucse.config.env import DEBUG_ENV, debug_mode
 from ucse.config.schema import (
     CONFIG_DIR,
     GROUPS,
@@ -48,6 +49,8 @@ from ucse.config.schema import (
 )
 
 __all__ = [
+    "DEBUG_ENV",
+    "debug_mode",
     "CONFIG_DIR",
     "GROUPS",
     "IN_MEMORY_TASK",

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 import tempfile
 import weakref
@@ -31,7 +30,7 @@ from sklearn.utils.validation import check_is_fitted
 from tqdm.auto import tqdm
 
 from ucse.backbone.device import resolve_device
-from ucse.config import Device
+from ucse.config import Device, debug_mode
 from ucse.config.run_layout import RunFolder
 from ucse.core.encoder import EncodedBatch, UcseEncoder
 from ucse.heads.io import copy_head, resolve_head_dir
@@ -150,7 +149,7 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"labels {classes!r} print alike; give labels whose str() differ.")
         run_dir = self._fit_folder()
         cfg = build_config(self._tokens(run_dir), own_data=True)
-        if not os.environ.get("UCSE_DEBUG"):
+        if not debug_mode():
             quiet_lightning()
         result, _ = run_training(cfg, (texts, [str(v) for v in y]))
         self._load(resolve_head_dir(result.run_dir), self.batch_size, warn=False)  # the fit warned already

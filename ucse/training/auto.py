@@ -173,10 +173,14 @@ def fit_auto(
 ) -> AutoResult:
     """Fit the candidates on train (+ validation), choose w among ``weights``, return the head to ship."""
     c, h = num_classes, states["train"].hidden_size
-    n_val = len(labels["validation"])
-    if n_val >= max(HOLDOUT_MIN, 5 * c):
+    if not cross_validates(len(labels["validation"]), c):
         return _holdout(cfg, states, labels, c, h, device, weights)
     return _cross_validated(cfg, states, labels, c, h, device, weights)
+
+
+def cross_validates(n_validation: int, num_classes: int) -> bool:
+    """Whether :func:`fit_auto` selects by cross-validation over train + validation (a small validation)."""
+    return n_validation < max(HOLDOUT_MIN, 5 * num_classes)
 
 
 def _joint_flag(cfg: TrainConfig, bank_rows: int) -> bool:

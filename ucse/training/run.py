@@ -36,7 +36,7 @@ from ucse.config.run_layout import RunFolder
 from ucse.data import TaskData, load_classification
 from ucse.heads import build_head, save_head
 from ucse.interrupt import TerminatedError
-from ucse.training.auto_run import fit_auto_run
+from ucse.training.auto_run import check_label_rows, fit_auto_run
 from ucse.training.datamodule import StatesDataModule
 from ucse.training.distributed import LazyStates, check_devices, is_distributed, is_rank_zero
 from ucse.training.fit_head import KeepBest, auto_batch_size, step_budget
@@ -222,6 +222,8 @@ def train(cfg: TrainConfig, data: TaskData | None = None) -> RunResult:
     device, run_dir = check_run(cfg)
     rank0 = is_rank_zero()  # other ranks of a distributed run write nothing into the run folder
     data = data if data is not None else load_classification(cfg.task, cfg.data, cfg.seed)
+    if HeadType(cfg.head.type) in IN_MEMORY:  # before the run folder is touched
+        check_label_rows(HeadType(cfg.head.type), {s: data.labels(s) for s in SPLITS}, data.label_names)
     swap = False
     try:
         with ExitStack() as stack:

@@ -1,0 +1,16 @@
+"""Environment switches read in more than one place."""
+
+from __future__ import annotations
+
+import os
+
+DEBUG_ENV = "UCSE_DEBUG"
+"""Set to 1 to see tracebacks and every library warning instead of ucse's one-line errors."""
+
+
+def debug_mode() -> bool:
+    """True when ``UCSE_DEBUG`` is set to anything but an empty string, ``0``, ``false``, ``no`` or ``off``.
+
+    ``UCSE_DEBUG=0`` reads as "off", as a user who writes it means.
+    """
+    return os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no", "off")
