@@ -28,6 +28,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 from pathlib import Path
 
 import numpy as np
@@ -45,16 +46,29 @@ def status_kib(field: str) -> int:
 
 
 class PeakSampler(threading.Thread):
-    """Samples RssAnon / RssFile every ``every`` seconds and keeps their peaks (KiB)."""
+    """Samples RssAnon / RssFile every ``every`` seconds and keeps their peaks (KiB).
+
+    At each new RssAnon peak it also notes where the main thread was (its innermost ucse frames), so the
+    report says which step holds the most memory.
+    """
 
     def __init__(self, every: float = 0.02) -> None:
         super().__init__(daemon=True)
         self.every, self.peak_anon, self.peak_file, self.stop = every, 0, 0, threading.Event()
+        self.main, self.peak_at = threading.main_thread().ident, ""
+
+    def _where(self) -> str:
+        frame = sys._current_frames().get(self.main)  # noqa: SLF001 - the documented way to read a thread's stack
+        stack = traceback.extract_stack(frame) if frame is not None else []
+        ours = [f for f in stack if "/ucse/" in f.filename]
+        return " < ".join(f"{f.filename.split('/ucse/')[-1]}:{f.name}" for f in reversed(ours[-3:]))
 
     def run(self) -> None:
         """Sample until ``stop`` is set."""
         while not self.stop.is_set():
-            self.peak_anon = max(self.peak_anon, status_kib("RssAnon"))
+            anon = status_kib("RssAnon")
+            if anon > self.peak_anon:
+                self.peak_anon, self.peak_at = anon, self._where()
             self.peak_file = max(self.peak_file, status_kib("RssFile"))
             self.stop.wait(self.every)
 
@@ -126,6 +140,7 @@ def child(n: int, overrides: list[str]) -> dict:
         "cache_mib": m["data"]["cache_bytes"] / 2**20,
         "vm_hwm_mib": status_kib("VmHWM") / 1024,
         "peak_anon_mib": sampler.peak_anon / 1024,
+        "peak_anon_at": sampler.peak_at,
         "peak_file_mib": sampler.peak_file / 1024,
         "test_accuracy": m["test"]["accuracy"],
     }
