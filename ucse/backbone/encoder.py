@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import logging
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -14,6 +15,8 @@ from ucse.backbone.pooling import first_token_index, pool
 from ucse.backbone.precision import effective_precision
 from ucse.backbone.tokenized import Tokenized, tokenize
 from ucse.config import BackboneConfig, Precision
+
+log = logging.getLogger(__name__)
 
 
 class TextValidationError(ValueError):
@@ -77,6 +80,8 @@ class FrozenBackbone:
         limits = [getattr(self.model.config, "max_position_embeddings", None)]
         limits.append(self.tokenizer.model_max_length)
         self.max_length = min([cfg.max_length] + [x for x in limits if isinstance(x, int) and 0 < x < 10**7])
+        self._model_limit = min([x for x in limits if isinstance(x, int) and 0 < x < 10**7], default=None)
+        self._told_truncation = False
 
     def _resolve_layer(self, layer: int | None) -> int | None:
         """``backbone.layer`` as an index into ``hidden_states`` (0..L), ``None`` for the last layer.
@@ -143,9 +148,34 @@ class FrozenBackbone:
             raise TextValidationError(
                 f"texts[{empty[0]}] = {texts[empty[0]]!r} tokenises to no tokens; drop or fix that row."
             )
+        self._tell_truncation(lengths)
         if self._eos_suffix:  # truncated texts lost the appended EOS: it replaces their last token
             tok.flat["input_ids"][tok.offsets[1:] - 1] = self.tokenizer.eos_token_id
         return tok
+
+    def _tell_truncation(self, lengths: np.ndarray) -> None:
+        """Warn, once per backbone, that texts reach ``max_length`` tokens: what follows is never read.
+
+        A text is cut silently by the tokenizer; a user training on long documents should know that the
+        head sees only their first ``max_length`` tokens (prompt and special tokens included).
+        """
+        cut = int((lengths >= self.max_length).sum())
+        if not cut or self._told_truncation:
+            return
+        self._told_truncation = True
+        more = (
+            f"backbone.max_length={self.cfg.max_length} can go up to the model's {self._model_limit}"
+            if self._model_limit and self.max_length < self._model_limit
+            else f"{self.max_length} is the model's own limit"
+        )
+        log.warning(
+            "%d of %d texts reach %d tokens and are cut there: the rest of each is not read (%s; or split "
+            "long texts into parts). Reported once per loaded backbone.",
+            cut,
+            len(lengths),
+            self.max_length,
+            more,
+        )
 
     def _prefix_skip(self, tok: Tokenized) -> np.ndarray:
         """(N,) leading tokens of each text that are the prompt before ``{text}`` (0 unless asked to skip).
