@@ -182,3 +182,41 @@ def test_encoder_from_dir_accepts_the_run_folder(tiny_clf_run):
     via_run = UcseEncoder.from_dir(tiny_clf_run).run_texts(_texts(4))
     via_head = UcseEncoder.from_dir(tiny_clf_run / "head").run_texts(_texts(4))
     assert np.array_equal(via_run.logits, via_head.logits)
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
+def test_a_long_input_is_predicted_and_written_in_blocks(tiny_clf_run, tmp_path, monkeypatch, suffix):
+    # Memory stays flat on a long input: predict_with_uncertainty sees at most BLOCK texts at a time and the
+    # file gets every row once, in input order (a CSV header once), as a whole-input run writes them.
+    import ucse.inference.blocks as blocks_mod
+    from ucse.cli.main import main
+    from ucse.inference.classifier import UcseClassifier
+
+    texts = [r["text"] for r in own_rows(11, seed=7)]
+    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n")
+    whole = tmp_path / f"whole{suffix}"
+    assert main(["predict", f"run={tiny_clf_run}", f"input={tmp_path / 'in.txt'}", f"out={whole}"]) == 0
+    seen = []
+    original = UcseClassifier.predict_with_uncertainty
+
+    def spy(self, part, *args, **kwargs):
+        seen.append(len(part))
+        return original(self, part, *args, **kwargs)
+
+    monkeypatch.setattr(UcseClassifier, "predict_with_uncertainty", spy)
+    monkeypatch.setattr(blocks_mod, "BLOCK", 4)
+    split = tmp_path / f"split{suffix}"
+    assert main(["predict", f"run={tiny_clf_run}", f"input={tmp_path / 'in.txt'}", f"out={split}"]) == 0
+    assert seen == [4, 4, 3]
+    if suffix == ".csv":
+        got, want = pd.read_csv(split), pd.read_csv(whole)
+        assert list(got.columns) == list(want.columns) and got["text"].tolist() == texts
+        assert got["label"].tolist() == want["label"].tolist()
+        np.testing.assert_allclose(got["confidence"], want["confidence"], atol=1e-5)
+        return
+    got = [json.loads(line) for line in split.read_text().splitlines()]
+    want = [json.loads(line) for line in whole.read_text().splitlines()]
+    assert [r["text"] for r in got] == texts and [r["label"] for r in got] == [r["label"] for r in want]
+    # fp32 tiny model: another batch composition moves the outputs by float rounding only
+    np.testing.assert_allclose([r["confidence"] for r in got], [r["confidence"] for r in want], atol=1e-5)
+    assert [r["abstain"] for r in got] == [r["abstain"] for r in want]

@@ -54,6 +54,7 @@ def main(argv: list[str]) -> int:
     def body() -> int:
         cfg = build_predict_config(argv)
         # Imported once the arguments are checked (torch, transformers, datasets): a typo answers at once.
+        from ucse.inference.blocks import predict_blocks
         from ucse.inference.classifier import UcseClassifier, resolve_head_dir
         from ucse.inference.files import check_output, read_texts, write_predictions
 
@@ -67,16 +68,22 @@ def main(argv: list[str]) -> int:
             trust_remote_code=cfg.trust_remote_code,
             compile_head=cfg.compile_head,
         )
-        rows = clf.predict_with_uncertainty(
-            texts, top_k=cfg.top_k, sets=cfg.sets, progress=cfg.progress and sys.stderr.isatty()
-        )
-        write_predictions(rows, cfg.out, cfg.overwrite)
+        counts = {"rows": 0, "abstain": 0, "ood": 0}
+
+        def counted(blocks):  # written block by block: memory stays flat on a long input
+            for rows in blocks:
+                counts["rows"] += len(rows)
+                counts["abstain"] += sum(r["abstain"] for r in rows)
+                counts["ood"] += sum(bool(r["ood"]) for r in rows)
+                yield rows
+
+        progress = cfg.progress and sys.stderr.isatty()
+        blocks = predict_blocks(clf, texts, top_k=cfg.top_k, sets=cfg.sets, progress=progress)
+        write_predictions(counted(blocks), cfg.out, cfg.overwrite)
         if cfg.out != "-":
-            abstained = sum(r["abstain"] for r in rows)
-            flagged = sum(bool(r["ood"]) for r in rows)
             print(
-                f"{len(rows)} predictions -> {cfg.out} (uncertainty score: {clf.uncertainty_score_}; "
-                f"abstain on {abstained}; out of scope: {flagged})",
+                f"{counts['rows']} predictions -> {cfg.out} (uncertainty score: {clf.uncertainty_score_}; "
+                f"abstain on {counts['abstain']}; out of scope: {counts['ood']})",
                 file=sys.stderr,
             )
         return 0

@@ -59,21 +59,28 @@ def _csv_cell(value: Any) -> Any:
     return json.dumps(value) if isinstance(value, (dict, list)) else value
 
 
-def _render(rows: list[dict], fmt: str) -> Iterable[str]:
-    if fmt == ".jsonl":
+def _render(blocks: Iterable[list[dict]], fmt: str) -> Iterable[str]:
+    """Text of the rows, block by block (a CSV header before the first row only)."""
+    fields: list[str] | None = None
+    for rows in blocks:
+        if fmt == ".jsonl":
+            yield "".join(atomic.dumps(row, ensure_ascii=False) + "\n" for row in rows)  # NaN -> null
+            continue
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=fields or list(rows[0]), lineterminator="\n")
+        if fields is None:
+            writer.writeheader()
+            fields = list(rows[0])
         for row in rows:
-            yield atomic.dumps(row, ensure_ascii=False) + "\n"  # strict JSON: NaN -> null
-        return
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: _csv_cell(v) for k, v in row.items()})
-    yield buf.getvalue()
+            writer.writerow({k: _csv_cell(v) for k, v in row.items()})
+        yield buf.getvalue()
 
 
-def write_predictions(rows: list[dict], out: str, overwrite: bool = False) -> None:
+def write_predictions(rows: list[dict] | Iterable[list[dict]], out: str, overwrite: bool = False) -> None:
     """Write prediction rows to ``out`` (``.jsonl``, ``.csv``, or ``-``: JSON lines on stdout), atomically.
+
+    ``rows`` is a list of rows, or an iterable of lists of rows (blocks, written as they come: see
+    :mod:`ucse.inference.blocks`).
 
     Without ``overwrite`` a file that appeared at ``out`` since :func:`check_output` (another process) is
     never replaced: the write fails with ``FileExistsError`` instead.
@@ -81,15 +88,16 @@ def write_predictions(rows: list[dict], out: str, overwrite: bool = False) -> No
     Raises:
         DataError: when the file cannot be written (no space, no permission); ``out`` is then unchanged.
     """
+    blocks = [rows] if isinstance(rows, list) and (not rows or isinstance(rows[0], dict)) else rows
     if out == STDIO:
-        for chunk in _render(rows, ".jsonl"):
+        for chunk in _render(blocks, ".jsonl"):
             sys.stdout.write(chunk)
         sys.stdout.flush()
         return
     path = Path(out).expanduser()
     try:
         with atomic.atomic_file(path, replace=overwrite) as fh:
-            for chunk in _render(rows, path.suffix.lower()):
+            for chunk in _render(blocks, path.suffix.lower()):
                 fh.write(chunk)
     except FileExistsError:
         raise  # another process wrote out= meanwhile: run_cli says so (not a disk problem)
