@@ -365,3 +365,16 @@ def test_relative_data_path_is_made_absolute(tmp_path, monkeypatch):
 def test_task_without_any_source_fails_clearly():
     with pytest.raises(DataError, match="has no data source: set data.path="):
         load_classification(TaskConfig(name="mine"), DataConfig(), seed=0)
+
+
+def test_a_dataframe_categorical_keeps_its_label_order():
+    # The order its user gave (low < mid < high), as a ClassLabel keeps its own; unused categories drop out.
+    rows = own_rows(60)
+    order = {name: i for i, name in enumerate(reversed(NAMES))}  # not the sorted order
+    df = pd.DataFrame({"text": [r["text"] for r in rows], "label": [r["label"] for r in rows]})
+    df["label"] = pd.Categorical(df["label"], categories=[*sorted(order, key=order.get), "unused"])
+    td = load_task_data(df)
+    assert td.label_names == list(reversed(NAMES))
+    assert _all_pairs(td) == sorted((r["text"], r["label"]) for r in rows)
+    plain = load_task_data(df.astype({"label": str}))  # the same rows as plain strings: sorted names
+    assert plain.label_names == NAMES

@@ -49,12 +49,15 @@ class RawSplit:
         data: the rows: a ``datasets.Dataset``, or a mapping of column name -> list of Python values.
         typed: values carry their own types; ``False`` for CSV/TSV, where every cell is read as a string.
         line_map: returns the 1-based file line of each row, or ``None`` when rows have no line.
+        categories: for mapping data, a column's label names in their own order (a pandas ``Categorical``'s
+            categories), as a ``ClassLabel`` keeps its names.
     """
 
     where: str
     data: datasets.Dataset | dict[str, list]
     typed: bool = True
     line_map: Callable[[], list[int] | None] = field(default=lambda: None, repr=False)
+    categories: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def columns(self) -> list[str]:
@@ -72,7 +75,8 @@ class RawSplit:
             feature = self.data.features[column]
             if isinstance(feature, datasets.ClassLabel):
                 return list(feature.names)
-        return None
+            return None
+        return self.categories.get(column)
 
     def values(self, column: str) -> list[Any]:
         """One Python value per row; ``ClassLabel`` ids come back as their names (``None`` when invalid)."""

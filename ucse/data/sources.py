@@ -57,7 +57,14 @@ def _from_memory(source: Any, text_column: str, label_column: str) -> tuple[dict
         return {"train": RawSplit("the Dataset", source)}, "in-memory Dataset"
     if isinstance(source, pd.DataFrame):
         columns = {str(c): [_none_if_na(v) for v in source[c].tolist()] for c in source.columns}
-        return {"train": RawSplit("the DataFrame", columns)}, "in-memory DataFrame"
+        # a Categorical's categories are the label order its user chose (low, mid, high), like a ClassLabel's
+        cats = {
+            str(c): [str(v) for v in source[c].cat.categories]
+            for c in source.columns
+            if isinstance(source[c].dtype, pd.CategoricalDtype)
+            and all(isinstance(v, str) for v in source[c].cat.categories)
+        }
+        return {"train": RawSplit("the DataFrame", columns, categories=cats)}, "in-memory DataFrame"
     if isinstance(source, (tuple, list)) and len(source) == 2 and not isinstance(source[0], (str, dict)):
         texts, labels = (list(part) for part in source)
         if len(texts) != len(labels):
