@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -26,3 +27,16 @@ def test_the_validation_figure_says_what_it_is(estimate, label):
 def test_no_test_split_is_said_plainly():
     text = train_summary(Path("runs/x"), {"val": {"accuracy": 0.5, "f1_macro": 0.5}}, None)
     assert text.splitlines()[1].startswith("no test split")
+
+
+def test_the_test_accuracy_carries_its_wilson_interval():
+    # Reference: Wilson's score interval by hand, p +- z sqrt(p(1-p)/n + z^2/4n^2), centred at
+    # (p + z^2/2n) / (1 + z^2/n), divided by (1 + z^2/n); z = 1.959964 for 95 %.
+    metrics = {"test": {"accuracy": 0.9, "f1_macro": 0.9}, "data": {"sizes": {"test": 10}}}
+    line = train_summary(Path("runs/x"), metrics, None).splitlines()[1]
+    z, n, p = 1.959964, 10, 0.9
+    centre = (p + z**2 / (2 * n)) / (1 + z**2 / n)
+    half = z * math.sqrt(p * (1 - p) / n + z**2 / (4 * n**2)) / (1 + z**2 / n)
+    want = f"test accuracy 0.9000 (95 % interval {centre - half:.3f}-{centre + half:.3f}, 10 texts)"
+    assert line.startswith(want)
+    assert "0.596-0.982" in line  # 9 of 10 right: anywhere from 60 % to 98 %
