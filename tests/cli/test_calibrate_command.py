@@ -141,3 +141,32 @@ def test_no_field_refits_the_runs_own_settings_where_the_profile_is_missing(tick
     assert "abstention: no abstention -> " in capsys.readouterr().out
     after = _profile(run)
     assert after["abstain"]["rule"] == before["abstain"]["rule"] and after["score"] == before["score"]
+
+
+def test_data_changed_since_training_are_refused_by_calibrate_and_named_by_eval(
+    tiny_bert_dir, tmp_path, capsys, caplog
+):
+    # The run records which rows each split held (metrics.json: SHA-256 of its sorted (label, text) rows);
+    # refitting the profile on other "validation" rows could read rows the head trained on.
+    rows = own_rows(120, seed=9)
+    data = write_rows(tmp_path / "tickets.csv", rows)
+    run = tmp_path / "run"
+    run_training(_cfg(data, run, tiny_bert_dir))
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert set(metrics["data"]["fingerprints"]) == {"train", "validation", "test"}
+    assert main(["calibrate", f"run={run}", "uncertainty.abstain.coverage=0.7"]) == 0  # same data: fine
+    capsys.readouterr()
+    before = _profile(run)
+    write_rows(data, rows[:-1] + [{**rows[-1], "text": rows[-1]["text"] + " edited"}])  # one row edited
+    assert main(["calibrate", f"run={run}", "uncertainty.abstain.coverage=0.6"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not the ones this run was trained with" in err[0] and "Retrain" in err[0]
+    assert _profile(run) == before  # nothing replaced
+    # eval reports on whatever rows it is given, and says when its split is not the one trained with.
+    write_rows(data, [{**r, "text": r["text"] + " edited"} for r in rows])  # every split changes
+    assert main(["eval", f"run={run}"]) == 0
+    assert any("the test rows that data.path" in r.getMessage() for r in caplog.records)
+    # A run from before fingerprints (or a damaged record) is not checked: it refits as it always did.
+    del metrics["data"]["fingerprints"]
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    assert main(["calibrate", f"run={run}", "uncertainty.abstain.coverage=0.6"]) == 0

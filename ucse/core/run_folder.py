@@ -6,13 +6,18 @@
 
 from __future__ import annotations
 
+import json
+import logging
 from pathlib import Path
 
 from ucse.config.run_layout import RunFolder
+from ucse.data.tasks import TaskData, changed_splits
 from ucse.heads.io import CONFIG_FILE, WEIGHTS_FILE
 
 RUN_FILES = (RunFolder.CONFIG, f"{RunFolder.HEAD}/{CONFIG_FILE}", f"{RunFolder.HEAD}/{WEIGHTS_FILE}")
 """The files every finished run has (the head's profile and metrics.json are optional)."""
+
+log = logging.getLogger(__name__)
 
 
 def finished_run(run: str | Path) -> Path:
@@ -32,3 +37,33 @@ def finished_run(run: str | Path) -> Path:
                 "Pass run=<a folder written by ucse train>."
             )
     return path
+
+
+def check_same_splits(run: Path, data: TaskData, splits: tuple[str, ...], refuse: bool) -> None:
+    """Whether reloaded ``data`` still give the run's ``splits``, as its ``metrics.json`` fingerprinted them.
+
+    A data file edited since training, or a carve that changed between versions, would put other rows in a
+    split: a profile refitted on "validation" rows the head trained on is optimistic, and its guarantees do
+    not hold. A run without fingerprints (written before they existed, or a damaged ``metrics.json``) is not
+    checked.
+
+    Raises:
+        ValueError: when ``refuse`` and a split differs (else a warning), naming the splits and the fix.
+    """
+    try:
+        recorded = json.loads(RunFolder(run).metrics.read_text()).get("data", {}).get("fingerprints")
+    except (OSError, ValueError, AttributeError):
+        recorded = None
+    changed = [s for s in changed_splits(recorded, data) or [] if s in splits]
+    if not changed:
+        return
+    message = (
+        f"run={run}: the {' and '.join(changed)} rows that data.path / the task give now are not the ones "
+        "this run was trained with (the data changed since, or were carved differently)"
+    )
+    if refuse:
+        raise ValueError(
+            f"{message}; a profile fitted on them could read rows the head trained on. Retrain the run on "
+            "the data as they are now (ucse train ... overwrite=true), or restore the data it was trained on."
+        )
+    log.warning("%s: the figures below are for the rows given now.", message)

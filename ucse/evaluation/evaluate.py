@@ -12,7 +12,7 @@ from ucse import atomic
 from ucse.config import TrainConfig, from_yaml
 from ucse.config.run_layout import RunFolder
 from ucse.core.encoder import EncodedBatch, UcseEncoder
-from ucse.core.run_folder import finished_run
+from ucse.core.run_folder import check_same_splits, finished_run
 from ucse.data import TaskData, load_classification
 from ucse.evaluation.config import EvalConfig
 from ucse.evaluation.efficiency import count_parameters, measure_throughput
@@ -200,6 +200,7 @@ def evaluate_run(cfg: EvalConfig) -> dict:
     if cfg.split not in data.splits:
         raise ValueError(f"split={cfg.split!r} is not one of {list(data.splits)}.")
     check_label_names(encoder.label_names, list(data.label_names), folder.head)
+    check_same_splits(run, data, (cfg.split,), refuse=False)
     states = attach_run_states(encoder, train_cfg, data)
     out = encoder.run_states(states[cfg.split])
     labels = data.labels(cfg.split)

@@ -324,6 +324,7 @@ def _run(cfg: TrainConfig, data: TaskData, run_dir: Path, device: torch.device, 
         "dropped": data.dropped,
         "cache_bytes": cache.size_bytes() if cache is not None else 0,
         "cache_builds": cache.builds if cache is not None else 0,
+        "fingerprints": data.fingerprints(),  # ucse calibrate / eval check that they reload these splits
     }
     atomic.write_json(RunFolder(run_dir).metrics, metrics)
     return metrics

@@ -32,7 +32,7 @@ from ucse.config.uncertainty import (
     check_uncertainty_config,
 )
 from ucse.core.encoder import EncodedBatch, UcseEncoder
-from ucse.core.run_folder import finished_run
+from ucse.core.run_folder import check_same_splits, finished_run
 from ucse.data import TaskData, load_classification
 from ucse.training.auto_run import read_heldout
 from ucse.training.run import build_states, resolve_device
@@ -272,6 +272,7 @@ def fit_run_uncertainty(
         folder.head, device=resolve_device(train_cfg.accelerator), trust_remote_code=trust_remote_code
     )
     data = load_classification(train_cfg.task, train_cfg.data, train_cfg.seed)
+    check_same_splits(run, data, ("train", "validation"), refuse=True)
     profile = fit_for_run(run, train_cfg, ucfg, data, encoder)
     log.info("uncertainty profile (score %s) saved in %s", profile.score.value, folder.head)
     return profile
@@ -354,6 +355,7 @@ def refit_run_profile(
     )
     before = load_uncertainty_profile(folder.head, num_classes=len(encoder.label_names) or None)
     data = load_classification(train_cfg.task, train_cfg.data, train_cfg.seed)
+    check_same_splits(run, data, ("train", "validation"), refuse=True)  # before anything is replaced
     profile = fit_for_run(run, train_cfg, ucfg, data, encoder, previous=before)
     train_cfg.uncertainty = ucfg
     train_cfg.data.root = recorded_root  # the run's record keeps its own
