@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -182,7 +183,12 @@ class CachedStates:
 
     def to_device(self, device: torch.device | str) -> DeviceStates:
         """Copy the states into (accelerator) memory once; batches are then gathered there."""
-        return DeviceStates(torch.from_numpy(np.asarray(self._states)), self.offsets, self.dtype, device)
+        with warnings.catch_warnings():
+            # The map is read-only and DeviceStates only ever reads it (copied to the device, or gathered
+            # from on the CPU): torch's "not writable" warning would reach users on every GPU run.
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            states = torch.from_numpy(np.asarray(self._states))
+        return DeviceStates(states, self.offsets, self.dtype, device)
 
 
 def gather_rows(starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
