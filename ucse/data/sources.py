@@ -252,7 +252,7 @@ def load_task_data(
     }
     train = enc["train"]
     if "test" not in enc or "validation" not in enc:
-        check_carvable(train["label"], label_names, raws["train"].where)
+        check_carvable(train["label"][:], label_names, raws["train"].where)
     if "test" not in enc and data.test_fraction == 0:  # no test split wanted (an estimator's fit)
         enc["test"] = train.select([])
     elif "test" not in enc:

@@ -74,7 +74,7 @@ def stratified_split(ds: datasets.Dataset, test_size: float | int, seed: int) ->
     try:
         return ds.train_test_split(test_size=test_size, stratify_by_column="label", seed=seed)
     except ValueError as err:
-        labels = len(set(ds["label"]))
+        labels = len(set(ds["label"][:]))
         size = test_size if isinstance(test_size, int) else math.ceil(test_size * len(ds))
         why = f"a {size}-row slice cannot hold one row of each of {labels} labels" if size < labels else err
         logger.warning(
@@ -109,7 +109,7 @@ def carve(ds: datasets.Dataset, fraction: float, key: str, seed: int, source: st
             f"{source} has {len(ds)} usable row(s): too few to carve a slice with {key}={fraction}. "
             "Add rows, or give the split as its own file."
         )
-    labels = ds["label"]
+    labels = ds["label"][:]  # one Arrow read (a Column iterates row by row: 0.6 s per 100k rows)
     counts = Counter(labels)
     whole = {k for k, n in counts.items() if n <= KEEP_WHOLE_ROWS}
     if not whole or len(whole) == len(counts):
