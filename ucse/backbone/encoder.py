@@ -79,8 +79,8 @@ class FrozenBackbone:
         # Never truncate beyond what the model can take (absolute-position tables, tokenizer limit).
         limits = [getattr(self.model.config, "max_position_embeddings", None)]
         limits.append(self.tokenizer.model_max_length)
-        self.max_length = min([cfg.max_length] + [x for x in limits if isinstance(x, int) and 0 < x < 10**7])
         self._model_limit = min([x for x in limits if isinstance(x, int) and 0 < x < 10**7], default=None)
+        self.max_length = min(cfg.max_length, self._model_limit or cfg.max_length)
         self._told_truncation = False
 
     def _resolve_layer(self, layer: int | None) -> int | None:

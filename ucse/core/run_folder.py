@@ -54,7 +54,7 @@ def check_same_splits(run: Path, data: TaskData, splits: tuple[str, ...], refuse
         recorded = json.loads(RunFolder(run).metrics.read_text()).get("data", {}).get("fingerprints")
     except (OSError, ValueError, AttributeError):
         recorded = None
-    changed = [s for s in changed_splits(recorded, data) or [] if s in splits]
+    changed = changed_splits(recorded, data, splits)
     if not changed:
         return
     message = (

@@ -33,6 +33,11 @@ class BadRow:
     value: Any
 
 
+def shown(items: Sequence[str], limit: int = 10, sep: str = ", ") -> str:
+    """The first ``limit`` items joined by ``sep``, then ``...`` when there are more (for messages)."""
+    return sep.join(items[:limit]) + (f"{sep}..." if len(items) > limit else "")
+
+
 def _short_repr(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= REPR_CHARS else text[: REPR_CHARS - 3] + "..."

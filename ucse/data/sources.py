@@ -27,7 +27,7 @@ import datasets
 import pandas as pd
 
 from ucse.config import DataConfig, TaskConfig, default_task_name
-from ucse.data.checks import label_problems, normalise_label, resolve_bad_rows, text_value_problems
+from ucse.data.checks import label_problems, normalise_label, resolve_bad_rows, shown, text_value_problems
 from ucse.data.files import SPLIT_FILES, RawSplit, read_path
 from ucse.data.splitting import assemble, carve, check_carvable
 from ucse.data.tasks import DataError, TaskData
@@ -180,12 +180,11 @@ def _warn_similar(names: list[str], where: str) -> None:
         groups.setdefault(n.strip().casefold(), []).append(n)
     similar = [g for g in groups.values() if len(g) > 1]
     if similar:
-        shown = "; ".join(" and ".join(repr(n) for n in g) for g in similar[:5])
         logger.warning(
             "%s: labels that differ only in letter case or surrounding spaces are trained as different "
             "labels: %s. If they are one label, write them the same way in the file.",
             where,
-            shown + ("; ..." if len(similar) > 5 else ""),
+            shown([" and ".join(repr(n) for n in g) for g in similar], limit=5, sep="; "),
         )
 
 

@@ -9,6 +9,7 @@ from collections import Counter
 import datasets
 
 from ucse.config import DataConfig
+from ucse.data.checks import shown
 from ucse.data.excluded import exclude_labels
 from ucse.data.tasks import DataError, TaskData
 
@@ -28,10 +29,6 @@ more): a test row taken from 2 would leave one, which the validation carve could
 cross-validated probe needs a row of each label in every fold's training part."""
 
 
-def _shown(names: list[str]) -> str:
-    return ", ".join(repr(n) for n in names[:10]) + (", ..." if len(names) > 10 else "")
-
-
 def check_carvable(labels: list[int], label_names: list[str], where: str) -> None:
     """Every label needs 2+ rows in data that a validation or test split is carved from.
 
@@ -45,11 +42,11 @@ def check_carvable(labels: list[int], label_names: list[str], where: str) -> Non
     counts = Counter(labels)
     single = [label_names[i] for i in sorted(counts) if counts[i] < 2]
     if single:
-        shown = _shown(single)
+        listed = shown([repr(n) for n in single])
         raise DataError(
-            f"{where}: {len(single)} of {len(counts)} labels have a single row ({shown}), but validation and "
-            "test rows are carved from this file, so each label needs at least 2 rows (enough to learn it "
-            "and to evaluate it). Add rows for these labels, merge them into others, or remove them."
+            f"{where}: {len(single)} of {len(counts)} labels have a single row ({listed}), but validation "
+            "and test rows are carved from this file, so each label needs at least 2 rows (enough to learn "
+            "it and to evaluate it). Add rows for these labels, merge them into others, or remove them."
         )
     few = [label_names[i] for i in sorted(counts) if counts[i] <= KEEP_WHOLE_ROWS]
     if few and len(few) < len(counts):
@@ -61,7 +58,7 @@ def check_carvable(labels: list[int], label_names: list[str], where: str) -> Non
             len(few),
             len(counts),
             KEEP_WHOLE_ROWS,
-            _shown(few),
+            shown([repr(n) for n in few]),
         )
 
 

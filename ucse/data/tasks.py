@@ -108,29 +108,29 @@ class TaskData:
         """(N,) integer labels of ``split`` in row order."""
         return np.asarray(self.splits[split]["label"][:], dtype=np.int64)
 
-    def fingerprints(self) -> dict[str, str]:
+    def fingerprints(self, splits: tuple[str, ...] = SPLITS) -> dict[str, str]:
         """SHA-256 of each split's (label name, text) rows, in sorted order: which rows a run saw where.
 
         Saved with a run (``metrics.json``), so that refitting its profile on reloaded data can tell whether
         the splits are still the ones it was trained on (an edited file, or another carve).
         """
         out = {}
-        for split in SPLITS:
+        names = self.label_names
+        for split in splits:
             digest = hashlib.sha256()
-            names = self.label_names
             for text, label in sorted(zip(self.texts(split), (names[y] for y in self.labels(split)))):
                 digest.update(f"{label}\t{text}\n".encode())
             out[split] = digest.hexdigest()
         return out
 
 
-def changed_splits(recorded: object, data: TaskData) -> list[str] | None:
-    """The splits whose rows differ from the ``recorded`` fingerprints (``None``: nothing usable recorded).
+def changed_splits(recorded: object, data: TaskData, splits: tuple[str, ...] = SPLITS) -> list[str] | None:
+    """Those of ``splits`` whose rows differ from the ``recorded`` fingerprints (``None``: nothing usable).
 
     ``recorded`` is read back from a run's ``metrics.json``, so it is checked before use: a run written
     before fingerprints existed, or a damaged file, gives ``None`` (cannot tell) rather than an error.
     """
     if not isinstance(recorded, dict) or not all(isinstance(recorded.get(s), str) for s in SPLITS):
         return None
-    now = data.fingerprints()
-    return [s for s in SPLITS if recorded[s] != now[s]]
+    now = data.fingerprints(splits)
+    return [s for s in splits if recorded[s] != now[s]]

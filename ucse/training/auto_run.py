@@ -20,6 +20,7 @@ from ucse import atomic
 from ucse.backbone.states import TokenStates
 from ucse.config import HeadType, TrainConfig
 from ucse.config.run_layout import RunFolder
+from ucse.data.checks import shown
 from ucse.heads import save_head
 from ucse.heads.outputs import Outputs, run_head
 from ucse.training.auto import WEIGHTS, cross_validates, fit_auto, fit_probe_head
@@ -49,11 +50,10 @@ def check_label_rows(head_type: HeadType, labels: dict[str, np.ndarray], names: 
     counts = np.bincount(rows, minlength=c)
     short = np.flatnonzero(counts < need)
     if len(short):
-        shown = ", ".join(f"{names[i]!r} ({counts[i]})" for i in short[:10])
-        shown += ", ..." if len(short) > 10 else ""
+        listed = shown([f"{names[i]!r} ({counts[i]})" for i in short])
         where = "train + validation rows (its cross-validation needs 2 of each)" if cv else "training rows"
         raise ValueError(
-            f"head={head_type.value}: {len(short)} of {c} labels have too few {where}: {shown}. Add rows "
+            f"head={head_type.value}: {len(short)} of {c} labels have too few {where}: {listed}. Add rows "
             "for them, merge or remove them, or train head=textcnn, which needs no row counts."
         )
 
