@@ -1,4 +1,4 @@
-"""Seconds until the CLI answers: ``--help``, a misspelled key, and ``import ucse; ucse.UcseClassifier``.
+"""Seconds until the CLI answers: ``--help``, a mistyped key or path, ``import ucse; ucse.UcseClassifier``.
 
 Usage: ``python bench/cli_startup.py [repeats]`` (default 3; check ``uptime`` first: on a loaded machine
 the wall times say more about the other processes than about ucse). Each case runs in a fresh interpreter
@@ -23,6 +23,9 @@ CASES = [
     ("ucse train optim.lrr=1", ["-m", "ucse", "train", "optim.lrr=1"]),
     ("ucse predict run=x imput=y", ["-m", "ucse", "predict", "run=x", "imput=y"]),
     ("import ucse; ucse.UcseClassifier", ["-c", "import ucse; ucse.UcseClassifier"]),
+    # Mistakes found once the arguments parse: a data file or run folder that is not there.
+    ("ucse train data.path=no-such.csv", ["-m", "ucse", "train", "data.path=no-such.csv"]),
+    ("ucse predict run=no-such input=x.txt", ["-m", "ucse", "predict", "run=no-such", "input=x.txt"]),
 ]
 
 

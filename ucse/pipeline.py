@@ -16,7 +16,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ucse.config import TrainConfig, build_config, debug_mode
+from ucse.config import HeadType, TrainConfig, build_config, debug_mode
 from ucse.config.run_layout import RunFolder
 from ucse.config.uncertainty import check_uncertainty_config
 
@@ -94,19 +94,24 @@ def run_training(cfg: TrainConfig, source: Any = None) -> tuple[RunResult, Uncer
     Returns:
         The run and its profile (``None`` with ``uncertainty.enabled=false``).
     """
-    from ucse.data import load_classification, load_task_data
-    from ucse.heads.io import WEIGHTS_FILE
-    from ucse.training import train
-    from ucse.training.distributed import is_rank_zero
-    from ucse.training.run import check_run
-    from ucse.training.run_lock import hold_run_folder
+    from ucse.training.preflight import check_label_rows, check_run
 
     check_uncertainty_config(cfg.uncertainty)  # before training, not after it
     _, run_dir = check_run(cfg)  # e.g. a finished run is refused before the data are loaded
+    from ucse.data import load_classification, load_task_data
+
     if source is None:
         data = load_classification(cfg.task, cfg.data, cfg.seed)
     else:
         data = load_task_data(source, cfg.task, cfg.data, cfg.seed)
+    splits = ("train", "validation", "test")
+    check_label_rows(HeadType(cfg.head.type), {s: data.labels(s) for s in splits}, data.label_names)
+    # Only now the training stack (Lightning, transformers: seconds): every check above answers without it.
+    from ucse.heads.io import WEIGHTS_FILE
+    from ucse.training import train
+    from ucse.training.distributed import is_rank_zero
+    from ucse.training.run_lock import hold_run_folder
+
     if not is_rank_zero():
         return train(cfg, data=data), None  # devices=N: rank 0 alone fits the profile, writes the run folder
     with hold_run_folder(run_dir):  # the profile is part of the run: no other process in between

@@ -99,3 +99,43 @@ def test_loading_a_run_and_predicting_leave_out_the_training_stack(tiny_clf_run,
     report = run_child(body, TRAINING_STACK, tmp_path)
     assert report["code"] == [3, 2, 3]  # one row per text; three labels (money, music, pets)
     assert report["loaded"] == []
+
+
+def _data_case(case: str, tmp: Path) -> tuple[list[str], str]:
+    """Arguments of ``ucse train`` for a data or run-folder mistake, and what its one line says."""
+    if case == "missing file":
+        return [f"data.path={tmp / 'reviews.csv'}"], "does not exist"
+    if case == "one label":
+        (tmp / "one.csv").write_text("text,label\nfine,ok\ngood,ok\nnice,ok\n")
+        return [f"data.path={tmp / 'one.csv'}"], "every train row has the label 'ok'"
+    run = tmp / "runs" / "done"  # a finished run in the way
+    run.mkdir(parents=True)
+    (run / "config.yaml").write_text("{}\n")
+    (run / "metrics.json").write_text("{}\n")
+    return [f"output_dir={run}", f"data.path={tmp / 'reviews.csv'}"], "already holds a run"
+
+
+@pytest.mark.parametrize("case", ["missing file", "one label", "finished run in the way"])
+def test_data_and_run_folder_mistakes_answer_before_the_training_stack(case, tmp_path):
+    # What `ucse train` finds wrong in the data or the run folder is found before Lightning (and
+    # transformers' models, sklearn, mteb) are imported: seconds sooner (bench/cli_startup.py).
+    argv, says = _data_case(case, tmp_path)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    body = f"    from ucse.cli.main import main\n    code = main({['train', *argv]!r})"
+    report = run_child(body, ("lightning", "sklearn", "mteb", "transformers.modeling_utils"), tmp_path)
+    assert report["code"] == 2, report
+    assert report["err"].startswith("error: ") and says in report["err"]
+    assert report["loaded"] == []
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # nothing written
+
+
+@pytest.mark.parametrize("case", ["no such run", "no such input"])
+def test_predict_mistakes_answer_before_torch(case, tiny_clf_run, tmp_path):
+    # The run folder, the output and the input are checked before torch and transformers load the model.
+    run = tmp_path / "nope" if case == "no such run" else tiny_clf_run
+    argv = ["predict", f"run={run}", f"input={tmp_path / 'texts.txt'}", f"out={tmp_path / 'out.jsonl'}"]
+    body = f"    from ucse.cli.main import main\n    code = main({argv!r})"
+    report = run_child(body, ("torch", "transformers", "lightning", "mteb"), tmp_path)  # datasets reads input
+    assert report["code"] == 2 and report["err"].startswith("error: ") and report["err"].count("\n") == 1
+    assert ("no such folder" if case == "no such run" else "texts.txt") in report["err"]
+    assert report["loaded"] == [] and list(tmp_path.iterdir()) == []

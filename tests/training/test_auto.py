@@ -18,7 +18,7 @@ from ucse.config.uncertainty import OodScore
 from ucse.heads import load_head
 from ucse.heads.outputs import run_head
 from ucse.training import auto as auto_mod
-from ucse.training import train
+from ucse.training import preflight, train
 from ucse.training.auto import choose_blend, fit_temperature
 from ucse.training.auto_run import load_heldout, read_heldout
 from ucse.training.fit_head import fit_head, step_budget
@@ -145,7 +145,7 @@ def test_auto_cross_validates_on_a_small_validation_split(tiny_run_cfg, monkeypa
 
 @pytest.mark.parametrize("refit", [True, False])
 def test_auto_selects_on_the_validation_split_when_it_is_large(tiny_run_cfg, monkeypatch, refit):
-    monkeypatch.setattr(auto_mod, "HOLDOUT_MIN", 5)
+    monkeypatch.setattr(preflight, "HOLDOUT_MIN", 5)
     selection = {}  # the first TextCNN fitted (the selection model) and the states it saw
 
     def spy(cfg, head_cfg, train_rows, val_rows, *args):
@@ -199,7 +199,7 @@ def _pool_by_hand(states, pooling: str) -> np.ndarray:
 
 def test_paper_recipe_keeps_the_configured_schedule(tiny_run_cfg):
     cfg = tiny_run_cfg("recipe=paper", "head=auto", "optim.epochs=2")
-    from ucse.training.run import check_run
+    from ucse.training.preflight import check_run
 
     check_run(cfg)
     assert cfg.head.type is HeadType.textcnn  # the paper's head

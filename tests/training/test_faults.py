@@ -21,7 +21,7 @@ import torch
 import yaml
 
 from ucse import atomic
-from ucse.training.run_folder import SafeCheckpointIO
+from ucse.training.checkpoints import SafeCheckpointIO
 
 ROOT = Path(__file__).resolve().parents[2]
 

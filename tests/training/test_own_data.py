@@ -185,7 +185,7 @@ def test_a_label_too_rare_for_the_default_head_fails_before_the_run_folder(tiny_
 )
 def test_label_row_counts_each_head_needs(head, train, validation, short):
     from ucse.config import HeadType
-    from ucse.training.auto_run import check_label_rows
+    from ucse.training.preflight import check_label_rows
 
     labels = {"train": np.array(train), "validation": np.array(validation, dtype=int)}
     if not short:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import shutil
 import uuid
 from collections.abc import Sequence
@@ -31,7 +30,14 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from ucse.backbone.cache_folder import cache_root, clean_stale, discard, publish, reserve, temp_folder
+from ucse.backbone.cache_folder import (
+    check_cache_root,
+    clean_stale,
+    discard,
+    publish,
+    reserve,
+    temp_folder,
+)
 from ucse.backbone.encoder import FrozenBackbone, validate_texts
 from ucse.backbone.progress import PassProgress
 from ucse.backbone.states import (
@@ -121,20 +127,8 @@ class HiddenStateCache:
 
     @staticmethod
     def check_root(root: str | Path | None = None) -> Path:
-        """The cache folder (``root``, else env ``UCSE_CACHE_DIR``, else ``~/.cache/ucse``): checked only.
-
-        Raises:
-            CacheError: it exists but is a file.
-        """
-        env = os.environ.get("UCSE_CACHE_DIR")
-        source = "cache.dir" if root is not None else ("UCSE_CACHE_DIR" if env else "the default")
-        path = cache_root(root)
-        if path.exists() and not path.is_dir():
-            raise CacheError(
-                f"Cache folder '{path}' (from {source}) is a file, not a folder; "
-                "point cache.dir or UCSE_CACHE_DIR at a folder (it is created if missing)."
-            )
-        return path
+        """The cache folder, checked only (:func:`ucse.backbone.cache_folder.check_cache_root`)."""
+        return check_cache_root(root)
 
     def key_parts(self, backbone: FrozenBackbone, texts: Sequence[str], task: str, split: str) -> dict:
         """Everything that determines the cached states (JSON-serialisable)."""

@@ -18,6 +18,10 @@ from pathlib import Path
 STALE_SECONDS = 24 * 3600
 
 
+class CacheError(ValueError):
+    """A cache entry is missing, corrupt or does not match what was asked for."""
+
+
 def cache_root(root: str | Path | None = None) -> Path:
     """Where ucse caches: ``root`` (``cache.dir``), else env ``UCSE_CACHE_DIR``, else ``~/.cache/ucse``.
 
@@ -25,6 +29,23 @@ def cache_root(root: str | Path | None = None) -> Path:
     """
     default = os.environ.get("UCSE_CACHE_DIR") or Path.home() / ".cache" / "ucse"
     return Path(root if root is not None else default).expanduser()
+
+
+def check_cache_root(root: str | Path | None = None) -> Path:
+    """The cache folder (``root``, else env ``UCSE_CACHE_DIR``, else ``~/.cache/ucse``): checked only.
+
+    Raises:
+        CacheError: it exists but is a file.
+    """
+    env = os.environ.get("UCSE_CACHE_DIR")
+    source = "cache.dir" if root is not None else ("UCSE_CACHE_DIR" if env else "the default")
+    path = cache_root(root)
+    if path.exists() and not path.is_dir():
+        raise CacheError(
+            f"Cache folder '{path}' (from {source}) is a file, not a folder; "
+            "point cache.dir or UCSE_CACHE_DIR at a folder (it is created if missing)."
+        )
+    return path
 
 
 def pid_alive(pid: int) -> bool:

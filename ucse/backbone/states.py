@@ -17,6 +17,7 @@ import numpy as np
 import torch
 import xxhash
 
+from ucse.backbone.cache_folder import CacheError  # here too: the cache's readers import it from here
 from ucse.backbone.encoder import FrozenBackbone, validate_texts
 from ucse.config import CacheDtype
 
@@ -26,10 +27,6 @@ CACHE_FORMAT = 2  # 2: meta.json carries xxh3-128 checksums of states.npy and of
 NP_DTYPES = {CacheDtype.fp16: np.float16, CacheDtype.bf16: np.uint16}
 _HASH_CHUNK = 1 << 24
 _verified: set[tuple] = set()  # (path, size, mtime_ns, checksum) of files already verified by this process
-
-
-class CacheError(ValueError):
-    """A cache entry is missing, corrupt or does not match what was asked for."""
 
 
 def file_checksum(path: Path) -> str:

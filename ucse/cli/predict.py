@@ -53,14 +53,18 @@ def main(argv: list[str]) -> int:
 
     def body() -> int:
         cfg = build_predict_config(argv)
-        # Imported once the arguments are checked (torch, transformers, datasets): a typo answers at once.
-        from ucse.inference.blocks import predict_blocks
-        from ucse.inference.classifier import UcseClassifier, resolve_head_dir
-        from ucse.inference.files import check_output, read_texts, write_predictions
+        # Imported once the arguments are checked (datasets and pandas to read the input; torch and
+        # transformers once the run folder, the output and the input are checked): a mistake answers at once.
+        from ucse.config.run_layout import resolve_head_dir
 
         head_dir = resolve_head_dir(cfg.run)
+        from ucse.inference.files import check_output, read_texts, write_predictions
+
         check_output(cfg.out, cfg.overwrite)
         texts = read_texts(cfg.input, cfg.text_column or _trained_text_column(head_dir))
+        from ucse.inference.blocks import predict_blocks
+        from ucse.inference.classifier import UcseClassifier
+
         clf = UcseClassifier.from_pretrained(
             head_dir,
             device=cfg.accelerator,

@@ -52,3 +52,22 @@ class RunFolder:
     def eval_report(self, split: str) -> Path:
         """``eval.json`` for the test split, ``eval-<split>.json`` for another."""
         return self.path / ("eval.json" if split == "test" else f"eval-{split}.json")
+
+
+def resolve_head_dir(path: str | Path) -> Path:
+    """The head folder of a run folder (``<run>/head``) or a head folder itself.
+
+    Raises:
+        FileNotFoundError: naming the path and what a run or head folder holds.
+    """
+    p = Path(path).expanduser()
+    for cand in (RunFolder(p).head, p):
+        if (cand / "config.json").is_file() and (cand / "model.safetensors").is_file():
+            return cand
+    if not p.exists():
+        raise FileNotFoundError(f"run={path}: no such folder. Pass a run folder written by `ucse train`.")
+    raise FileNotFoundError(
+        f"run={path} is neither a finished ucse run nor a head folder: no head/config.json + "
+        "head/model.safetensors (or config.json + model.safetensors) in it. Pass a run folder written by "
+        "`ucse train`, or its head/ folder."
+    )

@@ -21,7 +21,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save, save_file
 
 from ucse import atomic
-from ucse.config.run_layout import RunFolder
+from ucse.config.run_layout import RunFolder, resolve_head_dir  # noqa: F401 - also imported from here
 from ucse.heads.base import Head
 from ucse.heads.factory import build_head
 from ucse.heads.manifest import MANIFEST_FILE, sha256, verify_files, write_manifest
@@ -278,25 +278,6 @@ def load_calibration(directory: str | Path) -> tuple[dict[str, Any], dict[str, t
     except (SafetensorError, OSError) as err:
         raise ValueError(f"{arr_path} is not a readable safetensors file ({err}); {REFIT}.") from None
     return config, arrays
-
-
-def resolve_head_dir(path: str | Path) -> Path:
-    """The head folder of a run folder (``<run>/head``) or a head folder itself.
-
-    Raises:
-        FileNotFoundError: naming the path and what a run or head folder holds.
-    """
-    p = Path(path).expanduser()
-    for cand in (RunFolder(p).head, p):
-        if (cand / "config.json").is_file() and (cand / "model.safetensors").is_file():
-            return cand
-    if not p.exists():
-        raise FileNotFoundError(f"run={path}: no such folder. Pass a run folder written by `ucse train`.")
-    raise FileNotFoundError(
-        f"run={path} is neither a finished ucse run nor a head folder: no head/config.json + "
-        "head/model.safetensors (or config.json + model.safetensors) in it. Pass a run folder written by "
-        "`ucse train`, or its head/ folder."
-    )
 
 
 def copy_head(source: str | Path, target: str | Path, overwrite: bool = False) -> Path:

@@ -10,12 +10,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ucse.training.run import RunResult, resolve_device, run_dir_for, train
+    from ucse.training.preflight import run_dir_for
+    from ucse.training.run import RunResult, resolve_device, train
 
 __all__ = ["RunResult", "resolve_device", "run_dir_for", "train"]
 
 
 def __getattr__(name: str) -> Any:
+    if name == "run_dir_for":
+        from ucse.training import preflight
+
+        return preflight.run_dir_for
     if name in __all__:
         from ucse.training import run
 

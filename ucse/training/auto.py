@@ -36,13 +36,11 @@ from ucse.losses.temperature import fit_temperature
 from ucse.training.fit_head import fit_head
 from ucse.training.logreg import cv_folds, fit_probe, probe_features, probe_head
 from ucse.training.neighbours import MAX_K, joint_features, neighbour_distances
+from ucse.training.preflight import cross_validates
 
 log = logging.getLogger(__name__)
 WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
 """Candidate TextCNN shares w of the blend, the probe's end first."""
-HOLDOUT_MIN = 200
-"""A validation split of at least max(HOLDOUT_MIN, 5C) texts selects on its own; smaller ones pool with
-train into cross-validation (8 examples per class of 77 labels leave 0-1 validation texts per class)."""
 
 
 def _probs(logits: np.ndarray, t: float) -> np.ndarray:
@@ -176,11 +174,6 @@ def fit_auto(
     if not cross_validates(len(labels["validation"]), c):
         return _holdout(cfg, states, labels, c, h, device, weights)
     return _cross_validated(cfg, states, labels, c, h, device, weights)
-
-
-def cross_validates(n_validation: int, num_classes: int) -> bool:
-    """Whether :func:`fit_auto` selects by cross-validation over train + validation (a small validation)."""
-    return n_validation < max(HOLDOUT_MIN, 5 * num_classes)
 
 
 def _joint_flag(cfg: TrainConfig, bank_rows: int) -> bool:

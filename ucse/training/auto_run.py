@@ -20,42 +20,15 @@ from ucse import atomic
 from ucse.backbone.states import TokenStates
 from ucse.config import HeadType, TrainConfig
 from ucse.config.run_layout import RunFolder
-from ucse.data.checks import shown
 from ucse.heads import save_head
 from ucse.heads.outputs import Outputs, run_head
-from ucse.training.auto import WEIGHTS, cross_validates, fit_auto, fit_probe_head
+from ucse.training.auto import WEIGHTS, fit_auto, fit_probe_head
 from ucse.training.logreg import probe_features
 
 
 def _scores(logits: np.ndarray, y: np.ndarray) -> dict:
     pred = logits.argmax(1)
     return {"accuracy": float(accuracy_score(y, pred)), "f1_macro": float(f1_score(y, pred, average="macro"))}
-
-
-def check_label_rows(head_type: HeadType, labels: dict[str, np.ndarray], names: list[str]) -> None:
-    """Fail before anything runs where a label has too few rows for the in-memory heads to be fitted.
-
-    ``head=logreg`` and the holdout selection fit on train (a row of every label); the cross-validated
-    selection (a small validation split) fits fold models on train + validation, so every label needs a row
-    in some other fold: 2 rows. Labels with given splits can be that rare (a carved file keeps 2-row labels
-    whole in train, and refuses 1-row ones).
-
-    Raises:
-        ValueError: naming the labels (the first ten), their row counts and the fixes.
-    """
-    c = len(names)
-    cv = head_type is not HeadType.logreg and cross_validates(len(labels["validation"]), c)
-    rows = np.concatenate([labels["train"], labels["validation"]]) if cv else labels["train"]
-    need = 2 if cv else 1
-    counts = np.bincount(rows, minlength=c)
-    short = np.flatnonzero(counts < need)
-    if len(short):
-        listed = shown([f"{names[i]!r} ({counts[i]})" for i in short])
-        where = "train + validation rows (its cross-validation needs 2 of each)" if cv else "training rows"
-        raise ValueError(
-            f"head={head_type.value}: {len(short)} of {c} labels have too few {where}: {listed}. Add rows "
-            "for them, merge or remove them, or train head=textcnn, which needs no row counts."
-        )
 
 
 def fit_auto_run(

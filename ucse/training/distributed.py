@@ -15,29 +15,6 @@ from lightning.fabric.utilities.rank_zero import rank_zero_only
 
 from ucse.backbone.cache import Dist, HiddenStateCache, TokenStates
 from ucse.backbone.encoder import FrozenBackbone
-from ucse.config import ConfigError, Device, HeadType, Strategy, TrainConfig
-
-
-def check_devices(cfg: TrainConfig) -> None:
-    """Fail early, naming the fix, on a ``devices`` value Lightning would reject later (or hang on).
-
-    Raises:
-        ConfigError: ``devices`` < 1, more GPUs asked for than are visible, or FSDP without a GPU.
-    """
-    if cfg.devices < 1:
-        raise ConfigError(f"devices={cfg.devices} must be >= 1 (the number of processes or GPUs).")
-    gpus = torch.cuda.device_count()
-    if cfg.strategy == Strategy.fsdp and (cfg.accelerator == Device.cpu or gpus == 0):
-        raise ConfigError("strategy=fsdp needs CUDA GPUs (Lightning's FSDP); on CPU use strategy=ddp.")
-    if cfg.accelerator == Device.cuda and cfg.devices > gpus:
-        raise ConfigError(
-            f"devices={cfg.devices} but only {gpus} CUDA GPU(s) are visible; use devices<={gpus}."
-        )
-
-
-def is_distributed(cfg: TrainConfig) -> bool:
-    """Whether the head is trained by several processes (logreg, blend, auto are fitted in one)."""
-    return cfg.devices > 1 and HeadType(cfg.head.type) not in (HeadType.logreg, HeadType.blend, HeadType.auto)
 
 
 def is_rank_zero() -> bool:

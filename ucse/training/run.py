@@ -19,7 +19,7 @@ from lightning.pytorch.profilers import AdvancedProfiler, Profiler, PyTorchProfi
 
 from ucse import atomic
 from ucse.backbone.cache import Dist, HiddenStateCache, OnTheFlyStates, SubsetStates, TokenStates
-from ucse.backbone.device import resolve_device  # also imported from here (ucse.training)
+from ucse.backbone.device import resolve_device  # noqa: F401 - also imported from here (ucse.training)
 from ucse.backbone.encoder import FrozenBackbone
 from ucse.backbone.loading import model_fingerprint
 from ucse.backbone.precision import effective_precision
@@ -31,24 +31,18 @@ from ucse.config import (
     TrainConfig,
     to_yaml,
 )
-from ucse.config.checks import validate_config
 from ucse.config.run_layout import RunFolder
 from ucse.data import TaskData, load_classification
 from ucse.heads import build_head, save_head
 from ucse.interrupt import TerminatedError
-from ucse.training.auto_run import check_label_rows, fit_auto_run
+from ucse.training.auto_run import fit_auto_run
+from ucse.training.checkpoints import RelocatableCheckpoint, SafeCheckpointIO
 from ucse.training.datamodule import StatesDataModule
-from ucse.training.distributed import LazyStates, check_devices, is_distributed, is_rank_zero
+from ucse.training.distributed import LazyStates, is_rank_zero
 from ucse.training.fit_head import KeepBest, auto_batch_size, step_budget
 from ucse.training.module import UcseModule
-from ucse.training.run_folder import (
-    RelocatableCheckpoint,
-    SafeCheckpointIO,
-    check_checkpoint_fits,
-    check_run_dir,
-    checkpoint_path,
-    read_checkpoint,
-)
+from ucse.training.preflight import IN_MEMORY, check_label_rows, check_run, is_distributed
+from ucse.training.run_folder import check_checkpoint_fits, check_run_dir, checkpoint_path, read_checkpoint
 from ucse.training.run_lock import hold_run_folder
 from ucse.version import __version__
 
@@ -67,14 +61,6 @@ class RunResult:
 def _peak_gpu_mib(device: torch.device) -> float | None:
     """Peak GPU memory allocated by torch since the run started, in MiB (``None`` on CPU)."""
     return round(torch.cuda.max_memory_allocated(device) / 2**20, 1) if device.type == "cuda" else None
-
-
-def run_dir_for(cfg: TrainConfig) -> Path:
-    """``output_dir`` or ``runs_dir/<task>/<backbone>/<name>``."""
-    if cfg.output_dir:
-        return Path(cfg.output_dir)
-    name = cfg.name or f"{cfg.head.type.value}-seed{cfg.seed}"
-    return Path(cfg.runs_dir) / cfg.task.name / cfg.backbone.name / name
 
 
 def task_pool(data: TaskData) -> list[str]:
@@ -184,28 +170,6 @@ def _trainer(
     return trainer, ckpt
 
 
-def check_run(cfg: TrainConfig) -> tuple[torch.device, Path]:
-    """Everything about a run that can be checked before anything is loaded or written.
-
-    The config, the device, the cache folder, the process count and (on rank 0) what the run folder holds;
-    the run folder is judged again once it is held (:func:`train`).
-
-    Returns:
-        The device to train on and the run folder.
-    """
-    validate_config(cfg)  # again: a config built by hand (Python API) skips build_config
-    if Recipe(cfg.recipe) is Recipe.paper and HeadType(cfg.head.type) is HeadType.auto:
-        cfg.head.type = HeadType.textcnn  # the paper's head; its Table 7 runs keep their folder names
-    device = resolve_device(cfg.accelerator)
-    run_dir = run_dir_for(cfg)
-    if cfg.cache.enabled:
-        HiddenStateCache.check_root(cfg.cache.dir)  # a cache folder that is a file fails before any write
-    check_devices(cfg)
-    if is_rank_zero():
-        check_run_dir(cfg, run_dir)
-    return device, run_dir
-
-
 def train(cfg: TrainConfig, data: TaskData | None = None) -> RunResult:
     """Train one head as ``cfg`` says and write the run folder.
 
@@ -222,8 +186,8 @@ def train(cfg: TrainConfig, data: TaskData | None = None) -> RunResult:
     device, run_dir = check_run(cfg)
     rank0 = is_rank_zero()  # other ranks of a distributed run write nothing into the run folder
     data = data if data is not None else load_classification(cfg.task, cfg.data, cfg.seed)
-    if HeadType(cfg.head.type) in IN_MEMORY:  # before the run folder is touched
-        check_label_rows(HeadType(cfg.head.type), {s: data.labels(s) for s in SPLITS}, data.label_names)
+    # before the run folder is touched
+    check_label_rows(HeadType(cfg.head.type), {s: data.labels(s) for s in SPLITS}, data.label_names)
     swap = False
     try:
         with ExitStack() as stack:
@@ -264,7 +228,6 @@ def _stopped(stop: TerminatedError, cfg: TrainConfig, run_dir: Path, swap: bool)
     )
 
 
-IN_MEMORY = (HeadType.auto, HeadType.blend, HeadType.logreg)
 """Heads fitted in memory by :func:`ucse.training.auto_run.fit_auto_run` (no Lightning checkpoints)."""
 
 

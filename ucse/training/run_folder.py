@@ -1,15 +1,16 @@
-"""The run folder: what may be trained into it, resuming from its checkpoints, and safe checkpoint I/O."""
+"""The run folder: what may be trained into it and resuming from its checkpoints.
+
+No Lightning here: these checks run before the training stack is imported (``ucse.training.preflight``);
+Lightning's checkpoint I/O and callback live in ``ucse.training.checkpoints``.
+"""
 
 from __future__ import annotations
 
-import io
 from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-from lightning.fabric.plugins import TorchCheckpointIO
-from lightning.pytorch.callbacks import ModelCheckpoint
 
 from ucse import atomic
 from ucse.config import ConfigError, TrainConfig, from_yaml
@@ -124,25 +125,6 @@ def read_checkpoint(path: Path) -> dict:
         ) from None
 
 
-class SafeCheckpointIO(TorchCheckpointIO):
-    """Lightning checkpoint I/O that writes through a temporary sibling and reads with ``weights_only=True``.
-
-    The atomic write means a kill never leaves a truncated ``last.ckpt``; the safe read means a checkpoint
-    can never run code (Lightning passes ``weights_only=None`` by default).
-    """
-
-    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any = None) -> None:
-        """Serialise in memory, then write a sibling and rename it onto ``path``."""
-        buf = io.BytesIO()
-        torch.save(checkpoint, buf)
-        with atomic.atomic_file(path, "wb") as fh:
-            fh.write(buf.getbuffer())
-
-    def load_checkpoint(self, path: Any, map_location: Any = None, weights_only: bool | None = None) -> dict:
-        """Read a checkpoint without unpickling arbitrary objects."""
-        return super().load_checkpoint(path, map_location=map_location, weights_only=True)
-
-
 def check_checkpoint_fits(checkpoint: dict, module: torch.nn.Module, path: Path) -> None:
     """Refuse a checkpoint whose weights do not fit this head (e.g. resuming with another head)."""
     state = checkpoint.get("state_dict", {})
@@ -155,41 +137,3 @@ def check_checkpoint_fits(checkpoint: dict, module: torch.nn.Module, path: Path)
             f"Checkpoint {path} does not fit this head (first differing tensor: {bad[0]}); it was trained "
             "with other head settings. Resume with the run's own config, or overwrite=true (no ckpt_path)."
         )
-
-
-class RelocatableCheckpoint(ModelCheckpoint):
-    """``ModelCheckpoint`` whose ``last.ckpt`` is each epoch's end and whose state follows a moved run folder.
-
-    Lightning (2.6) rewrites ``last.ckpt`` only in an epoch that also wrote a best checkpoint, so after an
-    epoch whose validation accuracy did not improve, ``last.ckpt`` lagged behind (and *which* epoch it held
-    depended on the CPU's float path); ``ckpt_path=last`` then silently redid epochs. Here it is written at
-    the end of every epoch.
-
-    ``overwrite=true`` trains in a temporary sibling renamed at the end, so the checkpoints record the
-    temporary path. Lightning drops the best-k and last-checkpoint bookkeeping of a checkpoint whose folder
-    changed (a resumed run would then write ``last-v1.ckpt`` beside a stale ``last.ckpt``); this maps the
-    recorded paths onto the current folder first.
-    """
-
-    def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
-        """Save the best checkpoint as Lightning does, then ``last.ckpt`` unless this step is saved."""
-        super().on_train_epoch_end(trainer, pl_module)  # runs after the epoch's validation
-        # _should_skip_saving_checkpoint: not fitting (validate/test), sanity check, or this step is saved.
-        if self.save_last and not self._should_skip_saving_checkpoint(trainer):
-            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Rewrite paths under the recorded ``dirpath`` to the current one, then load as usual."""
-        old, new = state_dict.get("dirpath"), self.dirpath
-        if isinstance(old, str) and new is not None and old != new:
-
-            def moved(value: Any) -> Any:
-                if isinstance(value, str) and value.startswith(old + "/"):
-                    return new + value[len(old) :]
-                return value
-
-            state_dict = {k: moved(v) for k, v in state_dict.items()}
-            best_k = state_dict.get("best_k_models", {})
-            state_dict["best_k_models"] = {moved(k): v for k, v in best_k.items()}
-            state_dict["dirpath"] = new
-        super().load_state_dict(state_dict)
