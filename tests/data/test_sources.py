@@ -141,13 +141,13 @@ def test_class_label_keeps_its_order_and_int_labels_sort_numerically(tmp_path):
         features=datasets.Features(text=datasets.Value("string"), label=datasets.ClassLabel(names=order)),
     )
     td = load_task_data(ds)
-    assert td.label_names == order
+    assert td.label_names == order and not td.integer_labels
     assert _all_pairs(td) == sorted((r["text"], r["label"]) for r in rows)
     ids = {"money": 10, "music": 2, "pets": 7}
     int_rows = [{"text": r["text"], "label": ids[r["label"]]} for r in rows]
     for fmt in ("csv", "jsonl"):
         td = load_task_data(write_rows(tmp_path / f"ints.{fmt}", int_rows))
-        assert td.label_names == ["2", "7", "10"], fmt
+        assert td.label_names == ["2", "7", "10"] and td.integer_labels, fmt
         assert _all_pairs(td) == sorted((r["text"], str(r["label"])) for r in int_rows)
 
 

@@ -11,6 +11,7 @@ from head_utils import make_seqs, pad_batch, resign
 from ucse.config import HeadConfig, HeadType, Pooling
 from ucse.heads import build_head, load_head, save_head
 from ucse.heads import io as head_io
+from ucse.heads.meta import label_values
 
 NAMES = ["a", "b", "c"]
 MANIFEST_FILE = "manifest.json"
@@ -72,6 +73,29 @@ def test_bad_label_names_are_refused(tmp_path, names, message):
     save_head(_head(), tmp_path / "h", {"label_names": names})
     with pytest.raises(ValueError, match=rf"config.json: {message}"):
         load_head(tmp_path / "h")
+
+
+@pytest.mark.parametrize(
+    ("kind", "names", "message"),
+    [
+        ("float", ["1", "2", "3"], r"meta.label_type is 'float', expected one of"),
+        (1, ["1", "2", "3"], r"meta.label_type is 1, expected one of"),
+        ("int", ["1", "02", "3"], r"label_names has '02', not the decimal form"),
+        ("int", ["1", "x", "3"], r"label_names has 'x', not the decimal form"),
+        ("int", ["1", " 2", "3"], r"label_names has ' 2', not the decimal form"),
+    ],
+)
+def test_a_bad_label_type_is_refused(tmp_path, kind, names, message):
+    save_head(_head(), tmp_path / "h", {"label_names": names, "label_type": kind})
+    with pytest.raises(ValueError, match=rf"config.json: .*{message}"):
+        load_head(tmp_path / "h")
+
+
+def test_label_values_give_integer_ids_back_as_ints():
+    assert label_values({"label_names": ["-3", "9", "10"], "label_type": "int"}) == [-3, 9, 10]
+    assert label_values({"label_names": ["-3", "9", "10"], "label_type": "str"}) == ["-3", "9", "10"]
+    assert label_values({"label_names": ["9", "10"]}) == ["9", "10"]  # a head from before label_type: names
+    assert label_values({}) == []
 
 
 def test_a_string_format_version_says_the_type_is_wrong(saved):

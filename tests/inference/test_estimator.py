@@ -61,8 +61,8 @@ def test_fit_predict_score_with_integer_labels(tiny_params, rows):
     assert clf.score(texts[180:], ids[180:]) == accuracy_score(ids[180:], pred) > CHANCE + 0.2
 
 
-def test_labels_that_sort_differently_as_text_keep_their_columns(tiny_params, rows):
-    """Labels 9 and 10 sort 10 < 9 as text (the saved head's order): classes_ must stay numeric order."""
+def test_labels_that_sort_differently_as_text_keep_their_columns(tiny_params, rows, tmp_path):
+    """Labels 9 and 10 sort 10 < 9 as text: classes_ stay numeric, also saved and loaded back."""
     texts, names = rows
     lookup = {n: v for n, v in zip(sorted(OWN_CUES), (9, 10, 100))}
     y = np.asarray([lookup[n] for n in names])
@@ -73,6 +73,11 @@ def test_labels_that_sort_differently_as_text_keep_their_columns(tiny_params, ro
     assert accuracy_score(y[180:], pred) > CHANCE + 0.2
     rows_out = clf.predict_with_uncertainty(texts[180:185])
     assert [r["label"] for r in rows_out] == [str(p) for p in pred[:5]]
+    # save_pretrained -> from_pretrained gives the same integers back, in the same columns
+    back = UcseClassifier.from_pretrained(clf.save_pretrained(tmp_path / "model"), device="cpu")
+    assert back.classes_.tolist() == [9, 10, 100] and back.classes_.dtype.kind == "i"
+    np.testing.assert_array_equal(back.predict(texts[180:]), pred)
+    np.testing.assert_allclose(back.predict_proba(texts[180:]), proba, atol=1e-6)
 
 
 def test_pipeline_and_cross_val_score(tiny_params, rows):

@@ -74,7 +74,7 @@ def test_train_py_on_a_data_path(form, tiny_bert_dir, tmp_path, capsys):
     assert train_script.main([f"data.path={path}", *_fast(tiny_bert_dir, run, learn=True)]) == 0
     assert f"run: {run}" in capsys.readouterr().out
     meta = _head_meta(run)
-    assert meta["label_names"] == NAMES
+    assert meta["label_names"] == NAMES and meta["label_type"] == "str"
     # No Banking77 leftovers in a custom task: its name is the path's, with no instruction or hub copy.
     assert meta["task"] == "reviews" and meta["instruction"] == ""
     cfg = from_yaml(run / "config.yaml")
@@ -87,16 +87,20 @@ def test_train_py_on_a_data_path(form, tiny_bert_dir, tmp_path, capsys):
     assert metrics["test"]["accuracy"] > 0.5
 
 
-@pytest.mark.parametrize("form", ["DataFrame", "(texts, labels)"])
+@pytest.mark.parametrize("form", ["DataFrame", "(texts, labels)", "(texts, integer ids)"])
 def test_train_on_in_memory_data(form, tiny_bert_dir, tmp_path):
     rows = own_rows(150)
-    source = (
-        pd.DataFrame(rows) if form == "DataFrame" else ([r["text"] for r in rows], [r["label"] for r in rows])
-    )
+    ids = {name: i * 5 + 2 for i, name in enumerate(NAMES)}  # 2, 7, 12: sorted as text, 12 < 2 < 7
+    labels = [ids[r["label"]] if "integer" in form else r["label"] for r in rows]
+    source = pd.DataFrame(rows) if form == "DataFrame" else ([r["text"] for r in rows], labels)
     cfg = build_config(_fast(tiny_bert_dir, tmp_path / "run", learn=True), own_data=True)
     assert cfg.task.name == "data" and cfg.task.hf_path is None and cfg.task.instruction == ""
     result = train(cfg, data=load_task_data(source, cfg.task, cfg.data, cfg.seed))
-    assert _head_meta(result.run_dir)["label_names"] == NAMES
+    meta = _head_meta(result.run_dir)
+    # Integer ids are named by their decimal forms in numeric order and saved as integers (label_type).
+    assert (meta["label_names"], meta["label_type"]) == (
+        (["2", "7", "12"], "int") if "integer" in form else (NAMES, "str")
+    )
     assert result.metrics["test"]["accuracy"] > 0.5
 
 

@@ -84,6 +84,8 @@ class TaskData:
             original label name): out-of-distribution inputs, in no split and no class; ``None`` when no
             label is held out.
         excluded_labels: the held-out label names (not in ``label_names``).
+        integer_labels: the labels were integer ids in the data (``label_names`` are their decimal forms),
+            so that a saved head gives them back as integers (``meta.label_type``).
     """
 
     name: str
@@ -93,6 +95,7 @@ class TaskData:
     dropped: dict[str, int] = field(default_factory=dict)
     ood: datasets.Dataset | None = None
     excluded_labels: list[str] = field(default_factory=list)
+    integer_labels: bool = False
 
     @property
     def num_classes(self) -> int:

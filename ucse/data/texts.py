@@ -92,7 +92,7 @@ def read_texts(
     bad = text_value_problems(texts, text_column)
     if bad:  # one line naming the file and the first bad line (the 0-based row for Parquet)
         lines = raw.lines()
-        at = f"line {lines[bad[0].index]}" if lines else f"row {bad[0].index}"
+        at = f"line {lines[bad[0].index]}" if lines else f"row {bad[0].index} (0-based)"
         more = f" ({len(bad)} such rows)" if len(bad) > 1 else ""
         raise DataError(f"{path} {at}: {bad[0].problem}{more}; every row needs a text: fix or remove it.")
     return texts

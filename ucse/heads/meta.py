@@ -1,7 +1,9 @@
 """The ``meta`` fields of a saved head's ``config.json`` that ucse itself reads, checked as untrusted input.
 
 ``label_names`` names the logits (one unique string per class, in logit order: duplicates would merge two
-classes' probabilities under one key, a string would be read letter by letter) and ``backbone`` names the
+classes' probabilities under one key, a string would be read letter by letter), ``label_type`` says whether
+the labels were integer ids in the data (``"int"``: the names are their decimal forms) or names (``"str"``,
+also when absent), and ``backbone`` names the
 model whose token states the head was trained on (fields of :class:`ucse.config.BackboneConfig`), with
 ``instruction`` for its prompt. Every other ``meta`` key is the caller's and is returned as saved.
 """
@@ -31,12 +33,24 @@ _RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 
 
+LABEL_TYPES = ("str", "int")
+"""``meta.label_type``: labels that were names, or integer ids (given back as integers)."""
+
+
 def check_label_names(meta: dict[str, Any], num_classes: int, where: Path) -> None:
-    """``meta.label_names``, when present, must be ``num_classes`` unique non-empty strings.
+    """``meta.label_names``: ``num_classes`` unique non-empty strings (when present); ``label_type`` checked.
+
+    ``label_type`` must be one of :data:`LABEL_TYPES`, and with ``"int"`` every name the decimal form of an
+    integer.
 
     Raises:
         ValueError: naming the file, the value and the fix.
     """
+    kind = meta.get("label_type", "str")
+    if kind not in LABEL_TYPES:
+        raise ValueError(
+            f"{where}: meta.label_type is {repr(kind)[:40]}, expected one of {list(LABEL_TYPES)}; {REEXPORT}."
+        )
     if "label_names" not in meta:
         return  # a head saved without names: the classes are named by their ids
     names = meta["label_names"]
@@ -57,6 +71,29 @@ def check_label_names(meta: dict[str, Any], num_classes: int, where: Path) -> No
             f"{where}: meta.label_names repeats {twice[:5]} (each class needs its own name, or two classes' "
             f"probabilities merge under one key); {REEXPORT}."
         )
+    odd = [n for n in names if kind == "int" and not _is_decimal(n)]
+    if odd:
+        raise ValueError(
+            f"{where}: meta.label_type is 'int' but meta.label_names has {repr(odd[0])[:40]}, not the "
+            f"decimal form of an integer; {REEXPORT}."
+        )
+
+
+def _is_decimal(name: str) -> bool:
+    """Whether ``name`` is an integer's decimal form (``"-3"``, ``"10"``; not ``"03"``, ``"1.0"``)."""
+    try:
+        return str(int(name)) == name
+    except ValueError:
+        return False
+
+
+def label_values(meta: dict[str, Any]) -> list[str] | list[int]:
+    """The saved labels as the data had them: ``meta.label_names``, as ints where ``label_type`` is ``int``.
+
+    ``meta`` must have passed :func:`check_label_names`.
+    """
+    names = list(meta.get("label_names", []))
+    return [int(n) for n in names] if meta.get("label_type") == "int" else names
 
 
 def stored_backbone(meta: dict[str, Any], where: Path) -> dict[str, Any]:

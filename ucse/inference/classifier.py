@@ -2,8 +2,7 @@
 
     from ucse import UcseClassifier
     clf = UcseClassifier.from_pretrained("runs/my-run")           # a run folder or its head/ folder
-    clf.classes_                                                  # label names, in probability-column order
-    clf.predict(["where is my card?"])                            # -> array(["delivery"], dtype=object)
+    clf.classes_, clf.predict(["where is my card?"])              # labels in column order; ["delivery"]
     clf.predict_proba(texts)                                      # (N, C) calibrated probabilities
     clf.predict_with_uncertainty(texts)                           # rows: label, confidence, uncertainty, ...
 
@@ -34,6 +33,7 @@ from ucse.config import Device, debug_mode
 from ucse.config.run_layout import RunFolder
 from ucse.core.encoder import EncodedBatch, UcseEncoder
 from ucse.heads.io import copy_head, resolve_head_dir
+from ucse.heads.meta import label_values
 from ucse.uncertainty.profile import (
     UncertaintyOutput,
     load_uncertainty_profile,
@@ -151,7 +151,8 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         cfg = build_config(self._tokens(run_dir), own_data=True)
         if not debug_mode():
             quiet_lightning()
-        result, _ = run_training(cfg, (texts, [str(v) for v in y]))
+        ints = given.dtype.kind in "iu"  # ids: meta.label_type=int, from_pretrained gives ints
+        result, _ = run_training(cfg, (texts, given.tolist() if ints else [str(v) for v in y]))
         self._load(resolve_head_dir(result.run_dir), self.batch_size, warn=False)  # the fit warned already
         saved = [str(c) for c in self.classes_]
         if sorted(saved) != sorted(names):
@@ -250,11 +251,11 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         if warn:
             warn_if_uncertifiable(self.profile_, head_dir)
         self.head_dir_ = head_dir
-        names = self.encoder_.label_names
+        names = label_values(self.encoder_.meta)  # integer ids in the data come back as ints
         if not names:  # a head saved without label names: ids as names
             n = int(json.loads((head_dir / "config.json").read_text())["num_classes"])
             names = [str(i) for i in range(n)]
-        self.classes_ = np.asarray(names, dtype=object)
+        self.classes_ = np.asarray(names, dtype=np.int64 if isinstance(names[0], int) else object)
         self.columns_ = np.arange(len(names))
 
     @property

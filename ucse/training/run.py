@@ -111,6 +111,7 @@ def head_meta(cfg: TrainConfig, data: TaskData) -> dict:
 
     return {
         "label_names": list(data.label_names),
+        "label_type": "int" if data.integer_labels else "str",  # integer ids come back as integers
         "backbone": OmegaConf.to_container(OmegaConf.structured(cfg.backbone), enum_to_str=True),
         # The weights' identity (memoised: the run's backbone hashed them already); loading checks it.
         "backbone_fingerprint": model_fingerprint(cfg.backbone),
