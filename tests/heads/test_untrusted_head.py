@@ -83,6 +83,7 @@ def test_bad_label_names_are_refused(tmp_path, names, message):
         ("int", ["1", "02", "3"], r"label_names has '02', not the decimal form"),
         ("int", ["1", "x", "3"], r"label_names has 'x', not the decimal form"),
         ("int", ["1", " 2", "3"], r"label_names has ' 2', not the decimal form"),
+        ("int", ["1", str(2**64), "3"], r"label_names has '18446744073709551616', not the decimal form"),
     ],
 )
 def test_a_bad_label_type_is_refused(tmp_path, kind, names, message):

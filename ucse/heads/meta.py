@@ -75,16 +75,17 @@ def check_label_names(meta: dict[str, Any], num_classes: int, where: Path) -> No
     if odd:
         raise ValueError(
             f"{where}: meta.label_type is 'int' but meta.label_names has {repr(odd[0])[:40]}, not the "
-            f"decimal form of an integer; {REEXPORT}."
+            f"decimal form of a 64-bit integer; {REEXPORT}."
         )
 
 
 def _is_decimal(name: str) -> bool:
-    """Whether ``name`` is an integer's decimal form (``"-3"``, ``"10"``; not ``"03"``, ``"1.0"``)."""
+    """Whether ``name`` is an int64's decimal form (``"-3"``, ``"10"``; not ``"03"``, ``"1.0"``, 2**64)."""
     try:
-        return str(int(name)) == name
+        value = int(name)
     except ValueError:
         return False
+    return str(value) == name and -(2**63) <= value < 2**63  # classes_ hold them as int64
 
 
 def label_values(meta: dict[str, Any]) -> list[str] | list[int]:
