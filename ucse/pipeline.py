@@ -16,7 +16,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ucse.config import HeadType, TrainConfig, build_config, debug_mode
+from ucse.config import TrainConfig, build_config, debug_mode
 from ucse.config.run_layout import RunFolder
 from ucse.config.uncertainty import check_uncertainty_config
 
@@ -94,7 +94,7 @@ def run_training(cfg: TrainConfig, source: Any = None) -> tuple[RunResult, Uncer
     Returns:
         The run and its profile (``None`` with ``uncertainty.enabled=false``).
     """
-    from ucse.training.preflight import check_label_rows, check_run
+    from ucse.training.preflight import check_data_rows, check_run
 
     check_uncertainty_config(cfg.uncertainty)  # before training, not after it
     _, run_dir = check_run(cfg)  # e.g. a finished run is refused before the data are loaded
@@ -104,8 +104,7 @@ def run_training(cfg: TrainConfig, source: Any = None) -> tuple[RunResult, Uncer
         data = load_classification(cfg.task, cfg.data, cfg.seed)
     else:
         data = load_task_data(source, cfg.task, cfg.data, cfg.seed)
-    splits = ("train", "validation", "test")
-    check_label_rows(HeadType(cfg.head.type), {s: data.labels(s) for s in splits}, data.label_names)
+    check_data_rows(cfg, data)
     # Only now the training stack (Lightning, transformers: seconds): every check above answers without it.
     from ucse.heads.io import WEIGHTS_FILE
     from ucse.training import train

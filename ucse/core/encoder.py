@@ -16,9 +16,9 @@ from ucse.backbone.cache import OnTheFlyStates, SubsetStates, TokenStates
 from ucse.backbone.encoder import FrozenBackbone, validate_texts
 from ucse.backbone.pooling import unit_pool
 from ucse.config import BackboneConfig, Precision
+from ucse.config.run_layout import resolve_head_dir
 from ucse.heads import load_head
 from ucse.heads.base import Head, HeadOutput
-from ucse.heads.io import resolve_head_dir
 from ucse.heads.meta import stored_backbone, stored_instruction
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,6 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save, save_file
 
 from ucse import atomic
-from ucse.config.run_layout import RunFolder, resolve_head_dir  # noqa: F401 - also imported from here
 from ucse.heads.base import Head
 from ucse.heads.factory import build_head
 from ucse.heads.manifest import MANIFEST_FILE, sha256, verify_files, write_manifest

@@ -30,9 +30,9 @@ from tqdm.auto import tqdm
 
 from ucse.backbone.device import resolve_device
 from ucse.config import Device, debug_mode
-from ucse.config.run_layout import RunFolder
+from ucse.config.run_layout import RunFolder, resolve_head_dir
 from ucse.core.encoder import EncodedBatch, UcseEncoder
-from ucse.heads.io import copy_head, resolve_head_dir
+from ucse.heads.io import copy_head
 from ucse.heads.meta import label_values
 from ucse.uncertainty.profile import (
     UncertaintyOutput,

@@ -2,7 +2,7 @@
 
 Lightning and transformers take seconds to import (bench/cli_startup.py); a mistyped data path, a finished
 run in the way or a label with too few rows must not wait for them. ``ucse.pipeline.run_training`` runs
-:func:`check_run`, loads the data and runs :func:`check_label_rows` first, then imports
+:func:`check_run`, loads the data and runs :func:`check_data_rows` first, then imports
 ``ucse.training.run``, whose :func:`ucse.training.run.train` repeats both checks for callers that come
 straight to it (they are cheap). Imports here: torch, numpy and ucse's config, data checks and run folder
 only.
@@ -20,6 +20,7 @@ from ucse.backbone.device import resolve_device
 from ucse.config import ConfigError, Device, HeadType, Recipe, Strategy, TrainConfig
 from ucse.config.checks import validate_config
 from ucse.data.checks import shown
+from ucse.data.tasks import SPLITS, TaskData
 from ucse.training.run_folder import check_run_dir
 
 IN_MEMORY = (HeadType.auto, HeadType.blend, HeadType.logreg)
@@ -118,3 +119,8 @@ def check_label_rows(head_type: HeadType, labels: dict[str, np.ndarray], names: 
             f"head={head_type.value}: {len(short)} of {c} labels have too few {where}: {listed}. Add rows "
             "for them, merge or remove them, or train head=textcnn, which needs no row counts."
         )
+
+
+def check_data_rows(cfg: TrainConfig, data: TaskData) -> None:
+    """:func:`check_label_rows` for ``cfg``'s head on the loaded ``data``'s splits."""
+    check_label_rows(HeadType(cfg.head.type), {s: data.labels(s) for s in SPLITS}, data.label_names)

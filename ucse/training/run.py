@@ -41,7 +41,7 @@ from ucse.training.datamodule import StatesDataModule
 from ucse.training.distributed import LazyStates, is_rank_zero
 from ucse.training.fit_head import KeepBest, auto_batch_size, step_budget
 from ucse.training.module import UcseModule
-from ucse.training.preflight import IN_MEMORY, check_label_rows, check_run, is_distributed
+from ucse.training.preflight import IN_MEMORY, check_data_rows, check_run, is_distributed
 from ucse.training.run_folder import check_checkpoint_fits, check_run_dir, checkpoint_path, read_checkpoint
 from ucse.training.run_lock import hold_run_folder
 from ucse.version import __version__
@@ -187,8 +187,7 @@ def train(cfg: TrainConfig, data: TaskData | None = None) -> RunResult:
     device, run_dir = check_run(cfg)
     rank0 = is_rank_zero()  # other ranks of a distributed run write nothing into the run folder
     data = data if data is not None else load_classification(cfg.task, cfg.data, cfg.seed)
-    # before the run folder is touched
-    check_label_rows(HeadType(cfg.head.type), {s: data.labels(s) for s in SPLITS}, data.label_names)
+    check_data_rows(cfg, data)  # before the run folder is touched
     swap = False
     try:
         with ExitStack() as stack:
@@ -227,9 +226,6 @@ def _stopped(stop: TerminatedError, cfg: TrainConfig, run_dir: Path, swap: bool)
         f"{stop}; {last} holds {done} of {cfg.optim.epochs} epochs, intact. Resume with the same command "
         "plus ckpt_path=last."
     )
-
-
-"""Heads fitted in memory by :func:`ucse.training.auto_run.fit_auto_run` (no Lightning checkpoints)."""
 
 
 def schedule(cfg: TrainConfig, n_train: int) -> None:
