@@ -220,3 +220,23 @@ def test_a_long_input_is_predicted_and_written_in_blocks(tiny_clf_run, tmp_path,
     # fp32 tiny model: another batch composition moves the outputs by float rounding only
     np.testing.assert_allclose([r["confidence"] for r in got], [r["confidence"] for r in want], atol=1e-5)
     assert [r["abstain"] for r in got] == [r["abstain"] for r in want]
+
+
+def test_an_uncertifiable_abstention_rule_is_said_once_in_the_summary(tiny_clf_run, tmp_path, capsys, caplog):
+    run = tiny_clf_run  # 12 validation texts: no threshold certifies the default 5 % error at delta 0.05
+    assert not UcseClassifier.from_pretrained(run, device="cpu").profile_.abstain.achievable
+    (tmp_path / "new.txt").write_text("\n".join(_texts(5)) + "\n")
+    capsys.readouterr()
+    caplog.clear()
+    out = tmp_path / "p.jsonl"
+    assert main(["predict", f"run={run}", f"input={tmp_path / 'new.txt'}", f"out={out}"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("no abstention threshold was certified at target error 0.05: `ucse calibrate") == 1
+    assert not [r for r in caplog.records if r.levelname == "WARNING" and "abstention" in r.getMessage()]
+    assert not any(json.loads(line)["abstain"] for line in out.read_text().splitlines())
+    # The Python API warns once per load, as before.
+    caplog.clear()
+    UcseClassifier.from_pretrained(run, device="cpu")
+    assert (
+        len([r for r in caplog.records if "no abstention threshold was certifiable" in r.getMessage()]) == 1
+    )

@@ -7,6 +7,7 @@ import pytest
 from toy_tasks import own_rows, write_rows
 
 from ucse.data import DataError, load_task_data
+from ucse.data.files import read_file
 
 GOOD = b'{"text": "a b", "label": "x"}\n{"text": "c d", "label": "y"}\n'
 
@@ -64,7 +65,17 @@ CASES = {
     ),
     "csv missing label": ("d.csv", b'text,label\na,x\n"multi\nline",y\nc,\n', ["line 5: 'label' is missing"]),
     "csv missing column": ("d.csv", b"sentence,label\na,x\n", ["no column 'text'", "['sentence', 'label']"]),
-    "semicolon csv": ("d.csv", b"text;label\na;x\n", ["['text;label']", "other than commas"]),
+    "semicolon tsv": ("d.tsv", b"text;label\na;x\n", ["['text;label']", "other than commas"]),
+    "semicolon csv ragged row": (
+        "d.csv",
+        b"text;label\na, b;x\nc;y;z\n",
+        ["line 3: 3 fields where the header has 2"],
+    ),
+    "columns guessed": (
+        "d.csv",
+        b"Beschreibung;Kategorie\nprinter jams again;Drucker\nVPN drops;VPN\ntoner low on floor 2;Drucker\n",
+        ["no column 'text'", "looks like data.text_column=Beschreibung data.label_column=Kategorie."],
+    ),
     "tsv ragged row": ("d.tsv", b"text\tlabel\na\tx\nb\ty\tz\n", ["line 3: 3 fields"]),
     "tsv missing label": ("d.tsv", b"text\tlabel\na\tx\nb\t\n", ["line 3: 'label' is missing"]),
     "parquet garbage": ("d.parquet", b"PAR1 not really", ["is not a readable Parquet file"]),
@@ -84,6 +95,26 @@ def test_bad_file_fails_naming_file_and_line(tmp_path, case):
     for part in expected:
         assert part in msg, msg
     assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # nothing written beside the data
+
+
+@pytest.mark.parametrize("sep", [";", "\t", "|"])
+def test_a_csv_separated_otherwise_is_read_by_its_header(tmp_path, sep):
+    # Excel writes ';' where ',' is the decimal mark; a comma inside a text must not decide the separator.
+    rows = [("a, b", "x"), ("c; d", "y"), ("e", "x"), ("f, g", "y")]
+    body = "\n".join(f'"{t}"{sep}{lab}' if sep in t else f"{t}{sep}{lab}" for t, lab in rows)
+    path = tmp_path / "d.csv"
+    path.write_text(f"text{sep}label\n{body}\n", encoding="utf-8-sig")
+    raw = read_file(path)
+    assert raw.columns == ["text", "label"]
+    assert list(zip(raw.values("text"), raw.values("label"))) == rows
+    assert raw.lines() == [2, 3, 4, 5]
+
+
+def test_a_comma_csv_keeps_other_separators_in_its_texts(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text("text,label\na;b|c,x\nd\te,y\nf;g,x\nh,y\n")
+    raw = read_file(path)
+    assert raw.values("text") == ["a;b|c", "d\te", "f;g", "h"]
 
 
 def test_parquet_bad_rows_are_named_by_row(tmp_path):

@@ -64,6 +64,7 @@ def main(argv: list[str]) -> int:
         texts = read_texts(cfg.input, cfg.text_column or _trained_text_column(head_dir))
         from ucse.inference.blocks import predict_blocks
         from ucse.inference.classifier import UcseClassifier
+        from ucse.uncertainty.profile import uncertifiable_fix
 
         clf = UcseClassifier.from_pretrained(
             head_dir,
@@ -71,6 +72,7 @@ def main(argv: list[str]) -> int:
             batch_size=cfg.batch_size,
             trust_remote_code=cfg.trust_remote_code,
             compile_head=cfg.compile_head,
+            warn=False,  # said once, in the summary line below
         )
         counts = {"rows": 0, "abstain": 0, "ood": 0}
 
@@ -84,12 +86,16 @@ def main(argv: list[str]) -> int:
         progress = cfg.progress and sys.stderr.isatty()
         blocks = predict_blocks(clf, texts, top_k=cfg.top_k, sets=cfg.sets, progress=progress)
         write_predictions(counted(blocks), cfg.out, cfg.overwrite)
+        fix = uncertifiable_fix(clf.profile_, head_dir.parent)
         if cfg.out != "-":
             print(
                 f"{counts['rows']} predictions -> {cfg.out} (uncertainty score: {clf.uncertainty_score_}; "
                 f"abstain on {counts['abstain']}; out of scope: {counts['ood']})",
                 file=sys.stderr,
             )
+        if fix is not None:
+            target = clf.profile_.abstain.target
+            print(f"no abstention threshold was certified at target error {target}: {fix}", file=sys.stderr)
         return 0
 
     return run_cli(body, interrupted="No output file was left half-written.")

@@ -11,10 +11,8 @@ because the Arrow and pandas errors name no line (or a chunk-relative one) and s
 from __future__ import annotations
 
 import contextlib
-import csv
 import io
 import json
-import re
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -24,6 +22,7 @@ from typing import Any
 import datasets
 import pandas as pd
 
+from ucse.data.csv_format import csv_delimiter, csv_lines, csv_problem
 from ucse.data.tasks import DataError
 
 FORMATS = {".csv": "csv", ".tsv": "csv", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
@@ -31,7 +30,7 @@ FORMATS = {".csv": "csv", ".tsv": "csv", ".jsonl": "json", ".json": "json", ".pa
 SPLIT_FILES = {"train": ("train",), "validation": ("validation", "dev", "val", "valid"), "test": ("test",)}
 """File stems (and ``DatasetDict`` split names) recognised for each split."""
 EXPECTED = {
-    ".csv": 'a header row naming the columns (e.g. "text,label"), then one row per example',
+    ".csv": 'a header row naming the columns (e.g. "text,label"; or ";", tab, "|"), then one row per example',
     ".tsv": "a tab-separated header row naming the columns (e.g. text<TAB>label), then one row per example",
     ".jsonl": 'one JSON object per line, e.g. {"text": "...", "label": "..."}',
     ".json": 'an array of objects [{"text": "...", "label": "..."}, ...] or one object per line',
@@ -214,34 +213,11 @@ def _json_problem(text: str) -> str | None:
     return f"expected an array of objects, got {_json_kind(value)}"
 
 
-def _csv_lines(text: str, delimiter: str) -> list[int]:
-    """1-based line where each data row starts, skipping blank lines as pandas does (quoted newlines kept)."""
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
-    starts, previous = [], 0
-    for record in reader:
-        if record and not (len(record) == 1 and not record[0].strip()):
-            starts.append(previous + 1)
-        previous = reader.line_num
-    return starts[1:]  # the first record is the header
-
-
 def _jsonl_lines(text: str) -> list[int] | None:
     """1-based line of each row of a JSON Lines text (blank lines hold no row); ``None`` for an array."""
     if text.lstrip().startswith("["):
         return None
     return [n for n, line in enumerate(text.split("\n"), 1) if line.strip()]
-
-
-def _csv_problem(err: BaseException) -> str:
-    message = str(err).strip().replace("Error tokenizing data. C error: ", "")
-    fields = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", message)
-    if fields:
-        want, line, saw = fields.groups()
-        return f"line {line}: {saw} fields where the header has {want} (quote fields that hold the delimiter)"
-    quote = re.search(r"EOF inside string starting at row (\d+)", message)
-    if quote:  # pandas counts rows from 0, header included
-        return f"line {int(quote.group(1)) + 1}: a quoted field is never closed"
-    return f"not valid CSV: {message}"
 
 
 def _load(builder: str, path: Path, **kwargs: Any) -> datasets.Dataset:
@@ -277,7 +253,7 @@ def read_file(path: Path) -> RawSplit:
     if not text.strip():
         raise DataError(f"{path} holds only blank lines. {expected}")
     if builder == "csv":
-        delimiter = "\t" if suffix == ".tsv" else ","
+        delimiter = "\t" if suffix == ".tsv" else csv_delimiter(text)
         try:
             header = list(pd.read_csv(io.StringIO(text), sep=delimiter, nrows=0).columns)
             # Every column as a string: pandas would infer types per 10k-row chunk and read "NA"/"null"
@@ -291,8 +267,8 @@ def read_file(path: Path) -> RawSplit:
             cause = _root_cause(err)
             if isinstance(cause, ValueError) and "corresponds to no data" in str(cause):
                 raise DataError(f"{path} has a header row but no data rows. {expected}") from None
-            raise DataError(f"{path} {_csv_problem(cause)}. {expected}") from None
-        return RawSplit(str(path), ds, typed=False, line_map=lambda: _csv_lines(text, delimiter))
+            raise DataError(f"{path} {csv_problem(cause)}. {expected}") from None
+        return RawSplit(str(path), ds, typed=False, line_map=lambda: csv_lines(text, delimiter))
     try:
         ds = _load("json", path)
     except Exception as err:  # Arrow JSON errors name a chunk-relative row or none at all

@@ -19,6 +19,7 @@ pandas ``DataFrame`` or a ``(texts, labels)`` pair, and returns the same ``TaskD
 from __future__ import annotations
 
 import logging
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,14 @@ def _columns(raw: RawSplit, text_column: str, label_column: str) -> tuple[list, 
         hint = ""
         if len(raw.columns) == 1 and any(sep in raw.columns[0] for sep in ";|\t"):
             hint = " Is the file separated by something other than commas? Save it as .csv or .tsv."
+        guess = _guess_columns(raw)
+        if guess and not hint:
+            found = dict(zip(("text_column", "label_column"), guess))
+            hint = (
+                " From the values, that looks like "
+                + " ".join(shlex.quote(f"data.{k}={found[k]}") for _, k in missing)
+                + "."
+            )
         raise DataError(f"{raw.where} has no column {named}; its columns are {raw.columns}. Set {fix}.{hint}")
     labels = raw.values(label_column)
     names = raw.class_names(label_column)
@@ -107,6 +116,28 @@ def _columns(raw: RawSplit, text_column: str, label_column: str) -> tuple[list, 
             # The ../shared/data layout: integer ids plus their names; train on the names.
             labels = raw.values("label_text")
     return raw.values(text_column), labels, names
+
+
+def _guess_columns(raw: RawSplit, sample: int = 2000) -> tuple[str, str] | None:
+    """(text column, label column) when the split's columns make it plain, else ``None`` (a hint, never used).
+
+    The text column is the string column with the longest mean length; the label column is, among the
+    others, the one with the fewest distinct values, at least one repeated.
+    """
+    n = min(len(raw), sample)
+    if n < 2 or len(raw.columns) < 2:
+        return None
+    cols = {c: raw.values(c)[:n] for c in raw.columns}
+    strings = {c: v for c, v in cols.items() if all(isinstance(x, str) for x in v if x is not None)}
+    if not strings:
+        return None
+    text = max(strings, key=lambda c: sum(len(x or "") for x in strings[c]) / n)
+    distinct = {c: len({repr(x) for x in v}) for c, v in cols.items() if c != text}
+    repeating = {c: d for c, d in distinct.items() if 1 < d < n}
+    if not repeating:
+        return None
+    label = min(repeating, key=repeating.get)
+    return text, label
 
 
 def _is_int_literal(value: Any) -> bool:

@@ -34,18 +34,12 @@ from ucse.config.run_layout import RunFolder, resolve_head_dir
 from ucse.core.encoder import EncodedBatch, UcseEncoder
 from ucse.heads.io import copy_head
 from ucse.heads.meta import label_values
-from ucse.uncertainty.profile import (
-    UncertaintyOutput,
-    load_uncertainty_profile,
-    warn_if_uncertifiable,
-)
+from ucse.uncertainty.profile import UncertaintyOutput, load_uncertainty_profile, warn_if_uncertifiable
 
 PROGRESS_MIN = 1000
 """Inputs at least this long show a progress bar (when ``progress`` is on)."""
 CHUNK = 1024
 """Texts per progress step; chunks are cut from the length-sorted order, so batching is unchanged."""
-
-
 _UNPICKLED = ("encoder_", "profile_", "_cleanup")
 """Attributes rebuilt on unpickling rather than pickled (the backbone's weights, a finalizer)."""
 
@@ -197,6 +191,7 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         batch_size: int | None = None,
         trust_remote_code: bool = False,
         compile_head: bool = False,
+        warn: bool = True,
     ) -> UcseClassifier:
         """Load a run folder (or its ``head/``), the backbone it names and its uncertainty profile.
 
@@ -207,6 +202,8 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
             trust_remote_code: let the backbone's own model code run (only from you: a run or head asking for
                 it is ignored).
             compile_head: run the head through ``torch.compile`` (see the class's parameters).
+            warn: log a warning when the saved abstention rule certified no threshold (``ucse predict``
+                says it in its summary instead).
 
         Raises:
             FileNotFoundError: when ``path`` is not a run or head folder.
@@ -218,7 +215,7 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
             compile_head=compile_head,
         )
         head_dir = resolve_head_dir(path)
-        clf._load(head_dir, batch_size)
+        clf._load(head_dir, batch_size, warn)
         run = RunFolder(head_dir.parent)
         clf.run_dir_ = run.path if run.config.is_file() else None
         found = clf.run_dir_ is not None and run.metrics.is_file()

@@ -132,16 +132,17 @@ def fit_profile(
             profile.info["offered_target_error"] = offer
             log.warning(
                 "no threshold certifies error <= %.3f at delta %.2f on %d validation texts: %s. With these "
-                "texts the smallest error any threshold can guarantee is %.3f; %s, "
-                "uncertainty.abstain.coverage=0.9 or more validation data set one",
+                "texts no target below %.3f can be certified; %s, or "
+                "uncertainty.abstain.coverage=0.9 (answers ~90 %%, no error bound) or more validation data set one",
                 a.target_error,
                 a.delta,
                 len(u),
                 "no text will abstain" if answer else "every text will abstain",
                 floor,
-                "no target below 0.99 certifies"
+                "none below 0.99 is"
                 if offer is None
-                else f"`ucse calibrate run=<run> uncertainty.abstain.target_error={offer:.2f}` certifies",
+                else f"the smallest that is, {offer:.2f}: `ucse calibrate run=<run> "
+                f"uncertainty.abstain.target_error={offer:.2f}`",
             )
     k = cfg.conformal
     if cfg.calibration.method == CalibrationMethod.vector:  # 2C parameters: cross-fit the quantile's probs

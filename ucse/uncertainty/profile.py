@@ -292,24 +292,30 @@ def _num(x: float | None) -> float | str | None:
     return x if x is None or math.isfinite(x) else ("inf" if x > 0 else "-inf")
 
 
-def warn_if_uncertifiable(profile: UncertaintyProfile, head_dir: str | Path) -> None:
-    """Say once, where predictions are served, that the saved abstention rule certified no threshold."""
+def uncertifiable_fix(profile: UncertaintyProfile, run: str | Path) -> str | None:
+    """What to run when the saved abstention rule certified no threshold (``None`` when it did)."""
     a = profile.abstain
-    if a is not None and not a.achievable:
-        offer = profile.info.get("offered_target_error")
-        run = Path(head_dir).parent
-        fix = (
+    if a is None or a.achievable:
+        return None
+    offer = profile.info.get("offered_target_error")
+    if isinstance(offer, float) and math.isfinite(offer):
+        return (
             f"`ucse calibrate run={run} uncertainty.abstain.target_error={offer:.2f}` sets the smallest "
             "target these validation texts certify"
-            if isinstance(offer, float) and math.isfinite(offer)
-            else f"`ucse calibrate run={run} uncertainty.abstain.coverage=0.9` abstains on ~10 % instead"
         )
+    return f"`ucse calibrate run={run} uncertainty.abstain.coverage=0.9` abstains on ~10 % instead"
+
+
+def warn_if_uncertifiable(profile: UncertaintyProfile, head_dir: str | Path) -> None:
+    """Say once, where predictions are served, that the saved abstention rule certified no threshold."""
+    fix = uncertifiable_fix(profile, Path(head_dir).parent)
+    if fix is not None:
         log.warning(
             "%s: no abstention threshold was certifiable on the validation split (target error %s), so %s; "
             "%s (or retrain with more validation data)",
             head_dir,
-            a.target,
-            "no text abstains" if a.threshold == math.inf else "every text abstains",
+            profile.abstain.target,
+            "no text abstains" if profile.abstain.threshold == math.inf else "every text abstains",
             fix,
         )
 
