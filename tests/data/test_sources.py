@@ -59,6 +59,19 @@ def test_duplicates_across_splits_are_warned(tmp_path, caplog):
     assert len(td.splits["test"]) == 25
     assert "5 of 25 test texts also occur in train" in caplog.text
     assert "validation texts" not in caplog.text
+    assert "different labels" not in caplog.text  # the copies keep their label
+
+
+def test_a_text_with_two_labels_is_warned_once_with_an_example(tmp_path, caplog):
+    rows = own_rows(60)
+    names = sorted({r["label"] for r in rows})
+    other = next(n for n in names if n != rows[3]["label"])
+    clash = [{"text": rows[3]["text"], "label": other}, {"text": rows[7]["text"], "label": rows[7]["label"]}]
+    load_task_data(write_rows(tmp_path / "d.jsonl", rows + clash))
+    warned = [r.getMessage() for r in caplog.records if "different labels" in r.getMessage()]
+    assert len(warned) == 1
+    assert warned[0].startswith("1 text(s) occur with different labels")
+    assert repr(rows[3]["text"]) in warned[0] and repr(other) in warned[0]
 
 
 def test_carving_is_seeded(tmp_path):

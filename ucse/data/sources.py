@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import shlex
+from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -297,7 +298,21 @@ def load_task_data(
 
 
 def _warn_overlap(td: TaskData) -> None:
-    """Warn when validation/test texts also occur in train: scores on them overstate accuracy."""
+    """Warn when a text carries two labels, and when validation/test texts also occur in train."""
+    labels: dict[str, set[int]] = defaultdict(set)
+    for split in ROLES:
+        for text, label in zip(td.texts(split), td.splits[split]["label"]):
+            labels[text].add(int(label))
+    clash = [(t, sorted(ids)) for t, ids in labels.items() if len(ids) > 1]
+    if clash:
+        text, ids = clash[0]
+        logger.warning(
+            "%d text(s) occur with different labels, e.g. %s as %s: no model can get every copy right. "
+            "Fix or drop the wrong copies.",
+            len(clash),
+            repr(text if len(text) <= 60 else text[:57] + "..."),
+            " and ".join(repr(td.label_names[i]) for i in ids),
+        )
     seen = set(td.texts("train"))
     for split in ("validation", "test"):
         texts = td.texts(split)
