@@ -1,11 +1,13 @@
-"""The Gaussian TextCNN's execution paths on this machine's CPU, one run, ratios to the CPU default.
+"""The Gaussian TextCNN's execution paths on this machine's CPU, one run, ratios to per-width convolutions.
 
-``GaussianTextCNN`` runs either one convolution per kernel width or one over kernels zero-padded to the
-widest (``fuse_convs``), and either reads the mask's checks and the needed time extension back to the host or
-pads to the widest extension and marks refused rows NaN (``host_checks``). On CUDA the default: fused, no
-host read (docs/RESULTS.md, section 6); this measures the four paths on the CPU, where the default is
-per-width with the host read: inference (eval, no grad) and a training step (forward + backward), at
-MiniLM-L6's width (H = 384) on batches shaped like Banking77's (right-padded, 8-32 real tokens of 32).
+``GaussianTextCNN`` runs one convolution per kernel width, one over kernels zero-padded to the widest
+(``fuse_convs``) or one matrix product per width over the unfolded windows (``windows_matmul``), and either
+reads the mask's checks and the needed time extension back to the host or pads to the widest extension and
+marks refused rows NaN (``host_checks``). On CUDA the default: fused, no host read (docs/RESULTS.md, section
+6); on the CPU the host read, with the matrix products under bf16 autocast and the convolutions in fp32.
+This measures the paths on the CPU: inference (eval, no grad) and a training step (forward + backward), in
+fp32 and under bf16 autocast (how training and inference run where the backbone runs bf16), at MiniLM-L6's
+width (H = 384) on batches shaped like Banking77's (right-padded, 8-32 real tokens of 32).
 
 Usage: python bench/head_paths.py [hidden=384] [batch=64] [seq=32] [repeats=30] [threads=<torch default>]
 """
@@ -23,12 +25,14 @@ from timing import call_times  # noqa: E402
 
 from ucse.heads import GaussianTextCNN  # noqa: E402
 
-PATHS = {  # (fuse_convs, host_checks)
-    "per-width, host read (CPU default)": (False, True),
-    "per-width, sync-free": (False, False),
-    "fused, sync-free (CUDA default)": (True, False),
-    "fused, host read": (True, True),
+PATHS = {  # (fuse_convs, windows_matmul, host_checks)
+    "per-width conv, host read": (False, False, True),
+    "per-width conv, sync-free": (False, False, False),
+    "fused conv, sync-free (CUDA default)": (True, False, False),
+    "fused conv, host read": (True, False, True),
+    "window matmul, host read (CPU bf16 default)": (False, True, True),
 }
+BASE = "per-width conv, host read"
 
 
 def timed(fn, repeats: int) -> float:
@@ -47,24 +51,29 @@ def main(argv: list[str]) -> None:
     hidden = torch.randn(b, t, h)
     lengths = torch.randint(8, t + 1, (b,))
     mask = (torch.arange(t) < lengths[:, None]).long()  # (B, T) right-padded
-    print(f"GaussianTextCNN H={h}, batch {b} x {t} tokens, {torch.get_num_threads()} torch threads, fp32")
-    rows = {}
-    for name, (fuse, host) in PATHS.items():
-        head.fuse_convs, head.host_checks = fuse, host
+    print(f"GaussianTextCNN H={h}, batch {b} x {t} tokens, {torch.get_num_threads()} torch threads")
+    for precision in ("fp32", "bf16 autocast"):
+        rows = {}
+        for name, (fuse, matmul, host) in PATHS.items():
+            head.fuse_convs, head.windows_matmul, head.host_checks = fuse, matmul, host
+            cast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision != "fp32")
 
-        def infer() -> None:
-            with torch.inference_mode():
-                head.eval()(hidden, mask)
+            def infer() -> None:
+                with torch.inference_mode(), cast:
+                    head.eval()(hidden, mask)
 
-        def train_step() -> None:
-            head.train()(hidden, mask).logits.square().mean().backward()
-            head.zero_grad(set_to_none=True)
+            def train_step() -> None:
+                with cast:
+                    loss = head.train()(hidden, mask).logits.float().square().mean()
+                loss.backward()
+                head.zero_grad(set_to_none=True)
 
-        rows[name] = (timed(infer, repeats), timed(train_step, repeats))
-    base = rows["per-width, host read (CPU default)"]
-    print(f"{'path':<36} {'inference ms':>12} {'ratio':>6} {'train step ms':>14} {'ratio':>6}")
-    for name, (inf, step) in rows.items():
-        print(f"{name:<36} {inf:12.2f} {inf / base[0]:6.2f} {step:14.2f} {step / base[1]:6.2f}")
+            rows[name] = (timed(infer, repeats), timed(train_step, repeats))
+        base = rows[BASE]
+        print(f"\n{precision}")
+        print(f"{'path':<44} {'inference ms':>12} {'ratio':>6} {'train step ms':>14} {'ratio':>6}")
+        for name, (inf, step) in rows.items():
+            print(f"{name:<44} {inf:12.2f} {inf / base[0]:6.2f} {step:14.2f} {step / base[1]:6.2f}")
 
 
 if __name__ == "__main__":

@@ -104,20 +104,28 @@ def test_non_finite_padding_does_not_leak(seqs, side):
     torch.testing.assert_close(out.mean, head(ref, mask).mean)
 
 
-MODES = [(False, True), (True, True), (False, False), (True, False)]  # (fuse_convs, host_checks)
+MODES = [  # (fuse_convs, windows_matmul, host_checks)
+    (False, True, True),
+    (True, False, True),
+    (False, True, False),
+    (True, False, False),
+    (False, False, False),
+]
 
 
 @pytest.mark.parametrize("side", ["right", "left"])
-@pytest.mark.parametrize(("fuse", "host"), MODES)
-def test_fused_and_sync_free_paths_equal_the_per_item_reference(seqs, side, fuse, host):
-    """Every execution path (one zero-padded convolution or one per width; host-read extension or the widest
-    fixed one) gives each padded row the outputs of the row alone, and the same gradients."""
+@pytest.mark.parametrize(("fuse", "matmul", "host"), MODES)
+def test_fused_and_sync_free_paths_equal_the_per_item_reference(seqs, side, fuse, matmul, host):
+    """Every execution path (one zero-padded convolution, one per width, or one matrix product per width over
+    unfolded windows; host-read extension or the widest fixed one) gives each padded row the outputs of the
+    row alone, and the same gradients."""
     torch.manual_seed(0)
     head = GaussianTextCNN(8, 3, num_filters=6, embed_dim=4).eval()
     hidden, mask = pad_batch(seqs, side)
-    ref = head(hidden, mask)  # default on CPU: per-width convolutions, host checks
+    head.fuse_convs, head.windows_matmul, head.host_checks = False, False, True
+    ref = head(hidden, mask)  # per-width convolutions, host checks
     grads_ref = torch.autograd.grad(ref.logits.square().sum(), [c.weight for c in head.convs])
-    head.fuse_convs, head.host_checks = fuse, host
+    head.fuse_convs, head.windows_matmul, head.host_checks = fuse, matmul, host
     out = head(hidden, mask)
     # float32 sums of <= 5 * 8 products reordered: a few ulps of values of order 10 (atol: cancellations)
     torch.testing.assert_close(out.logits, ref.logits, rtol=1e-5, atol=1e-5)
@@ -130,15 +138,15 @@ def test_fused_and_sync_free_paths_equal_the_per_item_reference(seqs, side, fuse
             torch.testing.assert_close(out.mean[i], _kim_reference(head, x), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("fuse", [False, True])
-def test_sync_free_path_turns_refused_rows_into_nan(fuse):
+@pytest.mark.parametrize(("fuse", "matmul"), [(False, False), (True, False), (False, True)])
+def test_sync_free_path_turns_refused_rows_into_nan(fuse, matmul):
     """Without the host read a refused row (no real token, a hole in the mask) comes out NaN, the rest as
     the checked path gives them."""
     torch.manual_seed(0)
     head = GaussianTextCNN(4, 2, num_filters=3).eval()
     hidden = torch.randn(4, 6, 4)
     mask = torch.tensor([[1, 1, 1, 1, 0, 0], [0, 0, 0, 0, 0, 0], [1, 0, 1, 1, 0, 0], [0, 0, 0, 1, 1, 1]])
-    head.fuse_convs, head.host_checks = fuse, False
+    head.fuse_convs, head.windows_matmul, head.host_checks = fuse, matmul, False
     out = head(hidden, mask)
     assert torch.isnan(out.logits[1:3]).all() and torch.isfinite(out.logits[[0, 3]]).all()
     head.host_checks = True
@@ -147,3 +155,26 @@ def test_sync_free_path_turns_refused_rows_into_nan(fuse):
     )
     with pytest.raises(ValueError, match="no real token"):
         head(hidden, mask)
+
+
+def test_the_cpu_runs_window_products_under_bf16_autocast_and_convolutions_in_fp32(seqs, monkeypatch):
+    """The default path on the CPU: matrix products over unfolded windows where autocast runs bf16 (oneDNN's
+    bf16 convolution weight gradient is slow), convolutions in fp32; both give the same outputs."""
+    torch.manual_seed(0)
+    head = GaussianTextCNN(8, 3, num_filters=6, embed_dim=4).eval()
+    hidden, mask = pad_batch(seqs, "right")
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        head.windows_matmul = False
+        conv = head(hidden, mask)
+        head.windows_matmul = None
+
+        def refuse(*args, **kwargs):
+            raise AssertionError("a convolution ran")
+
+        monkeypatch.setattr(torch.nn.Conv1d, "forward", refuse)
+        monkeypatch.setattr(torch.nn.functional, "conv1d", refuse)
+        out = head(hidden, mask)
+    # bf16 rounds each product's inputs to 8 bits of mantissa (relative 2^-8 ~ 4e-3); sums of <= 40 terms
+    torch.testing.assert_close(out.logits.float(), conv.logits.float(), rtol=3e-2, atol=3e-2)
+    with pytest.raises(AssertionError, match="a convolution ran"):
+        head(hidden, mask)  # fp32: the convolutions

@@ -45,6 +45,13 @@ class GaussianTextCNN(Head):
     more multiply-adds for widths 3, 4, 5, but one kernel launch). ``None``: on CUDA only (docs/RESULTS.md,
     section 6). A runtime choice, not a hyperparameter: the saved weights are the same."""
 
+    windows_matmul: bool | None = None
+    """Each width as one matrix product over its unfolded windows, ``(B, S, H*k) @ (H*k, F)``, instead of a
+    convolution (the same sums; ignored when ``fuse_convs``). ``None``: on the CPU under bf16 autocast, where
+    oneDNN's bf16 convolution weight gradient runs at a third of its forward's rate (a training step 0.71x,
+    inference 0.86x the convolutions'; in fp32 the convolutions are faster: ``bench/head_paths.py``). A
+    runtime choice: the weights are the same."""
+
     def __init__(
         self,
         hidden_size: int,
@@ -95,7 +102,7 @@ class GaussianTextCNN(Head):
         ks, kmax = self.kernel_sizes, max(self.kernel_sizes)
         dtype = self.bottleneck.mu.weight.dtype
         # masked_fill, not a multiply: pads may hold non-finite values and NaN * 0 is NaN
-        x = hidden.to(dtype).masked_fill(~keep.unsqueeze(-1), 0.0).transpose(1, 2)  # (B, H, T), pads zeroed
+        x = hidden.to(dtype).masked_fill(~keep.unsqueeze(-1), 0.0)  # (B, T, H), pads zeroed
 
         pos = torch.arange(t, device=keep.device)  # (T,)
         first = torch.where(keep, pos, t).amin(dim=1, keepdim=True)  # (B, 1)
@@ -127,7 +134,24 @@ class GaussianTextCNN(Head):
             # the backbone's own masks are contiguous and never empty).
             bad = (n_real == 0) | ((last - first + 1).squeeze(1) != n_real)  # (B,)
             extend = kmax - 1
-        x = F.pad(x, (0, extend))  # (B, H, T + extend)
+        x = F.pad(x, (0, 0, 0, extend))  # (B, T + extend, H)
+        device = x.device.type
+        cast = torch.is_autocast_enabled(device)
+        matmul = self.windows_matmul if self.windows_matmul is not None else device == "cpu" and cast
+        if matmul and not fuse:
+            maps = []
+            if cast:  # unfold the half-precision copy, not the float one
+                x = x.to(torch.get_autocast_dtype(device))
+            for i, conv in enumerate(self.convs):
+                k = self.kernel_sizes[i]
+                # (B, S, H, k) -> (B, S, H*k): windows[b, s, h*k + j] = x[b, s + j, h], conv.weight's order
+                windows = x.unfold(1, k, 1).flatten(2)[:, :t]
+                feats = F.linear(windows, conv.weight.flatten(1), conv.bias)  # (B, S, F), S <= T
+                s = feats.shape[1]
+                maps.append(F.relu(feats.masked_fill_(~valid[:, i, :s, None], float("-inf")).amax(dim=1)))
+            pooled = torch.cat(maps, dim=1)  # (B, K*F)
+            return self._pooled_out(pooled, None if host else bad)
+        x = x.transpose(1, 2)  # (B, H, T + extend): the convolutions' layout
         if fuse:
             # One convolution for every width: each kernel zero-padded on the right to kmax, so output
             # channel block i at start s is exactly conv_i's window at s (the zero taps read columns past it).
@@ -148,6 +172,10 @@ class GaussianTextCNN(Head):
                 s = feats.shape[2]  # every valid start is < S because x reaches the furthest window
                 maps.append(F.relu(feats.masked_fill_(~valid[:, i, None, :s], float("-inf")).amax(dim=2)))
             pooled = torch.cat(maps, dim=1)  # (B, K*F)
-        if not host:
+        return self._pooled_out(pooled, None if host else bad)
+
+    def _pooled_out(self, pooled: torch.Tensor, bad: torch.Tensor | None) -> HeadOutput:
+        """(B, K*F) pooled maps -> HeadOutput; rows in ``bad`` (B,) come out NaN (the sync-free path)."""
+        if bad is not None:
             pooled = pooled.masked_fill(bad.unsqueeze(1), float("nan"))
         return self.bottleneck(pooled)  # (B, K * F) -> HeadOutput
