@@ -23,7 +23,7 @@ def csv_delimiter(text: str) -> str:
     Only the header decides (a comma inside a later text must not), and ',' wins whenever it splits the
     header at all, so a comma-separated file is read exactly as before.
     """
-    header = next((line for line in text.splitlines() if line.strip()), "")
+    header = next((line for line in io.StringIO(text) if line.strip()), "").rstrip("\r\n")
     for delimiter in CSV_DELIMITERS:
         if len(next(csv.reader([header], delimiter=delimiter), [])) > 1:
             if delimiter != ",":
