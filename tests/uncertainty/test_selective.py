@@ -122,7 +122,10 @@ def test_uncertifiable_target_follows_the_configured_fallback(fallback, abstains
     assert profile.abstain.val_coverage == (0.0 if abstains else 1.0)
     assert ("every text will abstain" if abstains else "no text will abstain") in caplog.text
     offer = profile.info["offered_target_error"]  # what the warning offers, saved with the profile
-    assert offer is None or f"target_error={offer:.2f}` certifies" in caplog.text
+    floor = profile.info["lowest_certifiable_error"]
+    assert f"no target below {floor:.3f} can be certified" in caplog.text
+    said = "none below 0.99 is" if offer is None else f"the smallest that is, {offer:.2f}: `ucse calibrate"
+    assert said in caplog.text and (offer is None or f"target_error={offer:.2f}`" in caplog.text)
 
 
 def test_lowest_certifiable_error_is_the_brute_force_minimum_and_a_true_floor():
