@@ -132,8 +132,8 @@ def fit_profile(
             profile.info["offered_target_error"] = offer
             log.warning(
                 "no threshold certifies error <= %.3f at delta %.2f on %d validation texts: %s. With these "
-                "texts no target below %.3f can be certified; %s, or "
-                "uncertainty.abstain.coverage=0.9 (answers ~90 %%, no error bound) or more validation data set one",
+                "texts no target below %.3f can be certified; %s, or uncertainty.abstain.coverage=0.9 "
+                "(answers ~90 %%, no error bound) or more validation data set one",
                 a.target_error,
                 a.delta,
                 len(u),
