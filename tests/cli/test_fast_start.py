@@ -57,6 +57,11 @@ CLI_CASES = {
     "predict without input": (["predict", "run=x"], 2, "error: predict needs input="),
     "eval run=x splt=1": (["eval", "run=x", "splt=1"], 2, "Did you mean 'split'?"),
     "sweep seedz=3": (["sweep", "seedz=3"], 2, "Did you mean 'seeds'?"),
+    "train data.path=<missing>": (
+        ["train", "data.path=no-such.csv"],
+        2,
+        "no-such.csv does not exist. Point it",
+    ),
 }
 
 
@@ -110,6 +115,7 @@ def _data_case(case: str, tmp: Path) -> tuple[list[str], str]:
         return [f"data.path={tmp / 'one.csv'}"], "every train row has the label 'ok'"
     run = tmp / "runs" / "done"  # a finished run in the way
     run.mkdir(parents=True)
+    (tmp / "reviews.csv").write_text("text,label\nfine,ok\nbad,no\n")
     (run / "config.yaml").write_text("{}\n")
     (run / "metrics.json").write_text("{}\n")
     return [f"output_dir={run}", f"data.path={tmp / 'reviews.csv'}"], "already holds a run"

@@ -77,6 +77,16 @@ def _check(ok: bool, key: str, value: Any, allowed: str) -> None:
         raise ConfigError(f"Invalid value {key}={value!r}: allowed {allowed}.")
 
 
+def check_data_path(path: str | Path) -> None:
+    """Refuse a ``data.path`` that does not exist, with the fix (before any data or training library loads).
+
+    Raises:
+        FileNotFoundError: naming the path.
+    """
+    if not Path(path).exists():
+        raise FileNotFoundError(f"data.path={path} does not exist. Point it at your data file or folder.")
+
+
 def validate_config(cfg: TrainConfig) -> None:
     """Check value ranges and the device before any file is written or any data or model is loaded.
 

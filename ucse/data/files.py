@@ -22,6 +22,7 @@ from typing import Any
 import datasets
 import pandas as pd
 
+from ucse.config.checks import check_data_path
 from ucse.data.csv_format import csv_delimiter, csv_lines, csv_problem
 from ucse.data.tasks import DataError
 
@@ -353,8 +354,7 @@ def read_path(path: Path) -> dict[str, RawSplit]:
         FileNotFoundError: when the path does not exist.
         DataError: when it cannot be read (see :func:`read_file`).
     """
-    if not path.exists():
-        raise FileNotFoundError(f"data.path={path} does not exist. Point it at your data file or folder.")
+    check_data_path(path)
     if path.is_file():
         return {"train": read_file(path)}
     if is_saved_dataset(path):
