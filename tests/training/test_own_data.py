@@ -16,6 +16,7 @@ from ucse.config import build_config, from_yaml
 from ucse.data import load_task_data
 from ucse.evaluation.config import build_eval_config
 from ucse.evaluation.evaluate import evaluate_run
+from ucse.inference.classifier import UcseClassifier
 from ucse.training import train
 
 NAMES = sorted(OWN_CUES)
@@ -102,6 +103,14 @@ def test_train_on_in_memory_data(form, tiny_bert_dir, tmp_path):
         (["2", "7", "12"], "int") if "integer" in form else (NAMES, "str")
     )
     assert result.metrics["test"]["accuracy"] > 0.5
+    # Prediction rows carry the labels as predict() gives them (ints stay ints); probs are keyed by name.
+    clf = UcseClassifier.from_pretrained(result.run_dir, device="cpu")
+    texts = [r["text"] for r in rows[:20]]
+    out = clf.predict_with_uncertainty(texts)
+    assert [r["label"] for r in out] == clf.predict(texts).tolist()
+    kind = int if "integer" in form else str
+    assert all(type(r["label"]) is kind and all(type(v) is kind for v in r.get("set", [])) for r in out)
+    assert all(set(r["probs"]) == {str(c) for c in clf.classes_} for r in out)
 
 
 def test_eval_py_finds_the_data_path_again(tiny_bert_dir, tmp_path, monkeypatch):

@@ -341,8 +341,9 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
     ) -> list[dict[str, Any]]:
         """One row per text, in input order, with the label and how sure the head is of it.
 
-        Each row holds ``text``; ``label`` (the predicted label name); ``confidence`` (the calibrated
-        probability of ``label``; the softmax probability when no calibration was fitted); ``uncertainty``
+        Each row holds ``text``; ``label`` (the predicted label's name; an integer for integer labels);
+        ``confidence`` (the calibrated probability of ``label``; the softmax probability when no calibration
+        was fitted); ``uncertainty``
         (the head's default uncertainty score, ``uncertainty_score``: higher = less sure, on that score's
         own scale: 1 - confidence for ``msp``, nats for the entropies, a squared distance for
         ``mahalanobis``...); ``abstain`` (True where ``uncertainty`` is above the threshold saved with the
@@ -361,16 +362,18 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         """
         texts = as_texts(texts)
         out = self._decide(texts, sets=sets, progress=progress)
-        names = [str(c) for c in self.classes_[np.argsort(self.columns_)]]  # in head column order
+        ordered = self.classes_[np.argsort(self.columns_)]  # in head column order
+        names = [str(c) for c in ordered]
+        # integer labels stay integers in `label` and `set`, as in predict(); `probs` keys are names (JSON)
+        values = ordered.tolist() if ordered.dtype.kind == "i" else names
         k = len(names) if top_k is None else min(top_k, len(names))
         top = out.rank_order[:, :k]  # (N, k)
-        set_labels = out.set_labels(names) if sets else None
+        set_labels = out.set_labels(values) if sets else None
         # Python values converted in bulk (tolist), not element by element: half the time of building the rows
         # (~25 ms per 3000 texts of 77 labels), which a GPU's encode does not hide.
-        label_of = np.asarray(names, dtype=object)
-        top_names = label_of[top].tolist()  # (N, k) label names, most probable first
+        top_names = np.asarray(names, dtype=object)[top].tolist()  # (N, k) label names, most probable first
         top_probs = np.take_along_axis(out.probs, top, axis=1).astype(np.float64).tolist()  # (N, k)
-        labels = label_of[out.prediction].tolist()
+        labels = np.asarray(values, dtype=object)[out.prediction].tolist()
         confidence = np.asarray(out.confidence, dtype=np.float64).tolist()
         rows = []
         for i, text in enumerate(texts):

@@ -74,8 +74,8 @@ class UncertaintyOutput:
         """(N, C) each row's class columns, most probable first (ties in column order)."""
         return np.argsort(-self.probs, axis=1, kind="stable")
 
-    def set_labels(self, label_names: list[str]) -> list[list[str]] | None:
-        """Each text's prediction set as label names, most probable first (``None`` without sets)."""
+    def set_labels(self, label_names: list[Any]) -> list[list[Any]] | None:
+        """Each text's prediction set (names or ints), most probable first (``None`` without sets)."""
         if self.sets is None:
             return None
         # One sort (shared with predict's rows) and one gather for all rows, then slices (3x faster than a
