@@ -299,10 +299,11 @@ def load_task_data(
 
 def _warn_overlap(td: TaskData) -> None:
     """Warn when a text carries two labels, and when validation/test texts also occur in train."""
+    texts = {split: td.texts(split) for split in ROLES}  # each split's texts read once
     labels: dict[str, set[int]] = defaultdict(set)
     for split in ROLES:
-        for text, label in zip(td.texts(split), td.splits[split]["label"]):
-            labels[text].add(int(label))
+        for text, label in zip(texts[split], td.labels(split).tolist()):
+            labels[text].add(label)
     clash = [(t, sorted(ids)) for t, ids in labels.items() if len(ids) > 1]
     if clash:
         text, ids = clash[0]
@@ -313,16 +314,15 @@ def _warn_overlap(td: TaskData) -> None:
             repr(text if len(text) <= 60 else text[:57] + "..."),
             " and ".join(repr(td.label_names[i]) for i in ids),
         )
-    seen = set(td.texts("train"))
+    seen = set(texts["train"])
     for split in ("validation", "test"):
-        texts = td.texts(split)
-        shared = sum(t in seen for t in texts)
+        shared = sum(t in seen for t in texts[split])
         if shared:
             logger.warning(
                 "%d of %d %s texts also occur in train (exact duplicates); %s scores on them are optimistic. "
                 "Deduplicate the data to measure generalisation.",
                 shared,
-                len(texts),
+                len(texts[split]),
                 split,
                 split,
             )

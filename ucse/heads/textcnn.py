@@ -138,21 +138,8 @@ class GaussianTextCNN(Head):
         device = x.device.type
         cast = torch.is_autocast_enabled(device)
         matmul = self.windows_matmul if self.windows_matmul is not None else device == "cpu" and cast
-        if matmul and not fuse:
-            maps = []
-            if cast:  # unfold the half-precision copy, not the float one
-                x = x.to(torch.get_autocast_dtype(device))
-            for i, conv in enumerate(self.convs):
-                k = self.kernel_sizes[i]
-                # (B, S, H, k) -> (B, S, H*k): windows[b, s, h*k + j] = x[b, s + j, h], conv.weight's order
-                windows = x.unfold(1, k, 1).flatten(2)[:, :t]
-                feats = F.linear(windows, conv.weight.flatten(1), conv.bias)  # (B, S, F), S <= T
-                s = feats.shape[1]
-                maps.append(F.relu(feats.masked_fill_(~valid[:, i, :s, None], float("-inf")).amax(dim=1)))
-            pooled = torch.cat(maps, dim=1)  # (B, K*F)
-            return self._pooled_out(pooled, None if host else bad)
-        x = x.transpose(1, 2)  # (B, H, T + extend): the convolutions' layout
         if fuse:
+            x = x.transpose(1, 2)  # (B, H, T + extend): the convolution's layout
             # One convolution for every width: each kernel zero-padded on the right to kmax, so output
             # channel block i at start s is exactly conv_i's window at s (the zero taps read columns past it).
             padded = [F.pad(c.weight, (0, kmax - k)) for k, c in zip(ks, self.convs)]
@@ -166,16 +153,20 @@ class GaussianTextCNN(Head):
             feats = feats.masked_fill_(~valid[:, :, None, :s], float("-inf"))
             pooled = F.relu(feats.amax(dim=3)).flatten(1)  # (B, K*F)
         else:
+            if matmul and cast:  # unfold the half-precision copy, not the float one
+                x = x.to(torch.get_autocast_dtype(device))
+            xc = None if matmul else x.transpose(1, 2)  # (B, H, T + extend): the convolutions' layout
             maps = []
-            for i, conv in enumerate(self.convs):
-                feats = conv(x)[:, :, :t]  # (B, F, S): window starting at each position, S <= T
+            for i, (k, conv) in enumerate(zip(ks, self.convs)):
+                if matmul:
+                    # (B, S, H, k) -> (B, S, H*k): windows[b, s, h*k + j] = x[b, s + j, h], the weight's order
+                    windows = x.unfold(1, k, 1).flatten(2)[:, :t]
+                    feats = F.linear(windows, conv.weight.flatten(1), conv.bias).transpose(1, 2)  # (B, F, S)
+                else:
+                    feats = conv(xc)[:, :, :t]  # (B, F, S): window starting at each position, S <= T
                 s = feats.shape[2]  # every valid start is < S because x reaches the furthest window
                 maps.append(F.relu(feats.masked_fill_(~valid[:, i, None, :s], float("-inf")).amax(dim=2)))
             pooled = torch.cat(maps, dim=1)  # (B, K*F)
-        return self._pooled_out(pooled, None if host else bad)
-
-    def _pooled_out(self, pooled: torch.Tensor, bad: torch.Tensor | None) -> HeadOutput:
-        """(B, K*F) pooled maps -> HeadOutput; rows in ``bad`` (B,) come out NaN (the sync-free path)."""
-        if bad is not None:
+        if not host:
             pooled = pooled.masked_fill(bad.unsqueeze(1), float("nan"))
         return self.bottleneck(pooled)  # (B, K * F) -> HeadOutput
