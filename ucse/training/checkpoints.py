@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.plugins.io import AsyncCheckpointIO
 
 from ucse import atomic
 
@@ -29,6 +30,32 @@ class SafeCheckpointIO(TorchCheckpointIO):
     def load_checkpoint(self, path: Any, map_location: Any = None, weights_only: bool | None = None) -> dict:
         """Read a checkpoint without unpickling arbitrary objects."""
         return super().load_checkpoint(path, map_location=map_location, weights_only=True)
+
+
+class BackgroundCheckpointIO(AsyncCheckpointIO):
+    """:class:`SafeCheckpointIO` in a background thread: the loop goes on while a checkpoint is written.
+
+    Lightning's ``AsyncCheckpointIO`` clones the checkpoint's tensors before it returns (so the optimiser's
+    next steps cannot change what is written) and writes on one worker thread, in order; at the end of the
+    fit it waits for the writes and raises any error they met. What it does not do is wait before *removing*
+    a checkpoint (the previous best, once a better one is saved), so a removal could overtake that file's
+    own pending write and leave a stale best behind; here a removal waits for the writes first.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(SafeCheckpointIO())
+
+    def wait(self) -> None:
+        """Block until every submitted write is on disk; raise the first error a write met."""
+        if self._executor is not None:
+            self._executor.submit(lambda: None).result()  # one worker: queued after every pending write
+        if self._error is not None:
+            raise self._error
+
+    def remove_checkpoint(self, path: Any) -> None:
+        """Remove ``path`` once the writes before it are done."""
+        self.wait()
+        super().remove_checkpoint(path)
 
 
 class RelocatableCheckpoint(ModelCheckpoint):

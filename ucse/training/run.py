@@ -36,7 +36,7 @@ from ucse.data import TaskData, load_classification
 from ucse.heads import build_head, save_head
 from ucse.interrupt import TerminatedError
 from ucse.training.auto_run import fit_auto_run
-from ucse.training.checkpoints import RelocatableCheckpoint, SafeCheckpointIO
+from ucse.training.checkpoints import BackgroundCheckpointIO, RelocatableCheckpoint
 from ucse.training.datamodule import StatesDataModule
 from ucse.training.distributed import LazyStates, is_rank_zero
 from ucse.training.fit_head import KeepBest, auto_batch_size, step_budget
@@ -164,7 +164,7 @@ def _trainer(
         log_every_n_steps=cfg.log_every_n_steps,
         enable_progress_bar=cfg.progress_bar,
         profiler=_profiler(cfg, run_dir),
-        plugins=[SafeCheckpointIO()],
+        plugins=[BackgroundCheckpointIO()],
         enable_model_summary=False,
         num_sanity_val_steps=0,
     )

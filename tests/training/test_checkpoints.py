@@ -1,0 +1,56 @@
+"""Checkpoint I/O: background writes that hold the state of the save, in order, before any removal."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+from ucse.training.checkpoints import BackgroundCheckpointIO, SafeCheckpointIO
+
+
+def test_a_background_write_holds_the_state_at_the_save(tmp_path):
+    io = BackgroundCheckpointIO()
+    weight = torch.arange(6.0)
+    io.save_checkpoint({"w": weight, "epoch": 1}, tmp_path / "a.ckpt")
+    weight.add_(100.0)  # the next optimiser step, while the write may still be queued
+    io.teardown()  # what Lightning calls at the end of a fit: waits for the writes
+    back = io.load_checkpoint(tmp_path / "a.ckpt")
+    assert torch.equal(back["w"], torch.arange(6.0))
+    assert back["epoch"] == 1
+
+
+def test_a_removal_waits_for_the_write_it_would_overtake(tmp_path, monkeypatch):
+    # Lightning's AsyncCheckpointIO removes at once: a removal of a file whose write is still queued would
+    # find nothing, and the write would then leave a stale checkpoint behind.
+    release, real = threading.Event(), SafeCheckpointIO.save_checkpoint
+
+    def slow_save(self, checkpoint, path, storage_options=None):
+        assert release.wait(10)
+        real(self, checkpoint, path, storage_options)
+
+    monkeypatch.setattr(SafeCheckpointIO, "save_checkpoint", slow_save)
+    io = BackgroundCheckpointIO()
+    path = tmp_path / "best.ckpt"
+    io.save_checkpoint({"w": torch.ones(3)}, path)
+    remover = threading.Thread(target=io.remove_checkpoint, args=(path,))
+    try:
+        remover.start()
+        remover.join(0.3)
+        assert remover.is_alive()  # blocked behind the pending write
+    finally:
+        release.set()
+        remover.join(10)
+        io.teardown()
+    assert not remover.is_alive()
+    assert not path.exists()
+
+
+def test_a_failed_background_write_is_raised(tmp_path):
+    io = BackgroundCheckpointIO()
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    io.save_checkpoint({"w": torch.ones(1)}, blocker / "a.ckpt")  # its folder is a file: the write fails
+    with pytest.raises(OSError):
+        io.wait()
