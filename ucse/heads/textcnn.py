@@ -100,7 +100,14 @@ class GaussianTextCNN(Head):
         keep = check_shapes(hidden, mask)  # (B, T) bool
         b, t = keep.shape
         ks, kmax = self.kernel_sizes, max(self.kernel_sizes)
-        dtype = self.bottleneck.mu.weight.dtype
+        fuse = self.fuse_convs if self.fuse_convs is not None else hidden.is_cuda
+        device = hidden.device.type
+        cast = torch.is_autocast_enabled(device)
+        matmul = not fuse and (
+            self.windows_matmul if self.windows_matmul is not None else device == "cpu" and cast
+        )
+        # The window products read half-precision copies under autocast: cast once, before any copy is made.
+        dtype = torch.get_autocast_dtype(device) if matmul and cast else self.bottleneck.mu.weight.dtype
         # masked_fill, not a multiply: pads may hold non-finite values and NaN * 0 is NaN
         x = hidden.to(dtype).masked_fill(~keep.unsqueeze(-1), 0.0)  # (B, T, H), pads zeroed
 
@@ -111,7 +118,6 @@ class GaussianTextCNN(Head):
         stop = torch.stack([torch.maximum(first, last - k + 1) for k in ks], dim=1)
         valid = (pos >= first.unsqueeze(1)) & (pos <= stop)  # (B, K, T); never empty: `first` is always valid
         n_real = keep.sum(dim=1)  # (B,)
-        fuse = self.fuse_convs if self.fuse_convs is not None else hidden.is_cuda
         host = self.checks_on_host(hidden)  # with it, the time extension is read back in the same transfer
         if host:
             # Extend time only as far as some row's last valid window reaches (a fused window is kmax wide):
@@ -135,9 +141,6 @@ class GaussianTextCNN(Head):
             bad = (n_real == 0) | ((last - first + 1).squeeze(1) != n_real)  # (B,)
             extend = kmax - 1
         x = F.pad(x, (0, 0, 0, extend))  # (B, T + extend, H)
-        device = x.device.type
-        cast = torch.is_autocast_enabled(device)
-        matmul = self.windows_matmul if self.windows_matmul is not None else device == "cpu" and cast
         if fuse:
             x = x.transpose(1, 2)  # (B, H, T + extend): the convolution's layout
             # One convolution for every width: each kernel zero-padded on the right to kmax, so output
@@ -153,19 +156,24 @@ class GaussianTextCNN(Head):
             feats = feats.masked_fill_(~valid[:, :, None, :s], float("-inf"))
             pooled = F.relu(feats.amax(dim=3)).flatten(1)  # (B, K*F)
         else:
-            if matmul and cast:  # unfold the half-precision copy, not the float one
-                x = x.to(torch.get_autocast_dtype(device))
             xc = None if matmul else x.transpose(1, 2)  # (B, H, T + extend): the convolutions' layout
             maps = []
             for i, (k, conv) in enumerate(zip(ks, self.convs)):
+                # every valid start is < S because x reaches the furthest window
                 if matmul:
                     # (B, S, H, k) -> (B, S, H*k): windows[b, s, h*k + j] = x[b, s + j, h], the weight's order
                     windows = x.unfold(1, k, 1).flatten(2)[:, :t]
-                    feats = F.linear(windows, conv.weight.flatten(1), conv.bias).transpose(1, 2)  # (B, F, S)
+                    feats = F.linear(windows, conv.weight.flatten(1), conv.bias)  # (B, S, F)
+                    # masked and pooled in the product's own layout: a transposed view costs copies backward
+                    feats = feats.masked_fill_(~valid[:, i, : feats.shape[1], None], float("-inf")).amax(
+                        dim=1
+                    )
                 else:
                     feats = conv(xc)[:, :, :t]  # (B, F, S): window starting at each position, S <= T
-                s = feats.shape[2]  # every valid start is < S because x reaches the furthest window
-                maps.append(F.relu(feats.masked_fill_(~valid[:, i, None, :s], float("-inf")).amax(dim=2)))
+                    feats = feats.masked_fill_(~valid[:, i, None, : feats.shape[2]], float("-inf")).amax(
+                        dim=2
+                    )
+                maps.append(F.relu(feats))  # (B, F)
             pooled = torch.cat(maps, dim=1)  # (B, K*F)
         if not host:
             pooled = pooled.masked_fill(bad.unsqueeze(1), float("nan"))
