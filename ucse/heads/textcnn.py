@@ -165,14 +165,12 @@ class GaussianTextCNN(Head):
                     windows = x.unfold(1, k, 1).flatten(2)[:, :t]
                     feats = F.linear(windows, conv.weight.flatten(1), conv.bias)  # (B, S, F)
                     # masked and pooled in the product's own layout: a transposed view costs copies backward
-                    feats = feats.masked_fill_(~valid[:, i, : feats.shape[1], None], float("-inf")).amax(
-                        dim=1
-                    )
+                    s = feats.shape[1]
+                    feats = feats.masked_fill_(~valid[:, i, :s, None], float("-inf")).amax(dim=1)
                 else:
                     feats = conv(xc)[:, :, :t]  # (B, F, S): window starting at each position, S <= T
-                    feats = feats.masked_fill_(~valid[:, i, None, : feats.shape[2]], float("-inf")).amax(
-                        dim=2
-                    )
+                    s = feats.shape[2]
+                    feats = feats.masked_fill_(~valid[:, i, None, :s], float("-inf")).amax(dim=2)
                 maps.append(F.relu(feats))  # (B, F)
             pooled = torch.cat(maps, dim=1)  # (B, K*F)
         if not host:
