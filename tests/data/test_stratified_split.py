@@ -45,3 +45,23 @@ def test_single_member_class_falls_back_to_random_split(tmp_path, caplog):
     assert len(td.splits["train"]) + len(td.splits["validation"]) == len(rows)
     assert td.label_names == [*TOY_NAMES, "echo"]
     assert "Cannot stratify" in caplog.text
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+@pytest.mark.parametrize("test_size", [0.1, 0.33, 7, 40])
+def test_the_split_takes_the_rows_train_test_split_takes(seed, test_size):
+    # The reference is datasets' own stratified train_test_split (which reads the labels row by row).
+    import datasets
+    import numpy as np
+
+    from ucse.data import stratified_split
+
+    rng = np.random.default_rng(seed)
+    labels = rng.choice(5, size=120, p=[0.4, 0.3, 0.15, 0.1, 0.05]).tolist()
+    features = datasets.Features({"text": datasets.Value("string"), "label": datasets.ClassLabel(5)})
+    texts = [f"t{i}" for i in range(120)]
+    ds = datasets.Dataset.from_dict({"text": texts, "label": labels}, features=features)
+    ours = stratified_split(ds, test_size, seed)
+    ref = ds.train_test_split(test_size=test_size, stratify_by_column="label", seed=seed)
+    for part in ("train", "test"):
+        assert ours[part]["text"][:] == ref[part]["text"][:]

@@ -7,6 +7,8 @@ import math
 from collections import Counter
 
 import datasets
+import numpy as np
+from datasets.utils.stratify import stratified_shuffle_split_generate_indices
 
 from ucse.config import DataConfig
 from ucse.data.checks import shown
@@ -69,7 +71,7 @@ def stratified_split(ds: datasets.Dataset, test_size: float | int, seed: int) ->
     classes; the split is then random (seeded) and a warning is logged.
     """
     try:
-        return ds.train_test_split(test_size=test_size, stratify_by_column="label", seed=seed)
+        return _label_stratified(ds, test_size, seed)
     except ValueError as err:
         labels = len(set(ds["label"][:]))
         size = test_size if isinstance(test_size, int) else math.ceil(test_size * len(ds))
@@ -80,6 +82,27 @@ def stratified_split(ds: datasets.Dataset, test_size: float | int, seed: int) ->
             why,
         )
         return ds.train_test_split(test_size=test_size, seed=seed)
+
+
+def _label_stratified(ds: datasets.Dataset, test_size: float | int, seed: int) -> datasets.DatasetDict:
+    """``ds.train_test_split(test_size=test_size, stratify_by_column="label", seed=seed)``, the same rows.
+
+    datasets 5 reads the stratification column with ``np.asarray`` of a lazy Column, which goes row by row
+    (0.84 s of the 1.3 s that loading Banking77 took); here the labels are read in one Arrow call and given to
+    the same library function with the same sizes and generator (tested equal to ``train_test_split``).
+    Anything but a plain size on a ``ClassLabel`` column goes to ``train_test_split`` itself.
+    """
+    n = len(ds)
+    plain = (isinstance(test_size, float) and 0 < test_size < 1) or (
+        isinstance(test_size, int) and not isinstance(test_size, bool) and 0 < test_size < n
+    )
+    if not plain or not isinstance(ds.features.get("label"), datasets.ClassLabel):
+        return ds.train_test_split(test_size=test_size, stratify_by_column="label", seed=seed)
+    n_test = math.ceil(test_size * n) if isinstance(test_size, float) else test_size  # as train_test_split
+    labels = np.asarray(ds["label"][:])
+    rng = np.random.default_rng(seed)
+    train, test = next(stratified_shuffle_split_generate_indices(labels, n - n_test, n_test, rng=rng))
+    return datasets.DatasetDict({"train": ds.select(train), "test": ds.select(test)})
 
 
 def stratified_sample(ds: datasets.Dataset, n: int | None, seed: int) -> datasets.Dataset:
