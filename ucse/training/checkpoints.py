@@ -37,9 +37,10 @@ class BackgroundCheckpointIO(AsyncCheckpointIO):
 
     Lightning's ``AsyncCheckpointIO`` clones the checkpoint's tensors before it returns (so the optimiser's
     next steps cannot change what is written) and writes on one worker thread, in order; at the end of the
-    fit it waits for the writes and raises any error they met. What it does not do is wait before *removing*
-    a checkpoint (the previous best, once a better one is saved), so a removal could overtake that file's
-    own pending write and leave a stale best behind; here a removal waits for the writes first.
+    fit it waits for the writes and raises any error they met. What it does not do is order *removals* (the
+    previous best, once a better one is saved) after the writes: it removes at once, so a removal could
+    overtake that file's own pending write and leave a stale best behind. Here a removal is queued on the
+    writer thread behind the writes, without blocking the loop either.
     """
 
     def __init__(self) -> None:
@@ -53,9 +54,20 @@ class BackgroundCheckpointIO(AsyncCheckpointIO):
             raise self._error
 
     def remove_checkpoint(self, path: Any) -> None:
-        """Remove ``path`` once the writes before it are done."""
-        self.wait()
-        super().remove_checkpoint(path)
+        """Remove ``path`` on the writer thread, after the writes queued before it."""
+        self._ensure_setup()
+        remove = super().remove_checkpoint
+
+        def _remove() -> None:
+            try:
+                remove(path)
+            except BaseException as ex:  # raised by the next save or at teardown, as a failed write is
+                self._error = ex
+
+        assert self._executor is not None
+        self._executor.submit(_remove)
+        if self._error is not None:
+            raise self._error
 
 
 class RelocatableCheckpoint(ModelCheckpoint):
