@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -126,6 +127,17 @@ def test_every_head_and_objective_trains(tiny_run_cfg, overrides):
         losses = [float(r["train/loss_epoch"]) for r in csv.DictReader(fh) if r.get("train/loss_epoch")]
     assert len(losses) == 6 and losses[-1] < losses[0]
     assert (result.run_dir / "head" / "model.safetensors").is_file()
+
+
+def test_the_step_loss_is_logged_every_log_interval(tiny_run_cfg):
+    # The module calls self.log for the step loss only on the steps the loggers write; none may go missing.
+    result = train(tiny_run_cfg("optim.epochs=3", "optim.batch_size=8", "log_every_n_steps=2"))
+    with (result.run_dir / "logs" / "metrics.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    logged = [int(r["step"]) for r in rows if r.get("train/loss_step")]
+    last = max(int(r["step"]) for r in rows)
+    assert len(logged) >= 3 and logged == list(range(1, last + 1, 2))
+    assert all(math.isfinite(float(r["train/loss_step"])) for r in rows if r.get("train/loss_step"))
 
 
 def test_decoder_backbone_last_token(tiny_run_cfg, tiny_qwen3_dir):
