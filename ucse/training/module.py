@@ -137,7 +137,8 @@ class UcseModule(L.LightningModule):
         """Whether the loggers write this step: a step value logged on any other step is never read.
 
         Lightning writes step values every ``log_every_n_steps`` optimiser steps and drops the rest; each
-        ``self.log`` call costs its bookkeeping all the same (~0.4 ms of a ~24 ms CPU step).
+        ``self.log`` call costs its bookkeeping all the same (497 calls took 0.47 s of a Banking77 fit under
+        cProfile, 116 calls 0.11 s). No gradient accumulation here, so optimiser steps are batches.
         """
         if self._trainer is None:
             return True
