@@ -123,7 +123,7 @@ class UcseModule(L.LightningModule):
         bs = y.shape[0]
         sigma = out.var.sqrt().mean() if out.var is not None else ce.new_zeros(())
         acc = (out.logits.argmax(-1) == y).float().mean()
-        # (6,) batch-weighted sums, accumulated on the device: seven self.log calls per step became one per log
+        # (6,) batch-weighted sums, accumulated on the device: seven self.log calls a step became one a log
         # interval (Lightning's per-call bookkeeping), and no value leaves the device until the epoch ends.
         terms = torch.stack([loss, ce, con, kl, acc, sigma]).detach().float() * bs
         self._epoch_sums = terms if self._epoch_sums is None else self._epoch_sums + terms
