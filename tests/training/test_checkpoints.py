@@ -10,12 +10,28 @@ import torch
 from ucse.training.checkpoints import BackgroundCheckpointIO, SafeCheckpointIO
 
 
-def test_a_background_write_holds_the_state_at_the_save(tmp_path):
+def _held_writes(monkeypatch) -> threading.Event:
+    """Make every SafeCheckpointIO write wait for the returned event (set it to let them through)."""
+    release, real = threading.Event(), SafeCheckpointIO.save_checkpoint
+
+    def slow_save(self, checkpoint, path, storage_options=None):
+        assert release.wait(10)
+        real(self, checkpoint, path, storage_options)
+
+    monkeypatch.setattr(SafeCheckpointIO, "save_checkpoint", slow_save)
+    return release
+
+
+def test_a_background_write_holds_the_state_at_the_save(tmp_path, monkeypatch):
+    release = _held_writes(monkeypatch)
     io = BackgroundCheckpointIO()
     weight = torch.arange(6.0)
-    io.save_checkpoint({"w": weight, "epoch": 1}, tmp_path / "a.ckpt")
-    weight.add_(100.0)  # the next optimiser step, while the write may still be queued
-    io.teardown()  # what Lightning calls at the end of a fit: waits for the writes
+    try:
+        io.save_checkpoint({"w": weight, "epoch": 1}, tmp_path / "a.ckpt")
+        weight.add_(100.0)  # the next optimiser step, while the write is still held
+    finally:
+        release.set()
+        io.teardown()  # what Lightning calls at the end of a fit: waits for the writes
     back = io.load_checkpoint(tmp_path / "a.ckpt")
     assert torch.equal(back["w"], torch.arange(6.0))
     assert back["epoch"] == 1
@@ -24,13 +40,7 @@ def test_a_background_write_holds_the_state_at_the_save(tmp_path):
 def test_a_removal_is_done_after_the_write_it_would_overtake(tmp_path, monkeypatch):
     # Lightning's AsyncCheckpointIO removes at once: a removal of a file whose write is still queued would
     # find nothing, and the write would then leave a stale checkpoint behind.
-    release, real = threading.Event(), SafeCheckpointIO.save_checkpoint
-
-    def slow_save(self, checkpoint, path, storage_options=None):
-        assert release.wait(10)
-        real(self, checkpoint, path, storage_options)
-
-    monkeypatch.setattr(SafeCheckpointIO, "save_checkpoint", slow_save)
+    release = _held_writes(monkeypatch)
     io = BackgroundCheckpointIO()
     path = tmp_path / "best.ckpt"
     try:
