@@ -46,13 +46,6 @@ class BackgroundCheckpointIO(AsyncCheckpointIO):
     def __init__(self) -> None:
         super().__init__(SafeCheckpointIO())
 
-    def wait(self) -> None:
-        """Block until every submitted write is on disk; raise the first error a write met."""
-        if self._executor is not None:
-            self._executor.submit(lambda: None).result()  # one worker: queued after every pending write
-        if self._error is not None:
-            raise self._error
-
     def remove_checkpoint(self, path: Any) -> None:
         """Remove ``path`` on the writer thread, after the writes queued before it."""
         self._ensure_setup()

@@ -98,6 +98,14 @@ def _rescore(query: torch.Tensor, bank: torch.Tensor, idx: torch.Tensor, need: t
     return exact
 
 
+def _float32_best(
+    q: torch.Tensor, query: torch.Tensor, bank: torch.Tensor, k: int, chunk: int
+) -> torch.Tensor:
+    """(N, k) float64 cosines of the k nearest: k + ``SEARCH_MARGIN`` float32 candidates, all rescored."""
+    _, idx = _top_merge(q, bank, k + SEARCH_MARGIN, chunk, torch.float32)
+    return _rescore(query, bank, idx, torch.ones_like(idx, dtype=torch.bool)).topk(k, dim=1).values
+
+
 def neighbour_distances(
     query: torch.Tensor, bank: torch.Tensor, k: int, chunk: int = 1024, half: bool | None = None
 ) -> torch.Tensor:
@@ -132,22 +140,16 @@ def neighbour_distances(
     if half is None:
         half = bank.device.type == "cpu" and cpu_has_native_bf16()
     q = query.to(bank.device, torch.float32)
-    if half:
+    if not half:
+        best = _float32_best(q, query, bank, k, chunk)
+    else:
         cos, idx = _top_merge(q.to(torch.bfloat16), bank, k + HALF_MARGIN, chunk, torch.bfloat16)  # (N, W)
         line = cos[:, k - 1 : k] - 2 * HALF_ERROR  # (N, 1) no true neighbour's bf16 cosine is below it
         need = cos >= line
         certified = ~need[:, -1] | (cos.shape[1] == bank.shape[0])  # the whole bank kept: nothing missed
-        if not bool(certified.all()):
-            redo = (~certified).nonzero().squeeze(1)
-            _, idx32 = _top_merge(q[redo], bank, k + SEARCH_MARGIN, chunk, torch.float32)  # (R, W32)
-            if idx32.shape[1] > idx.shape[1]:  # a margin below SEARCH_MARGIN: widen, the new slots unused
-                extra = idx32.shape[1] - idx.shape[1]
-                idx = torch.cat([idx, idx.new_zeros(idx.shape[0], extra)], dim=1)
-                need = torch.cat([need, need.new_zeros(need.shape[0], extra)], dim=1)
-            idx[redo, : idx32.shape[1]] = idx32
-            need[redo] = torch.arange(idx.shape[1], device=idx.device) < idx32.shape[1]
-    else:
-        _, idx = _top_merge(q, bank, k + SEARCH_MARGIN, chunk, torch.float32)
-        need = torch.ones_like(idx, dtype=torch.bool)
-    best = _rescore(query, bank, idx, need).topk(k, dim=1).values  # (N, k) descending
+        need &= certified[:, None]  # the others are searched again in float32 below
+        best = _rescore(query, bank, idx, need).topk(k, dim=1).values  # (N, k) descending
+        redo = (~certified).nonzero().squeeze(1)
+        if redo.numel():
+            best[redo] = _float32_best(q[redo], query[redo], bank, k, chunk)
     return torch.sqrt((2.0 - 2.0 * best).clamp_min(0.0)).cpu()  # |a - b|^2 = 2 - 2 a.b for unit rows
