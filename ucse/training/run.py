@@ -44,6 +44,7 @@ from ucse.training.module import UcseModule
 from ucse.training.preflight import IN_MEMORY, check_data_rows, check_run, is_distributed
 from ucse.training.run_folder import check_checkpoint_fits, check_run_dir, checkpoint_path, read_checkpoint
 from ucse.training.run_lock import hold_run_folder
+from ucse.training.torch_flags import run_torch_flags
 from ucse.version import __version__
 
 log = logging.getLogger(__name__)
@@ -191,6 +192,7 @@ def train(cfg: TrainConfig, data: TaskData | None = None) -> RunResult:
     swap = False
     try:
         with ExitStack() as stack:
+            stack.enter_context(run_torch_flags())  # Lightning's process-wide flags end with the run
             if rank0:
                 # From here on the folder is this process's: a concurrent run into it fails in one line.
                 stack.enter_context(hold_run_folder(run_dir))
