@@ -25,7 +25,7 @@ def test_joint_features_by_hand():
 
 @pytest.mark.parametrize("half", [False, True])
 @pytest.mark.parametrize("k", [1, 3, MAX_K])
-@pytest.mark.parametrize("block", [7, 4096])
+@pytest.mark.parametrize("block", [7, 16384])
 def test_neighbour_distances_are_the_brute_force_ones(monkeypatch, k, block, half):
     # Bank blocks of 7 rows (the k nearest merged across three blocks) or one block.
     monkeypatch.setattr(neighbours, "BANK_BLOCK", block)

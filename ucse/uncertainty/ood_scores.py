@@ -152,7 +152,7 @@ def normalise(features: Array) -> torch.Tensor:
     return (x / x.norm(dim=1, keepdim=True).clamp_min(1e-12)).to(torch.float32)
 
 
-def knn_distance(features: Array, bank: torch.Tensor, k: int, chunk: int = 1024) -> torch.Tensor:
+def knn_distance(features: Array, bank: torch.Tensor, k: int, chunk: int = 512) -> torch.Tensor:
     """Euclidean distance from each normalised feature to its k-th nearest row of ``bank`` (Sun et al. 2022).
 
     Brute force (:func:`ucse.training.neighbours.neighbour_distances`: a float32 search, the nearest rows'
