@@ -42,7 +42,7 @@ def joint_features(mean: np.ndarray | torch.Tensor, pooled: np.ndarray | torch.T
 
 
 BANK_BLOCK = 16384
-"""Bank rows compared at a time: with 512 query rows (the default chunk) a similarity block is 8M values, 16 MB
+"""Bank rows compared at a time: with 512 query rows (the default chunk) a similarity block is 8M values, 16MB
 in bf16 and 32 MB in float32, whatever the bank's size (a whole-bank float64 copy had added 150 MB at 10,000
 rows: docs/RESULTS.md section 5); a bank of up to 16,384 rows is one block, with no merging (Banking77's
 10,003-row search 0.19 -> 0.15 s against blocks of 4,096 rows by 1,024 queries, the same distances)."""
