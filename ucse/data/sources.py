@@ -290,8 +290,8 @@ def load_task_data(
         train, enc["test"] = carve(train, data.test_fraction, "data.test_fraction", seed, origin)
     if "validation" not in enc:
         train, enc["validation"] = carve(train, data.val_fraction, "data.val_fraction", seed, origin)
-    td = assemble(name, train, enc["validation"], enc["test"], label_names, origin, dropped, data, seed)
-    td.integer_labels = not by_name
+    splits = (train, enc["validation"], enc["test"])
+    td = assemble(name, *splits, label_names, origin, dropped, data, seed, integer_labels=not by_name)
     _log_summary(td, sorted(set(ROLES) - set(raws)))
     _warn_overlap(td)
     return td

@@ -150,6 +150,7 @@ def assemble(
     dropped: dict[str, int],
     data: DataConfig,
     seed: int,
+    integer_labels: bool = False,
 ) -> TaskData:
     """Hold out ``data.exclude_labels``, then subsample (``data.max_*_samples``): the shared last step.
 
@@ -163,6 +164,7 @@ def assemble(
         dropped: rows dropped by ``data.drop_bad_rows`` per role.
         data: the data section (exclusion and subsample sizes).
         seed: seed of the excluded-label draw and the subsamples.
+        integer_labels: the labels were integer ids in the data (``TaskData.integer_labels``).
 
     Returns:
         The task, with ``ood`` and ``excluded_labels`` set when labels were held out.
@@ -182,4 +184,5 @@ def assemble(
         dropped=dropped,
         ood=ood,
         excluded_labels=excluded,
+        integer_labels=integer_labels,
     )
