@@ -64,7 +64,7 @@ def main(argv: list[str]) -> int:
         texts = read_texts(cfg.input, cfg.text_column or _trained_text_column(head_dir))
         from ucse.inference.blocks import predict_blocks
         from ucse.inference.classifier import UcseClassifier
-        from ucse.uncertainty.profile import uncertifiable_fix
+        from ucse.uncertainty.profile import uncertifiable_message
 
         clf = UcseClassifier.from_pretrained(
             head_dir,
@@ -86,16 +86,15 @@ def main(argv: list[str]) -> int:
         progress = cfg.progress and sys.stderr.isatty()
         blocks = predict_blocks(clf, texts, top_k=cfg.top_k, sets=cfg.sets, progress=progress)
         write_predictions(counted(blocks), cfg.out, cfg.overwrite)
-        fix = uncertifiable_fix(clf.profile_, head_dir.parent)
+        message = uncertifiable_message(clf.profile_, head_dir.parent)
         if cfg.out != "-":
             print(
                 f"{counts['rows']} predictions -> {cfg.out} (uncertainty score: {clf.uncertainty_score_}; "
                 f"abstain on {counts['abstain']}; out of scope: {counts['ood']})",
                 file=sys.stderr,
             )
-        if fix is not None:
-            target = clf.profile_.abstain.target
-            print(f"no abstention threshold was certified at target error {target}: {fix}", file=sys.stderr)
+        if message is not None:
+            print(message, file=sys.stderr)
         return 0
 
     return run_cli(body, interrupted="No output file was left half-written.")

@@ -306,18 +306,24 @@ def uncertifiable_fix(profile: UncertaintyProfile, run: str | Path) -> str | Non
     return f"`ucse calibrate run={run} uncertainty.abstain.coverage=0.9` abstains on ~10 % instead"
 
 
+def uncertifiable_message(profile: UncertaintyProfile, run: str | Path) -> str | None:
+    """The one sentence ``predict`` and the Python API say when no abstention threshold was certified."""
+    fix = uncertifiable_fix(profile, run)
+    if fix is None:
+        return None
+    a = profile.abstain
+    outcome = "no text abstains" if a.threshold == math.inf else "every text abstains"
+    return (
+        f"no abstention threshold was certifiable on the validation split (target error {a.target}), so "
+        f"{outcome}; {fix} (or retrain with more validation data)"
+    )
+
+
 def warn_if_uncertifiable(profile: UncertaintyProfile, head_dir: str | Path) -> None:
     """Say once, where predictions are served, that the saved abstention rule certified no threshold."""
-    fix = uncertifiable_fix(profile, Path(head_dir).parent)
-    if fix is not None:
-        log.warning(
-            "%s: no abstention threshold was certifiable on the validation split (target error %s), so %s; "
-            "%s (or retrain with more validation data)",
-            head_dir,
-            profile.abstain.target,
-            "no text abstains" if profile.abstain.threshold == math.inf else "every text abstains",
-            fix,
-        )
+    message = uncertifiable_message(profile, Path(head_dir).parent)
+    if message is not None:
+        log.warning("%s: %s", head_dir, message)
 
 
 def load_uncertainty_profile(
