@@ -155,8 +155,8 @@ def normalise(features: Array) -> torch.Tensor:
 def knn_distance(features: Array, bank: torch.Tensor, k: int, chunk: int = 512) -> torch.Tensor:
     """Euclidean distance from each normalised feature to its k-th nearest row of ``bank`` (Sun et al. 2022).
 
-    Brute force (:func:`ucse.training.neighbours.neighbour_distances`: a float32 search, the nearest rows'
-    distances recomputed in float64).
+    Brute force (:func:`ucse.training.neighbours.neighbour_distances`: a bf16 search on CPUs with native bf16,
+    float32 elsewhere, the nearest rows' distances recomputed in float64).
 
     Args:
         features: (N, D) features (normalised here).
