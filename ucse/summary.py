@@ -91,20 +91,13 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
         )
         a = profile.abstain
         if a is not None:
+            from ucse.uncertainty.profile import uncertifiable_fix  # torch is loaded once a profile exists
+
             rule = "target error" if a.rule == "target_error" else "coverage"
             never = math.isinf(a.threshold) and a.threshold > 0
-            offer = profile.info.get("offered_target_error")
-            met = (
-                ""
-                if a.achievable
-                else f" - not certifiable on validation: {'no text' if never else 'every text'} abstains"
-                + (
-                    f"; the smallest certifiable target is {offer:.2f}: ucse calibrate run={run_dir} "
-                    f"uncertainty.abstain.target_error={offer:.2f}"
-                    if offer is not None
-                    else ""
-                )
-            )
+            fix = uncertifiable_fix(profile, run_dir)
+            who = "no text" if never else "every text"
+            met = "" if fix is None else f" - not certifiable on validation: {who} abstains; {fix}"
             lines.append(
                 f"  abstain ({rule} {a.target}): validation coverage {pct(a.val_coverage)}, "
                 f"error {pct(a.val_error)}{met}"

@@ -40,3 +40,18 @@ def test_the_test_accuracy_carries_its_wilson_interval():
     want = f"test accuracy 0.9000 (95 % interval {centre - half:.3f}-{centre + half:.3f}, 10 texts)"
     assert line.startswith(want)
     assert "0.596-0.982" in line  # 9 of 10 right: anywhere from 60 % to 98 %
+
+
+@pytest.mark.parametrize(("offer", "says"), [(0.21, "target_error=0.21"), (None, "abstain.coverage=0.9")])
+def test_an_uncertifiable_rule_names_the_command_that_fixes_it(offer, says):
+    from ucse.uncertainty.calibration import Calibrator
+    from ucse.uncertainty.profile import UncertaintyProfile
+    from ucse.uncertainty.selective import AbstainThreshold
+
+    rule = AbstainThreshold(math.inf, "target_error", 0.05, 0.05, None, 1.0, 0.0625, False)
+    info = {} if offer is None else {"offered_target_error": offer}
+    profile = UncertaintyProfile(Calibrator.identity(3), abstain=rule, info=info)
+    text = train_summary(Path("runs/x"), {"val": {"accuracy": 0.5, "f1_macro": 0.5}}, profile)
+    (line,) = [s for s in text.splitlines() if s.lstrip().startswith("abstain")]
+    assert "not certifiable on validation: no text abstains" in line
+    assert f"ucse calibrate run={Path('runs/x')} uncertainty." in line and says in line
