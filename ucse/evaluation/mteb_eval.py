@@ -211,6 +211,20 @@ def load_hub_task(task_name: str, eval_splits: Sequence[str] = ("test",)) -> Abs
     return task
 
 
+def _task_result(model: AbsEncoder, task: AbsTask, batch_size: int) -> Any:
+    """The ``TaskResult`` of ``model`` on ``task`` from mteb, evaluated afresh (no result cache)."""
+    # cache=None: otherwise results go to ~/.cache/mteb and a rerun silently returns the old score.
+    res = mteb.evaluate(
+        model,
+        [task],
+        cache=None,
+        encode_kwargs={"batch_size": batch_size},
+        show_progress_bar=False,
+        co2_tracker=False,
+    )
+    return res.task_results[0]
+
+
 def evaluate_classification(
     encoder: TextEncoder | MtebEncoder, task: AbsTask, batch_size: int = 32
 ) -> dict[str, Any]:
@@ -226,16 +240,7 @@ def evaluate_classification(
         dict per subset]}, as in ``TaskResult.scores``)}``.
     """
     model = encoder if isinstance(encoder, MtebEncoder) else MtebEncoder(encoder)
-    # cache=None: otherwise results go to ~/.cache/mteb and a rerun silently returns the old score.
-    res = mteb.evaluate(
-        model,
-        [task],
-        cache=None,
-        encode_kwargs={"batch_size": batch_size},
-        show_progress_bar=False,
-        co2_tracker=False,
-    )
-    task_result = res.task_results[0]
+    task_result = _task_result(model, task, batch_size)
     return {
         "task_name": task_result.task_name,
         "main_score": float(task_result.get_score()),
@@ -294,14 +299,6 @@ def local_retrieval_task(
 
 def evaluate_task(model: AbsEncoder, task: AbsTask, batch_size: int = 64) -> dict[str, Any]:
     """Run ``task`` with mteb's own evaluator (no result cache); the first split/subset's scores dict."""
-    res = mteb.evaluate(
-        model,
-        [task],
-        cache=None,
-        encode_kwargs={"batch_size": batch_size},
-        show_progress_bar=False,
-        co2_tracker=False,
-    )
-    task_result = res.task_results[0]
+    task_result = _task_result(model, task, batch_size)
     split = next(iter(task_result.scores))
     return dict(task_result.scores[split][0])
