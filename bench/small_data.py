@@ -111,6 +111,35 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def summary(rows: list[dict]) -> str:
+    """Per task and size, over its seeds: each goal's count of rows that meet it, and the means."""
+    head = (
+        "| task | shots | seeds | abstain (mean) | answered error <= target + 1 pt | coverage in band |"
+        " coverage (mean) | empty sets (max) | ood keep within 2 pts of 0.95 | ood keep (mean) |\n|"
+        + "---|"
+        * 10
+    )
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["task"], str(r["shots"])), []).append(r.get("offered") or r["default"])
+    lines = [head]
+    for (task, shots), ms in sorted(groups.items(), key=lambda kv: (kv[0][0], int(kv[0][1]))):
+        n = len(ms)
+        # no answered text: no error to exceed
+        err_ok = sum(m["answered_error"] is None or m["answered_error"] <= m["target"] + 0.01 for m in ms)
+        band_ok = sum(m["coverage_band"][0] <= m["coverage"] <= m["coverage_band"][1] for m in ms)
+        keeps = [m["ood_keep"] for m in ms if m["ood_keep"] is not None]
+        keep_ok = sum(abs(k - 0.95) <= 0.02 for k in keeps)
+        lines.append(
+            f"| {task.removesuffix('Classification')} | {shots} | {n} | "
+            f"{100 * float(np.mean([m['abstain_share'] for m in ms])):.1f} % | {err_ok} of {n} | "
+            f"{band_ok} of {n} | {float(np.mean([m['coverage'] for m in ms])):.3f} | "
+            f"{100 * max(m['empty_sets'] for m in ms):.1f} % | {keep_ok} of {len(keeps)} | "
+            f"{float(np.mean(keeps)) if keeps else float('nan'):.3f} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", nargs="+", default=TASKS)
@@ -136,7 +165,7 @@ def main() -> None:
                 f.write_text(json.dumps(row))
                 print(json.dumps(row), flush=True)
     rows = [json.loads(p.read_text()) for p in sorted((args.out / "rows").glob("*.json"))]
-    text = table(rows)
+    text = table(rows) + "\n\n" + summary(rows)
     (args.out / "small_data.md").write_text(text + "\n")
     print(text)
 
