@@ -16,6 +16,7 @@ Usage: UCSE_DATA_DIR=../shared/data python bench/train_cost.py [key=value overri
 
 from __future__ import annotations
 
+import resource
 import sys
 import tempfile
 import time
@@ -150,9 +151,12 @@ def measure(argv: list[str], cache_root: str | None = None) -> dict:
     del backbone  # free the pass-A copy; the run loads its own
     if device.type == "cuda":
         torch.cuda.empty_cache()
+    faults0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     t0 = time.perf_counter()
     result = train(cfg)
     run_s = time.perf_counter() - t0
+    # pages the kernel had to map in during B: memory returned to the system and taken back between steps
+    run_faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults0
     m = result.metrics
     epochs = cfg.optim.epochs  # as the run set it (recipe=auto derives it from the data size)
     floor = 1 + epochs * head_per_tok * n_tokens["train"] / (bb_per_tok * sum(n_tokens.values()))
@@ -172,6 +176,7 @@ def measure(argv: list[str], cache_root: str | None = None) -> dict:
         "backbone_pass_s": backbone_s,
         "backbone_tokens_per_s": sum(n_tokens.values()) / backbone_s,
         "run_s": run_s,
+        "run_minor_faults": run_faults,
         "cache_build_s": m["timing"]["states_s"],
         "fit_s": m["fit_s"],
         "ratio": run_s / backbone_s,
@@ -203,6 +208,7 @@ def report(r: dict, target: float = 2.0) -> None:
         f"B  {r['epochs']}-epoch run incl. cache build: {r['run_s']:8.2f} s  (cache build "
         f"{r['cache_build_s']:.2f} s, fit {r['fit_s']:.2f} s, {r['steps']} steps)"
     )
+    print(f"   minor page faults during B     : {r['run_minor_faults']:8d}")
     per_step = r["fit_s"] * 1e3 / r["steps"]
     parts = r["step_parts_ms"]
     print(
