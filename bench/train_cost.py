@@ -27,6 +27,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from ucse.backbone.encoder import FrozenBackbone
 from ucse.backbone.precision import effective_precision
 from ucse.config import Precision, build_config
+from ucse.config.heap import keep_freed_heap
 from ucse.data import load_classification
 from ucse.heads import build_head
 from ucse.training import resolve_device, train
@@ -234,6 +235,7 @@ def report(r: dict, target: float = 2.0) -> None:
 
 
 def main(argv: list[str]) -> None:
+    keep_freed_heap()  # as `ucse train` does for its process
     report(measure(argv))
 
 

@@ -19,6 +19,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from ucse.config import RENAMED_KEYS, ConfigError, TrainConfig, build_config, did_you_mean
+from ucse.config.heap import keep_freed_heap
 from ucse.config.run_layout import RunFolder
 from ucse.config.uncertainty import check_uncertainty_config
 from ucse.training.variants import EXTRAS, TABLE7, Variant, variant_overrides
@@ -143,6 +144,7 @@ def main(argv: list[str]) -> int:
             raise ConfigError(f"seeds={opts['seeds']!r} is not an integer; use e.g. seeds=3.") from None
         out = Path(opts.get("out") or Path("runs") / "sweeps" / opts["backbone"])
         evaluate = opts["eval"].lower() in ("1", "true", "yes")
+        keep_freed_heap()  # this process is the command's (ucse/config/heap.py)
         summary = run_sweep(
             opts["task"].split(","), opts["backbone"], seeds, variants, out, overrides, evaluate
         )
