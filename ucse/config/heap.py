@@ -3,8 +3,8 @@
 Every training step allocates its intermediate tensors afresh (tens of MB at batch 64) and frees them at
 the end. Under glibc's default, dynamic thresholds the heap top goes back to the kernel after most steps and
 is faulted in again, page by page, in the next one: the paper recipe's 3-epoch Banking77 run on MiniLM-L6
-took 280k-510k minor page faults, 110k-130k with these thresholds; its fit 10.41 s on average over nine
-runs, 9.85 s over thirteen (the spread of either wider than the gain), and peak memory 20-40 MiB higher
+took 280k-510k minor page faults, 110k-130k with fixed thresholds; its fit 10.41 s on average over nine
+runs, 9.93 s over thirteen (each spread wider than the gain), peak memory 20-40 MiB higher
 (docs/RESULTS.md section 5).
 
 Only commands call this, for the process they own (``ucse train``, ``python train.py``, the sweep and the
