@@ -7,9 +7,10 @@ took 280k-510k minor page faults, 110k-130k with fixed thresholds; its fit 10.41
 runs, 9.93 s over thirteen (each spread wider than the gain), peak memory 20-40 MiB higher
 (docs/RESULTS.md section 5).
 
-Only commands call this, for the process they own (``ucse train``, ``python train.py``, the sweep and the
-benchmarks that time them): the settings are process-wide and glibc gives no way back to its dynamic
-thresholds, so the library (``ucse.train``, ``UcseClassifier.fit``) leaves a caller's process as it is.
+Only commands call this, for the process they own (``ucse train``, ``python train.py``, ``ucse sweep``, and
+``bench/train_cost.py``, which times a training run as ``ucse train`` makes it): the settings are process-wide
+and glibc gives no way back to its dynamic thresholds, so the library (``ucse.train``,
+``UcseClassifier.fit``) leaves a caller's process as it is.
 """
 
 from __future__ import annotations
