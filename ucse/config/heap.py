@@ -23,8 +23,8 @@ MMAP_THRESHOLD = 32 * 2**20
 """Allocations above this get their own mapping (32 MiB: the ceiling of glibc's dynamic threshold, 64-bit)."""
 
 TRIM_THRESHOLD = 128 * 2**20
-"""Free memory at the heap top is given back to the kernel only above this (64 MiB, glibc's own ceiling of
-2 x the mmap threshold, still faulted 260k pages per run: a step's transient tensors exceed it)."""
+"""Free memory at the heap top is given back to the kernel only above this. 64 MiB (glibc's own ceiling,
+2 x the mmap threshold) still faulted 260k pages per run: a step's transient tensors exceed it."""
 
 M_TRIM_THRESHOLD = -1  # <malloc.h>
 M_MMAP_THRESHOLD = -3
