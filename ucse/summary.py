@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -91,13 +90,14 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
         )
         a = profile.abstain
         if a is not None:
-            from ucse.uncertainty.profile import uncertifiable_fix  # torch is loaded once a profile exists
+            # torch is loaded once a profile exists
+            from ucse.uncertainty.profile import uncertifiable_fix, uncertifiable_outcome
 
             rule = "target error" if a.rule == "target_error" else "coverage"
-            never = math.isinf(a.threshold) and a.threshold > 0
             fix = uncertifiable_fix(profile, run_dir)
-            who = "no text" if never else "every text"
-            met = "" if fix is None else f" - not certifiable on validation: {who} abstains; {fix}"
+            met = ""
+            if fix is not None:
+                met = f" - not certifiable on validation: {uncertifiable_outcome(profile)}; {fix}"
             lines.append(
                 f"  abstain ({rule} {a.target}): validation coverage {pct(a.val_coverage)}, "
                 f"error {pct(a.val_error)}{met}"

@@ -306,13 +306,18 @@ def uncertifiable_fix(profile: UncertaintyProfile, run: str | Path) -> str | Non
     return f"`ucse calibrate run={run} uncertainty.abstain.coverage=0.9` abstains on ~10 % instead"
 
 
+def uncertifiable_outcome(profile: UncertaintyProfile) -> str:
+    """What an uncertified abstention rule does to every text: its threshold is +inf or -inf."""
+    return "no text abstains" if profile.abstain.threshold == math.inf else "every text abstains"
+
+
 def uncertifiable_message(profile: UncertaintyProfile, run: str | Path) -> str | None:
     """The one sentence ``predict`` and the Python API say when no abstention threshold was certified."""
     fix = uncertifiable_fix(profile, run)
     if fix is None:
         return None
     a = profile.abstain
-    outcome = "no text abstains" if a.threshold == math.inf else "every text abstains"
+    outcome = uncertifiable_outcome(profile)
     return (
         f"no abstention threshold was certifiable on the validation split (target error {a.target}), so "
         f"{outcome}; {fix} (or retrain with more validation data)"
