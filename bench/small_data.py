@@ -28,7 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.peers import machine, outputs_on_test, read, sample, train_ucse
+from bench.peers import outputs_on_test, read, sample, train_ucse
+from bench.peers_table import machine
 
 TASKS = ["Banking77Classification", "MassiveIntentClassification", "MassiveScenarioClassification"]
 
