@@ -76,6 +76,15 @@ CASES = {
         b"Beschreibung;Kategorie\nprinter jams again;Drucker\nVPN drops;VPN\ntoner low on floor 2;Drucker\n",
         ["no column 'text'", "looks like data.text_column=Beschreibung data.label_column=Kategorie."],
     ),
+    "columns guessed, a version column beside": (
+        "d.csv",
+        b"review,kind,app_version\ncrashes on start,bug,4.2\nadd dark mode,feature,4.2\n"
+        b"freezes when saving,bug,4.1\nplease add export,feature,4.2.1\nlogin loops,bug,4.2\n",
+        [
+            "looks like data.text_column=review data.label_column=kind",
+            "(other columns whose values repeat: app_version).",
+        ],
+    ),
     "tsv ragged row": ("d.tsv", b"text\tlabel\na\tx\nb\ty\tz\n", ["line 3: 3 fields"]),
     "tsv missing label": ("d.tsv", b"text\tlabel\na\tx\nb\t\n", ["line 3: 'label' is missing"]),
     "parquet garbage": ("d.parquet", b"PAR1 not really", ["is not a readable Parquet file"]),

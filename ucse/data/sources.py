@@ -104,10 +104,14 @@ def _columns(raw: RawSplit, text_column: str, label_column: str) -> tuple[list, 
         guess = _guess_columns(raw)
         if guess and not hint:
             found = dict(zip(("text_column", "label_column"), guess))
+            others = [c for c in guess[2] if c not in (text_column, label_column)]
+            also = ""
+            if others and any(k == "label_column" for _, k in missing):
+                also = f" (other columns whose values repeat: {', '.join(others)})"
             hint = (
                 " From the values, that looks like "
                 + " ".join(shlex.quote(f"data.{k}={found[k]}") for _, k in missing)
-                + "."
+                + f"{also}."
             )
         raise DataError(f"{raw.where} has no column {named}; its columns are {raw.columns}. Set {fix}.{hint}")
     labels = raw.values(label_column)
@@ -119,11 +123,12 @@ def _columns(raw: RawSplit, text_column: str, label_column: str) -> tuple[list, 
     return raw.values(text_column), labels, names
 
 
-def _guess_columns(raw: RawSplit, sample: int = 2000) -> tuple[str, str] | None:
-    """(text column, label column) when the split's columns make it plain, else ``None`` (a hint, never used).
+def _guess_columns(raw: RawSplit, sample: int = 2000) -> tuple[str, str, list[str]] | None:
+    """(text column, label column, the other label candidates) from the values, else ``None`` (a hint only).
 
-    The text column is the string column with the longest mean length; the label column is, among the
-    others, the one with the fewest distinct values, at least one repeated.
+    The text column is the string column with the longest mean length; the label candidates are the
+    others with at least one repeated value. Names (values with a letter: ``billing``) come before codes
+    (``4.2.1``, ``17``), then fewer distinct values first; the first is the guess, the rest are named too.
     """
     n = min(len(raw), sample)
     if n < 2 or len(raw.columns) < 2:
@@ -137,8 +142,12 @@ def _guess_columns(raw: RawSplit, sample: int = 2000) -> tuple[str, str] | None:
     repeating = {c: d for c, d in distinct.items() if 1 < d < n}
     if not repeating:
         return None
-    label = min(repeating, key=repeating.get)
-    return text, label
+
+    def named(c: str) -> bool:
+        return all(any(ch.isalpha() for ch in str(x)) for x in cols[c] if x is not None)
+
+    label, *others = sorted(repeating, key=lambda c: (not named(c), repeating[c]))
+    return text, label, others
 
 
 def _is_int_literal(value: Any) -> bool:
