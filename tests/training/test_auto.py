@@ -18,6 +18,7 @@ from ucse.config.uncertainty import OodScore
 from ucse.heads import load_head
 from ucse.heads.outputs import run_head
 from ucse.training import auto as auto_mod
+from ucse.training import auto_run as auto_run_mod
 from ucse.training import preflight, train
 from ucse.training.auto import choose_blend, fit_temperature
 from ucse.training.auto_run import load_heldout, read_heldout
@@ -104,6 +105,9 @@ def test_auto_cross_validates_on_a_small_validation_split(tiny_run_cfg, monkeypa
     assert len(fixed) == sum(used != c_star for _, _, used in nested) + (sel["weight"] < 1)
     assert m["head"] == {0.0: "logreg", 1.0: "textcnn"}.get(sel["weight"], "blend")
     assert m["val"]["estimate"] == "cross-validated"
+    # The estimate is the selection's nested out-of-fold accuracy at the chosen weight, not the calibration
+    # rows' (their probe part is at C*, chosen on the held-out texts too)
+    assert m["val"]["accuracy"] == pytest.approx(sel["accuracy"][str(sel["weight"])], abs=1e-12)
     # The saved head is the one measured: its test accuracy from the files equals metrics.json's.
     head, meta = load_head(run / "head")
     assert head.spec.config.type.value == m["head"]
@@ -250,3 +254,24 @@ def test_tampered_heldout_file_is_refused(tmp_path):
     with pytest.raises(ValueError, match="not a readable"):
         load_heldout(tmp_path / "junk.safetensors", 3)
     assert load_heldout(tmp_path / "absent.safetensors", 3) is None
+
+
+def test_the_cross_validated_estimate_is_the_selection_s_own(tiny_run_cfg, monkeypatch):
+    """The run's accuracy estimate is the nested out-of-fold one the choice was made on.
+
+    The calibration rows' probe part is refitted at C*, the C chosen on every row (held-out texts included).
+    Made useless here (C = 1e-6: near-uniform probabilities), it must not move the estimate (read from those
+    rows, this run's estimate was 0.933 against the selection's 0.908).
+    """
+    real = auto_mod.fit_probe_head
+
+    def useless_at_c_star(cfg, x, y, c, h, c_value=None):
+        return real(cfg, x, y, c, h, None if c_value is None else 1e-6)
+
+    monkeypatch.setattr(auto_mod, "fit_probe_head", useless_at_c_star)
+    monkeypatch.setattr(auto_run_mod, "WEIGHTS", (0.0, 0.25, 1.0))  # head=blend: w = 0.25 only
+    m = train(tiny_run_cfg("recipe=auto", "head=blend")).metrics
+    sel = m["selection"]
+    assert sel["mode"] == "cross-validation" and sel["weight"] == 0.25
+    assert m["val"]["estimate"] == "cross-validated"
+    assert m["val"]["accuracy"] == pytest.approx(sel["accuracy"]["0.25"], abs=1e-12)

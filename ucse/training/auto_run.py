@@ -43,7 +43,7 @@ def fit_auto_run(
     """Fit ``cfg.head`` (auto, blend or logreg), save it in ``run_dir/head``, return the run's metrics."""
     t0 = time.perf_counter()
     head_type = HeadType(cfg.head.type)
-    heldout, heldout_labels, distances = None, None, None
+    heldout, heldout_labels, distances, estimate = None, None, None, None
     if head_type is HeadType.logreg:
         x = probe_features(states["train"], cfg.backbone.pooling)
         head, info = fit_probe_head(cfg, x, labels["train"], num_classes, states["train"].hidden_size)
@@ -53,7 +53,7 @@ def fit_auto_run(
         result = fit_auto(cfg, states, labels, num_classes, device, weights)
         head, report = result.head, result.report
         heldout, heldout_labels = result.heldout, result.heldout_labels
-        distances = result.heldout_distances
+        distances, estimate = result.heldout_distances, result.estimate_logits
     fit_s = time.perf_counter() - t0
     metrics: dict = {}
     for split, key in (("validation", "val"), ("test", "test")):
@@ -61,8 +61,10 @@ def fit_auto_run(
             continue
         metrics[key] = _scores(run_head(head, states[split]).logits, labels[split])
     if heldout is not None:  # the validation rows trained the head: report the held-out estimate
-        estimate = "cross-validated" if report.get("mode") == "cross-validation" else "held-out, before refit"
-        metrics["val"] = {**_scores(heldout.logits, heldout_labels), "estimate": estimate}
+        if estimate is not None:  # the selection's own out-of-fold predictions (see AutoResult)
+            metrics["val"] = {**_scores(estimate, heldout_labels), "estimate": "cross-validated"}
+        else:
+            metrics["val"] = {**_scores(heldout.logits, heldout_labels), "estimate": "held-out, before refit"}
         save_heldout(RunFolder(run_dir).heldout, heldout, heldout_labels, distances)
     save_head(head, RunFolder(run_dir).head, meta)
     metrics["head"] = head.spec.config.type.value
