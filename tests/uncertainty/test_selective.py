@@ -115,7 +115,7 @@ def test_uncertifiable_target_follows_the_configured_fallback(fallback, abstains
     labels[:2] = (labels[:2] + 1) % 3
     val = EncodedBatch(rng.normal(size=(17, 4)), None, logits)
     cfg = UncertaintyConfig(abstain=AbstainConfig(if_uncertifiable=Uncertifiable(fallback)))
-    profile = fit_profile(val, labels, cfg)
+    profile = fit_profile(val, labels, cfg, run="runs/tickets")
     assert not profile.abstain.achievable
     out = profile.apply(val.mean, None, logits)
     assert out.abstain.all() if abstains else not out.abstain.any()
@@ -124,7 +124,11 @@ def test_uncertifiable_target_follows_the_configured_fallback(fallback, abstains
     offer = profile.info["offered_target_error"]  # what the warning offers, saved with the profile
     floor = profile.info["lowest_certifiable_error"]
     assert f"no target below {floor:.3f} can be certified" in caplog.text
-    said = "none below 0.99 is" if offer is None else f"the smallest that is, {offer:.2f}: `ucse calibrate"
+    said = (
+        "none below 0.99 is"
+        if offer is None
+        else f"the smallest that is, {offer:.2f}: `ucse calibrate run=runs/tickets"
+    )
     assert said in caplog.text and (offer is None or f"target_error={offer:.2f}`" in caplog.text)
 
 

@@ -68,6 +68,7 @@ def fit_profile(
     train: EncodedBatch | None = None,
     train_labels: np.ndarray | None = None,
     gaussians: ClassGaussians | None = None,
+    run: str | Path | None = None,
 ) -> UncertaintyProfile:
     """Fit calibration, default score, abstention threshold, conformal quantile and feature Gaussians.
 
@@ -80,6 +81,7 @@ def fit_profile(
         train_labels: (M,) training labels.
         gaussians: class Gaussians already fitted for this head (a refit of its profile), used when
             ``train`` is not given.
+        run: the run folder, named in the ``ucse calibrate`` command a warning offers (``<run>`` if unknown).
 
     Returns:
         The fitted :class:`UncertaintyProfile` (not yet saved).
@@ -141,7 +143,7 @@ def fit_profile(
                 floor,
                 "none below 0.99 is"
                 if offer is None
-                else f"the smallest that is, {offer:.2f}: `ucse calibrate run=<run> "
+                else f"the smallest that is, {offer:.2f}: `ucse calibrate run={run or '<run>'} "
                 f"uncertainty.abstain.target_error={offer:.2f}`",
             )
     k = cfg.conformal
@@ -219,7 +221,7 @@ def fit_for_run(
             bank = stream_bank(states["train"], encoder)
         val, val_labels = outs["validation"], data.labels("validation")
     weight = classifier_weight(encoder.head)
-    profile = fit_profile(val, val_labels, ucfg, weight, gaussians=gaussians or streamed.get("mean"))
+    profile = fit_profile(val, val_labels, ucfg, weight, gaussians=gaussians or streamed.get("mean"), run=run)
     if "mean" in streamed:
         profile.info["n_train"] = len(data.labels("train"))
     elif gaussians is not None:
