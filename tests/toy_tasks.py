@@ -78,7 +78,7 @@ def write_cue_task(
 
 # Your own data: string labels, learnable on the tiny BERT (each class's texts carry its cue word).
 OWN_CUES = {"money": "bank", "pets": "dog", "music": "guitar"}
-OWN_FORMATS = ("csv", "tsv", "jsonl", "json", "parquet")
+OWN_FORMATS = ("csv", "tsv", "jsonl", "json", "parquet", "xlsx")
 
 
 def own_rows(n: int = 90, seed: int = 0) -> list[dict]:
@@ -96,7 +96,7 @@ def own_rows(n: int = 90, seed: int = 0) -> list[dict]:
 
 
 def write_rows(path: Path, rows: list[dict]) -> Path:
-    """Write ``rows`` in the format named by ``path``'s suffix (csv, tsv, jsonl, json, parquet)."""
+    """Write ``rows`` in the format named by ``path``'s suffix (csv, tsv, jsonl, json, parquet, xlsx)."""
     import csv
 
     import pandas as pd
@@ -114,6 +114,8 @@ def write_rows(path: Path, rows: list[dict]) -> Path:
         path.write_text(json.dumps(rows, indent=1))
     elif fmt == "parquet":
         pd.DataFrame(rows).to_parquet(path, index=False)
+    elif fmt == "xlsx":
+        pd.DataFrame(rows).to_excel(path, index=False)
     else:
         raise ValueError(fmt)
     return path

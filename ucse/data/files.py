@@ -1,8 +1,9 @@
 """Read the user's own data files through ``datasets``, failing with the file, the line and what was expected.
 
-A ``data.path`` is one file (``.csv``, ``.tsv``, ``.jsonl``, ``.json``, ``.parquet``), a folder of split
-files (``train.*``, ``validation.*``/``dev.*``/``val.*``, ``test.*``) or a ``datasets.save_to_disk``
-folder. Files are read by ``datasets.load_dataset`` (``csv``/``json``/``parquet``) or ``load_from_disk``,
+A ``data.path`` is one file (``.csv``, ``.tsv``, ``.jsonl``, ``.json``, ``.parquet``, ``.xlsx``), a folder
+of split files (``train.*``, ``validation.*``/``dev.*``/``val.*``, ``test.*``) or a ``datasets.save_to_disk``
+folder. Files are read by ``datasets.load_dataset`` (``csv``/``json``/``parquet``; ``.xlsx``, which it has
+no builder for, by pandas: :mod:`ucse.data.excel`) or ``load_from_disk``,
 never parsed by hand. Before reading, a text file is checked to be non-empty UTF-8; when ``datasets``
 fails, the standard library's ``json``/``csv`` modules re-read the file only to find the line at fault,
 because the Arrow and pandas errors name no line (or a chunk-relative one) and surface as tracebacks.
@@ -24,10 +25,18 @@ import pandas as pd
 
 from ucse.config.checks import check_data_path
 from ucse.data.csv_format import csv_delimiter, csv_lines, csv_problem
+from ucse.data.excel import read_excel
 from ucse.data.tasks import DataError
 
-FORMATS = {".csv": "csv", ".tsv": "csv", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
-"""Accepted file suffixes and the ``datasets`` builder that reads each."""
+FORMATS = {
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".jsonl": "json",
+    ".json": "json",
+    ".parquet": "parquet",
+    ".xlsx": "excel",
+}
+"""Accepted file suffixes and the ``datasets`` builder that reads each (``excel``: pandas, :mod:`.excel`)."""
 SPLIT_FILES = {"train": ("train",), "validation": ("validation", "dev", "val", "valid"), "test": ("test",)}
 """File stems (and ``DatasetDict`` split names) recognised for each split."""
 EXPECTED = {
@@ -36,6 +45,7 @@ EXPECTED = {
     ".jsonl": 'one JSON object per line, e.g. {"text": "...", "label": "..."}',
     ".json": 'an array of objects [{"text": "...", "label": "..."}, ...] or one object per line',
     ".parquet": "a Parquet table with one row per example",
+    ".xlsx": "an Excel workbook whose first sheet's first row names the columns, then one row per example",
 }
 """What each format must hold, for messages."""
 
@@ -244,6 +254,9 @@ def read_file(path: Path) -> RawSplit:
     expected = f"Expected {EXPECTED[suffix]}."
     if path.stat().st_size == 0:
         raise DataError(f"{path} is empty (0 bytes). {expected}")
+    if builder == "excel":
+        columns, rows = read_excel(path, expected)
+        return RawSplit(str(path), columns, line_map=lambda: rows)
     if builder == "parquet":
         try:
             return RawSplit(str(path), _load("parquet", path))

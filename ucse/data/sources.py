@@ -240,7 +240,7 @@ def load_task_data(
     This is what ``python train.py data.path=...`` runs, and what a Python API (``ucse.train(data)``) calls.
 
     Args:
-        source: a path (``.csv``/``.tsv``/``.jsonl``/``.json``/``.parquet`` file, a folder of
+        source: a path (``.csv``/``.tsv``/``.jsonl``/``.json``/``.parquet``/``.xlsx`` file, a folder of
             ``train``/``validation``/``test`` files, or a ``save_to_disk`` folder), a ``datasets.Dataset`` or
             ``DatasetDict``, a pandas ``DataFrame``, or a ``(texts, labels)`` pair of sequences.
         task: the task (its ``name``); ``None`` names the task after the path (file stem or folder name),

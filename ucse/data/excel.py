@@ -1,0 +1,65 @@
+"""Excel workbooks (``.xlsx``) as data files: the first sheet, its first row naming the columns.
+
+``datasets`` has no Excel builder, so the sheet is read by pandas' ``read_excel`` through openpyxl (the engine
+pandas uses for ``.xlsx``). Cells keep their types, as JSON values do (a label column of whole numbers is read
+as ids). A row's line in messages is its row number in the sheet (the header is row 1); fully empty rows,
+which a spreadsheet shows as gaps, are skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ucse.data.tasks import DataError
+
+logger = logging.getLogger(__name__)
+
+
+def _cell(value: Any) -> Any:
+    """A cell as a Python value: an empty cell (NaN, NaT) as ``None``, a whole float as its int.
+
+    Excel stores every number as a float: ``3.0`` in a label column is the id 3.
+    """
+    if pd.api.types.is_scalar(value) and pd.isna(value):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def read_excel(path: Path, expected: str) -> tuple[dict[str, list], list[int]]:
+    """Columns of the workbook's first sheet (name -> one value per row) and each row's sheet row number.
+
+    Raises:
+        DataError: naming the file, when openpyxl is missing, the file is not a readable workbook, or the
+            sheet has no header or no data rows.
+    """
+    try:
+        import openpyxl  # noqa: F401  (pandas' .xlsx engine; checked first for a message naming it)
+    except ImportError:
+        raise DataError(
+            f"{path}: reading .xlsx needs openpyxl (`pip install openpyxl`); or save the sheet as .csv."
+        ) from None
+    try:
+        with pd.ExcelFile(path, engine="openpyxl") as book:
+            sheets = book.sheet_names
+            frame = book.parse(sheets[0], header=0, dtype=object)
+    except Exception as err:  # zip / XML / openpyxl errors of a damaged or mislabelled file
+        raise DataError(
+            f"{path} is not a readable Excel workbook ({type(err).__name__}: {err}). {expected}"
+        ) from None
+    if len(sheets) > 1:
+        logger.info("%s: reading its first sheet, %r (of %d sheets)", path, sheets[0], len(sheets))
+    if frame.columns.empty:
+        raise DataError(f"{path}: sheet {sheets[0]!r} is empty. {expected}")
+    filled = ~frame.isna().all(axis=1)  # (N,) rows with at least one cell
+    frame = frame[filled]
+    if frame.empty:
+        raise DataError(f"{path}: sheet {sheets[0]!r} has a header row but no data rows. {expected}")
+    rows = [int(i) + 2 for i in frame.index]  # 0-based data index -> sheet row (header = row 1)
+    columns = {str(c): [_cell(v) for v in frame[c].tolist()] for c in frame.columns}
+    return columns, rows
