@@ -85,6 +85,11 @@ CASES = {
             "(other columns whose values repeat: app_version).",
         ],
     ),
+    "json NaN in an unclosed array": (  # NaN alone is read as missing, and named by its row
+        "d.json",
+        b'[{"text": "NaN is fine in a string", "label": "x"},\n {"text": NaN, "label": "y"}',
+        ["line 2: NaN is not valid JSON (write null or a number) (column 11)"],
+    ),
     "tsv ragged row": ("d.tsv", b"text\tlabel\na\tx\nb\ty\tz\n", ["line 3: 3 fields"]),
     "tsv missing label": ("d.tsv", b"text\tlabel\na\tx\nb\t\n", ["line 3: 'label' is missing"]),
     "parquet garbage": ("d.parquet", b"PAR1 not really", ["is not a readable Parquet file"]),

@@ -16,8 +16,14 @@ from hypothesis import strategies as st
 from ucse.config import DataConfig
 from ucse.data import DataError, TaskData, load_task_data
 
+# derandomize: the suite draws the same examples on every run (runs of 4,000 examples by hand, new seeds each,
+# are how new cases are found: a bare NaN in a .json array was named at no line until one did)
 SETTINGS = settings(
-    max_examples=25, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=25,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],
 )
 LOCATED = re.compile(r"\b(line|row|item) \d+")
 # Problems of the whole file or data set, which have no line to name.

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -196,6 +197,19 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON (write null or a number)")
 
 
+# a JSON string (skipped whole, escapes included) or a bare constant outside one
+_STRING_OR_CONSTANT = re.compile(r'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)')
+
+
+def _constant_at(text: str) -> tuple[int, int] | None:
+    """1-based (line, column) of the first bare ``NaN`` / ``Infinity`` outside a JSON string, or ``None``."""
+    for m in _STRING_OR_CONSTANT.finditer(text):
+        if m.group(1):
+            start = m.start(1)
+            return text.count("\n", 0, start) + 1, start - text.rfind("\n", 0, start)
+    return None
+
+
 def _json_kind(value: Any) -> str:
     kinds = {dict: "an object", list: "an array", str: "a string", bool: "true/false", type(None): "null"}
     return kinds.get(type(value), "a number")
@@ -209,8 +223,9 @@ def _json_problem(text: str) -> str | None:
         if err.msg == "Extra data":  # several top-level values: the file is JSON Lines
             return _jsonl_problem(text)
         return f"line {err.lineno}: JSON syntax error: {err.msg} (column {err.colno})"
-    except ValueError as err:
-        return f"JSON error: {err}"
+    except ValueError as err:  # a bare NaN / Infinity: json names no place for it, so find the token
+        at = _constant_at(text)
+        return f"line {at[0]}: {err} (column {at[1]})" if at else f"JSON error: {err}"
     if isinstance(value, list):
         for i, item in enumerate(value):
             problem = (
