@@ -35,6 +35,8 @@ WHOLE = (
     "one object of column lists",
     "has no column",
     "is not a readable Parquet file",
+    "is not a readable Excel workbook",
+    "is empty. Expected an Excel",
     "has no usable rows",
     "a classifier needs at least two labels",
     "too few to carve",
@@ -82,8 +84,11 @@ def _serialise(fmt: str, data: list[dict]) -> bytes | None:
         return buf.getvalue().encode()
     buf = io.BytesIO()
     try:
-        pd.DataFrame(data).to_parquet(buf, index=False)
-    except Exception:  # pyarrow cannot write some mixed object columns: not a file a user could have
+        if fmt == "xlsx":
+            pd.DataFrame(data).to_excel(buf, index=False)
+        else:
+            pd.DataFrame(data).to_parquet(buf, index=False)
+    except Exception:  # a list in a cell, control characters, mixed Arrow columns: no file a user could have
         return None
     return buf.getvalue()
 
@@ -126,7 +131,7 @@ def _check_outcome(load, where: str) -> None:
 
 
 @SETTINGS
-@given(fmt=st.sampled_from(["jsonl", "json", "csv", "tsv", "parquet"]), data=rows, how=damage)
+@given(fmt=st.sampled_from(["jsonl", "json", "csv", "tsv", "parquet", "xlsx"]), data=rows, how=damage)
 def test_generated_files_load_or_fail_naming_file_and_line(fmt, data, how):
     content = _serialise(fmt, data)
     assume(content is not None)
