@@ -43,6 +43,17 @@ def test_bad_text_fails_naming_row_file_and_fix(tmp_path, kind, value, split):
     assert "row 5:" in msg and "'text'" in msg
     assert repr(None if value is _MISSING else value) in msg
     assert "data.drop_bad_rows=true" in msg
+    assert "\n" not in msg  # one bad row: one line
+
+
+def test_several_bad_rows_are_listed_one_per_line(tmp_path):
+    rows = _with_bad(_with_bad(toy_rows("tr"), 2, text=""), 7, text=None)
+    root = make_task(tmp_path, {"train": rows, "test": toy_rows("te")})
+    with pytest.raises(DataError) as err:
+        load_classification(toy_task(), toy_data(root), seed=0)
+    lines = str(err.value).splitlines()
+    assert "2 bad row(s)" in lines[0] and lines[1].startswith("  row 2:") and lines[2].startswith("  row 7:")
+    assert "data.drop_bad_rows=true" in lines[-1]
 
 
 @pytest.mark.parametrize(

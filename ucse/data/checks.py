@@ -182,10 +182,15 @@ def resolve_bad_rows(
     more = f"\n  ... and {len(bad) - MAX_SHOWN} more problem(s)" if len(bad) > MAX_SHOWN else ""
     numbering = "" if lines else " (rows are 0-based)"
     summary = f"{len(bad_idx)} bad row(s) of {num_rows} in split '{split}' of {where}{numbering}"
-    if not drop:
+    fix = "data.drop_bad_rows=true to drop (and count) such rows"
+    if not drop and len(bad) == 1:  # one problem: one line
+        b = bad[0]
+        at = f"line {lines[b.index]}" if lines else f"row {b.index}"
         raise DataError(
-            f"{summary}:\n{shown}{more}\nFix the data, or set data.drop_bad_rows=true to drop (and count) "
-            "such rows."
+            f"{where} {at}: {b.problem}: {_short_repr(b.value)} (the one bad row of {num_rows} in split "
+            f"'{split}'{'' if lines else '; rows are 0-based'}); fix it, or set {fix}."
         )
+    if not drop:
+        raise DataError(f"{summary}:\n{shown}{more}\nFix the data, or set {fix}.")
     logger.warning("Dropping %s:\n%s%s", summary, shown, more)
     return keep
