@@ -18,6 +18,7 @@ from sklearn.model_selection import GridSearchCV, cross_val_score
 from sklearn.pipeline import Pipeline
 from toy_tasks import OWN_CUES, own_rows
 
+from ucse.config.run_layout import RunFolder
 from ucse.inference.classifier import UcseClassifier
 
 CHANCE = 1 / len(OWN_CUES)
@@ -127,6 +128,17 @@ def test_output_dir_keeps_the_run(tiny_params, rows, tmp_path):
     assert clf.run_dir_ == tmp_path / "run" and (tmp_path / "run" / "head" / "calibration.json").is_file()
     again = UcseClassifier.from_pretrained(tmp_path / "run", device="cpu")
     np.testing.assert_array_equal(again.predict(texts[120:]), clf.predict(texts[120:]))
+
+
+def test_the_uncertifiable_warning_offers_no_command_on_a_scratch_folder(tiny_params, rows, tmp_path, caplog):
+    texts, y = rows
+    with caplog.at_level("WARNING", logger="ucse.uncertainty.fit"):
+        UcseClassifier(**tiny_params).fit(texts, y)  # 24 validation texts: 5 % error is not certifiable
+        scratch = caplog.text
+        caplog.clear()
+        UcseClassifier(**tiny_params, output_dir=str(tmp_path / "kept")).fit(texts, y)
+    assert "`ucse calibrate run=<run> " in scratch and RunFolder.SCRATCH_PREFIX not in scratch
+    assert f"`ucse calibrate run={tmp_path / 'kept'} " in caplog.text
 
 
 def test_bad_fit_inputs_are_clear_errors(tiny_params):

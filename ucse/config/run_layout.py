@@ -49,6 +49,15 @@ class RunFolder:
     heldout = property(lambda self: self.path / self.HELDOUT, doc="``heldout.safetensors``.")
     logs = property(lambda self: self.path / self.LOGS, doc="``logs/``.")
 
+    SCRATCH_PREFIX = "ucse-fit-"
+    """``UcseClassifier.fit`` without ``output_dir`` trains in ``<tmp>/ucse-fit-XXXX/run``, gone with the
+    estimator: no command should be offered on it."""
+
+    @property
+    def scratch(self) -> bool:
+        """Whether this is an estimator's temporary run folder (:attr:`SCRATCH_PREFIX`)."""
+        return self.path.name == "run" and self.path.parent.name.startswith(self.SCRATCH_PREFIX)
+
     def eval_report(self, split: str) -> Path:
         """``eval.json`` for the test split, ``eval-<split>.json`` for another."""
         return self.path / ("eval.json" if split == "test" else f"eval-{split}.json")

@@ -177,7 +177,7 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         """``output_dir``, or a fresh temporary folder that goes when this estimator does."""
         if self.output_dir is not None:
             return Path(self.output_dir)
-        tmp = Path(tempfile.mkdtemp(prefix="ucse-fit-"))
+        tmp = Path(tempfile.mkdtemp(prefix=RunFolder.SCRATCH_PREFIX))
         self._cleanup = weakref.finalize(self, shutil.rmtree, tmp, True)
         return tmp / "run"
 

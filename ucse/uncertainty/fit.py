@@ -221,7 +221,9 @@ def fit_for_run(
             bank = stream_bank(states["train"], encoder)
         val, val_labels = outs["validation"], data.labels("validation")
     weight = classifier_weight(encoder.head)
-    profile = fit_profile(val, val_labels, ucfg, weight, gaussians=gaussians or streamed.get("mean"), run=run)
+    class_gaussians = gaussians or streamed.get("mean")
+    named = None if folder.scratch else run  # the estimator's scratch folder goes with it: no command on it
+    profile = fit_profile(val, val_labels, ucfg, weight, gaussians=class_gaussians, run=named)
     if "mean" in streamed:
         profile.info["n_train"] = len(data.labels("train"))
     elif gaussians is not None:
