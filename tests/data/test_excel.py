@@ -71,6 +71,19 @@ def test_empty_sheets_fail_naming_the_file(tmp_path, sheets, expected):
     assert str(path) in str(err.value) and "\n" not in str(err.value)
 
 
+def test_a_title_row_above_the_header_is_named(tmp_path):
+    rows = [["Ticket export, November"], [None], *TICKETS]
+    path = _book(tmp_path / "report.xlsx", {"Export": rows})
+    with pytest.raises(DataError, match=r"row 1 of sheet 'Export' names only 1 of its 2 columns .*title"):
+        load_task_data(path, data=COLUMNS)
+    _book(path, {"Export": [[None, None], *TICKETS]})  # a blank first row
+    with pytest.raises(DataError, match=r"row 1 of sheet 'Export' names none of its columns; .*blank rows"):
+        load_task_data(path, data=COLUMNS)
+    # an index column's empty top-left cell (pandas' to_excel default) is not a title row
+    _book(path, {"Export": [[None, *TICKETS[0]]] + [[i, *r] for i, r in enumerate(TICKETS[1:])]})
+    assert load_task_data(path, data=COLUMNS).label_names == ["payroll", "printer", "vpn"]
+
+
 def test_a_file_that_is_not_a_workbook_fails_in_one_line(tmp_path):
     path = tmp_path / "d.xlsx"
     path.write_bytes(b"text,label\nnot really a workbook,x\n")

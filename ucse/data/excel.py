@@ -56,6 +56,20 @@ def read_excel(path: Path, expected: str) -> tuple[dict[str, list], list[int]]:
         logger.info("%s: reading its first sheet, %r (of %d sheets)", path, sheets[0], len(sheets))
     if frame.columns.empty:
         raise DataError(f"{path}: sheet {sheets[0]!r} is empty. {expected}")
+    # header cells left empty (pandas names them "Unnamed: i"): half or more is a report's title row above
+    # the header, not a header (an index column's one empty top-left cell is not)
+    blank = [str(c) for c in frame.columns if str(c).startswith("Unnamed: ")]
+    if len(frame.columns) > 1 and len(blank) >= len(frame.columns) / 2:
+        named = [str(c) for c in frame.columns if str(c) not in blank]
+        names = (
+            f"only {len(named)} of its {len(frame.columns)} columns ({named})"
+            if named
+            else "none of its columns"
+        )
+        raise DataError(
+            f"{path}: row 1 of sheet {sheets[0]!r} names {names}; the first row must name the columns: "
+            "delete any rows above the header (a title, blank rows)."
+        )
     filled = ~frame.isna().all(axis=1)  # (N,) rows with at least one cell
     frame = frame[filled]
     if frame.empty:
