@@ -96,3 +96,7 @@ def test_a_file_that_is_not_a_workbook_fails_in_one_line(tmp_path):
 def test_predict_input_can_be_a_workbook(tmp_path):
     path = _book(tmp_path / "new.xlsx", {"S": [["text"], ["the printer jams"], [None], ["vpn drops"]]})
     assert read_texts(path) == ["the printer jams", "vpn drops"]
+    # a run trained on another column name: its only column is read unless a column was asked for
+    assert read_texts(path, "Description", sole_column=True) == ["the printer jams", "vpn drops"]
+    with pytest.raises(DataError, match=r"has no column 'Description'; its columns are \['text'\]"):
+        read_texts(path, "Description")

@@ -61,7 +61,8 @@ def main(argv: list[str]) -> int:
         from ucse.inference.files import check_output, read_texts, write_predictions
 
         check_output(cfg.out, cfg.overwrite)
-        texts = read_texts(cfg.input, cfg.text_column or _trained_text_column(head_dir))
+        column = cfg.text_column or _trained_text_column(head_dir)
+        texts = read_texts(cfg.input, column, sole_column=cfg.text_column is None)
         from ucse.inference.blocks import predict_blocks
         from ucse.inference.classifier import UcseClassifier
         from ucse.uncertainty.profile import uncertifiable_message

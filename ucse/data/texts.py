@@ -1,11 +1,12 @@
 """Unlabelled texts from a file or stdin, in input order: ``ucse predict``'s input, out-of-scope examples.
 
-Tables (``.csv``/``.tsv``/``.jsonl``/``.json``/``.parquet``) are read by :func:`ucse.data.files.read_file`
-(``datasets`` underneath, errors naming the file and line); a ``.txt`` file or stdin is one text per line.
+Tables (``.csv``/``.tsv``/``.jsonl``/``.json``/``.parquet``/``.xlsx``) are read by
+:func:`ucse.data.files.read_file` (errors name the file and line); a ``.txt`` file or stdin: a text per line.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from ucse.data.checks import text_value_problems
 from ucse.data.files import FORMATS, decode_utf8, read_file
 from ucse.data.tasks import DataError
 
+logger = logging.getLogger(__name__)
 INPUT_SUFFIXES = (".txt", *FORMATS)
 STDIO = "-"
 
@@ -52,7 +54,11 @@ def _read_stdin() -> bytes:
 
 
 def read_texts(
-    source: str, text_column: str = "text", option: str = "input", column_option: str = "text_column"
+    source: str,
+    text_column: str = "text",
+    option: str = "input",
+    column_option: str = "text_column",
+    sole_column: bool = False,
 ) -> list[str]:
     """The texts of an unlabelled input (``ucse predict``'s, out-of-scope examples), in input order.
 
@@ -61,6 +67,8 @@ def read_texts(
         text_column: the text column of a table file.
         option: the setting that named ``source``, for messages (``input``, ``data.ood_path``).
         column_option: the setting that names the column, for messages.
+        sole_column: a table of one column lacking ``text_column`` is read from that column (for a
+            ``text_column`` the user did not set: predict's default is the column the run trained on).
 
     Returns:
         The texts.
@@ -83,6 +91,9 @@ def read_texts(
     if suffix == ".txt":  # bytes, decoded here: read_text would turn every bare \r into a line break
         return _lines(decode_utf8(path, path.read_bytes()), str(path))
     raw = read_file(path)
+    if text_column not in raw.columns and sole_column and len(raw.columns) == 1:
+        logger.info("%s: reading its only column, %r (no column %r)", path, raw.columns[0], text_column)
+        text_column = raw.columns[0]
     if text_column not in raw.columns:
         raise DataError(
             f"{path} has no column '{text_column}'; its columns are {raw.columns}. "
