@@ -68,6 +68,12 @@ def test_the_trained_text_column_is_the_default(tiny_clf_run, tmp_path):
     out = tmp_path / "p.jsonl"
     assert main(["predict", f"run={tiny_clf_run}", f"input={tmp_path / 'in.jsonl'}", f"out={out}"]) == 0
     assert len(out.read_text().splitlines()) == 3
+    # a one-column table under another name is read from that column, unless text_column= asks for another
+    (tmp_path / "one.csv").write_text("body\n" + "".join(f"{t}\n" for t in texts))
+    one = [f"run={tiny_clf_run}", f"input={tmp_path / 'one.csv'}", f"out={out}", "overwrite=true"]
+    assert main(["predict", *one]) == 0
+    assert [json.loads(r)["text"] for r in out.read_text().splitlines()] == texts
+    assert main(["predict", *one, "text_column=text"]) == 2
 
 
 def _bad_cases(run: Path, tmp: Path) -> dict[str, tuple[list[str], str]]:
