@@ -50,8 +50,8 @@ class RunFolder:
     logs = property(lambda self: self.path / self.LOGS, doc="``logs/``.")
 
     SCRATCH_PREFIX = "ucse-fit-"
-    """``UcseClassifier.fit`` without ``output_dir`` trains in ``<tmp>/ucse-fit-XXXX/run``, gone with the
-    estimator: no command should be offered on it."""
+    """``UcseClassifier.fit`` without ``output_dir`` trains in ``<tmp>/ucse-fit-<random>/run``, removed with
+    the estimator: no command should be offered on it."""
 
     @property
     def scratch(self) -> bool:

@@ -10,6 +10,7 @@ from typing import Any
 
 import datasets
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -21,6 +22,16 @@ MAX_SHOWN = 5
 """Bad rows listed in an error message (the total is always given)."""
 REPR_CHARS = 80
 """Characters of a bad value's repr shown in messages."""
+
+
+def none_if_na(value: Any) -> Any:
+    """The missing markers of pandas (NaN, None, pd.NA, NaT) as ``None``; every other value unchanged."""
+    return None if pd.api.types.is_scalar(value) and pd.isna(value) else value
+
+
+def _place(index: int, lines: Sequence[int] | None) -> str:
+    """A row as messages name it: its 1-based file line where known, else its 0-based index."""
+    return f"line {lines[index]}" if lines else f"row {index}"
 
 
 @dataclass(frozen=True)
@@ -176,7 +187,7 @@ def resolve_bad_rows(
     if not len(bad_idx):
         return keep
     shown = "\n".join(
-        f"  {f'line {lines[b.index]}' if lines else f'row {b.index}'}: {b.problem}: {_short_repr(b.value)}"
+        f"  {_place(b.index, lines)}: {b.problem}: {_short_repr(b.value)}"
         for b in sorted(bad, key=lambda b: b.index)[:MAX_SHOWN]
     )
     more = f"\n  ... and {len(bad) - MAX_SHOWN} more problem(s)" if len(bad) > MAX_SHOWN else ""
@@ -185,10 +196,9 @@ def resolve_bad_rows(
     fix = "data.drop_bad_rows=true to drop (and count) such rows"
     if not drop and len(bad) == 1:  # one problem: one line
         b = bad[0]
-        at = f"line {lines[b.index]}" if lines else f"row {b.index}"
         raise DataError(
-            f"{where} {at}: {b.problem}: {_short_repr(b.value)} (the one bad row of {num_rows} in split "
-            f"'{split}'{'' if lines else '; rows are 0-based'}); fix it, or set {fix}."
+            f"{where} {_place(b.index, lines)}: {b.problem}: {_short_repr(b.value)} (the one bad row of "
+            f"{num_rows} in split '{split}'{'' if lines else '; rows are 0-based'}); fix it, or set {fix}."
         )
     if not drop:
         raise DataError(f"{summary}:\n{shown}{more}\nFix the data, or set {fix}.")

@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from ucse.data.checks import none_if_na
 from ucse.data.tasks import DataError
 
 logger = logging.getLogger(__name__)
@@ -24,26 +25,17 @@ def _cell(value: Any) -> Any:
 
     Excel stores every number as a float: ``3.0`` in a label column is the id 3.
     """
-    if pd.api.types.is_scalar(value) and pd.isna(value):
-        return None
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
+    value = none_if_na(value)
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def read_excel(path: Path, expected: str) -> tuple[dict[str, list], list[int]]:
     """Columns of the workbook's first sheet (name -> one value per row) and each row's sheet row number.
 
     Raises:
-        DataError: naming the file, when openpyxl is missing, the file is not a readable workbook, or the
-            sheet has no header or no data rows.
+        DataError: naming the file, when it is not a readable workbook (openpyxl, a dependency, missing
+            included), or the sheet has no header or no data rows.
     """
-    try:
-        import openpyxl  # noqa: F401  (pandas' .xlsx engine; checked first for a message naming it)
-    except ImportError:
-        raise DataError(
-            f"{path}: reading .xlsx needs openpyxl (`pip install openpyxl`); or save the sheet as .csv."
-        ) from None
     try:
         with pd.ExcelFile(path, engine="openpyxl") as book:
             sheets = book.sheet_names

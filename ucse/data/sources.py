@@ -29,7 +29,14 @@ import datasets
 import pandas as pd
 
 from ucse.config import DataConfig, TaskConfig, default_task_name
-from ucse.data.checks import label_problems, normalise_label, resolve_bad_rows, shown, text_value_problems
+from ucse.data.checks import (
+    label_problems,
+    none_if_na,
+    normalise_label,
+    resolve_bad_rows,
+    shown,
+    text_value_problems,
+)
 from ucse.data.files import SPLIT_FILES, RawSplit, read_path
 from ucse.data.splitting import assemble, carve, check_carvable
 from ucse.data.tasks import DataError, TaskData
@@ -58,7 +65,7 @@ def _from_memory(source: Any, text_column: str, label_column: str) -> tuple[dict
     if isinstance(source, datasets.Dataset):
         return {"train": RawSplit("the Dataset", source)}, "in-memory Dataset"
     if isinstance(source, pd.DataFrame):
-        columns = {str(c): [_none_if_na(v) for v in source[c].tolist()] for c in source.columns}
+        columns = {str(c): [none_if_na(v) for v in source[c].tolist()] for c in source.columns}
         # a Categorical's categories are the label order its user chose (low, mid, high), like a ClassLabel's
         cats = {
             str(c): [str(v) for v in source[c].cat.categories]
@@ -81,11 +88,6 @@ def _from_memory(source: Any, text_column: str, label_column: str) -> tuple[dict
         f"Cannot read data of type {type(source).__name__}: give a file or folder path, a datasets.Dataset "
         "or DatasetDict, a pandas DataFrame, or a (texts, labels) pair of lists."
     )
-
-
-def _none_if_na(value: Any) -> Any:
-    """The missing markers of pandas (NaN, None, pd.NA, NaT) as ``None``; every other value unchanged."""
-    return None if pd.api.types.is_scalar(value) and pd.isna(value) else value
 
 
 def _columns(raw: RawSplit, text_column: str, label_column: str) -> tuple[list, list, list[str] | None]:
