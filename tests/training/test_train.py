@@ -58,6 +58,12 @@ def test_cache_built_once_and_reused_across_runs(tiny_run_cfg, tmp_path):
     cfg2 = tiny_run_cfg(f"cache.dir={tmp_path / 'cache'}", "seed=1", f"output_dir={tmp_path / 'run2'}")
     assert train(cfg2).metrics["data"]["cache_builds"] == 0
     assert HiddenStateCache(tmp_path / "cache").size_bytes() == first["cache_bytes"] > 0
+    # Another task's entry in the same folder is not this run's: the run reports its own entry's bytes.
+    other = tmp_path / "cache" / ("f" * 64)
+    other.mkdir()
+    (other / "states.bin").write_bytes(b"\0" * 4096)
+    cfg3 = tiny_run_cfg(f"cache.dir={tmp_path / 'cache'}", "seed=2", f"output_dir={tmp_path / 'run3'}")
+    assert train(cfg3).metrics["data"]["cache_bytes"] == first["cache_bytes"]
 
 
 def test_same_seed_same_result(tiny_run_cfg, tmp_path):

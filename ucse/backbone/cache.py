@@ -112,6 +112,7 @@ class HiddenStateCache:
 
     Attributes:
         builds: number of entries this object built or helped build (a cache hit does not count).
+        used: the entry folders this object returned (built or reused), in order.
 
     Raises:
         CacheError: ``root`` exists but is not a folder.
@@ -124,6 +125,7 @@ class HiddenStateCache:
         self.dtype = CacheDtype(dtype)
         self.progress = progress
         self.builds = 0
+        self.used: list[Path] = []
 
     @staticmethod
     def check_root(root: str | Path | None = None) -> Path:
@@ -158,10 +160,15 @@ class HiddenStateCache:
         return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
     def size_bytes(self) -> int:
-        """Total bytes of all files under the cache root."""
+        """Total bytes of all files under the cache root (every entry, whichever run wrote it)."""
         if not self.root.is_dir():
             return 0
         return sum(p.stat().st_size for p in self.root.rglob("*") if p.is_file())
+
+    def used_bytes(self) -> int:
+        """Bytes of the entries this object returned: what a run's states take on disk (a shared cache
+        folder also holds other runs' entries, which :meth:`size_bytes` counts)."""
+        return sum(p.stat().st_size for e in dict.fromkeys(self.used) for p in e.rglob("*") if p.is_file())
 
     def _open_valid(self, final: Path, parts: dict, key: str) -> CachedStates | None:
         """The entry at ``final`` if present and sound; a corrupt one is discarded with a warning."""
@@ -203,13 +210,15 @@ class HiddenStateCache:
             CacheError: the cache folder cannot be written (read-only, full disk...), naming it and the fix.
         """
         try:
-            return self._get_or_build(backbone, texts, task, split, dist)
+            entry = self._get_or_build(backbone, texts, task, split, dist)
         except OSError as err:
             raise CacheError(
                 f"Cannot use the hidden-state cache folder '{self.root}' ({err.strerror or err}: "
                 f"{err.filename or self.root}); set cache.dir=<a writable folder with free space> (or env "
                 "UCSE_CACHE_DIR), or cache.enabled=false to encode the texts on the fly."
             ) from err
+        self.used.append(entry.path)
+        return entry
 
     def _get_or_build(
         self, backbone: FrozenBackbone, texts: Sequence[str], task: str, split: str, dist: Dist | None

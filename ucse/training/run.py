@@ -284,7 +284,7 @@ def _run(cfg: TrainConfig, data: TaskData, run_dir: Path, device: torch.device, 
         "sizes": {s: len(data.splits[s]) for s in SPLITS},
         "num_classes": data.num_classes,
         "dropped": data.dropped,
-        "cache_bytes": cache.size_bytes() if cache is not None else 0,
+        "cache_bytes": cache.used_bytes() if cache is not None else 0,  # this run's entries only
         "cache_builds": cache.builds if cache is not None else 0,
         "fingerprints": data.fingerprints(),  # ucse calibrate / eval check that they reload these splits
     }
