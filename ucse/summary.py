@@ -11,6 +11,9 @@ from typing import Any
 
 from ucse.config.run_layout import RunFolder
 
+IMBALANCED = 3.0
+"""Most / fewest training rows per label from which the summary offers ``calibration.prior=balanced``."""
+
 
 def describe_flag(ood: Any) -> str:
     """How the out-of-scope threshold was set, in one phrase (for the summary and ``ucse calibrate``)."""
@@ -30,6 +33,37 @@ def describe_flag(ood: Any) -> str:
 def pct(x: float | None) -> str:
     """``0.1234`` -> ``12.34 %`` (``n/a`` for ``None``)."""
     return "n/a" if x is None else f"{100 * x:.2f} %"
+
+
+def prior_line(info: Any, run_dir: Path | str) -> str | None:
+    """The class-prior line of the summary: what ``balanced`` did, or an offer of it on imbalanced data.
+
+    ``info`` is the profile's ``info["class_prior"]`` (read back from disk: any field may be missing); the
+    figures are the held-out rows' (validation, or the cross-validated rows), never test's.
+    """
+    if not isinstance(info, dict) or not all(isinstance(info.get(k), dict) for k in ("train", "balanced")):
+        return None
+    counts = info.get("counts") or []
+    if not all(isinstance(n, int) for n in counts) or not counts:
+        return None
+    most, fewest = max(counts), min(counts)
+    t, b = info["train"], info["balanced"]
+    try:
+        f1 = f"held-out macro-F1 {t['f1_macro']:.3f} for the training mix, {b['f1_macro']:.3f} balanced"
+        acc = f"accuracy {t['accuracy']:.3f} / {b['accuracy']:.3f}"
+    except (KeyError, TypeError, ValueError):
+        return None
+    if info.get("prior") == "balanced":
+        return (
+            f"  class prior: balanced (every label equally likely; training rows per label {fewest}-{most}): "
+            f"{f1}, {acc}; the test figures above are the head's own decisions, for the training mix"
+        )
+    if most < IMBALANCED * max(fewest, 1) or not b["f1_macro"] > t["f1_macro"]:
+        return None
+    return (
+        f"  classes imbalanced ({fewest} to {most} training rows per label): {f1}; if new texts are as "
+        f"likely to be any label, `ucse calibrate run={run_dir} uncertainty.calibration.prior=balanced`"
+    )
 
 
 def _interval(accuracy: float, n: Any) -> str:
@@ -88,6 +122,9 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
             f"uncertainty: calibration {cal.method.value}{f' (T={t:.3f})' if t else ''}, "
             f"default score {profile.score.value}"
         )
+        prior = prior_line(profile.info.get("class_prior"), run_dir)
+        if prior:
+            lines.append(prior)
         a = profile.abstain
         if a is not None:
             # torch is loaded once a profile exists

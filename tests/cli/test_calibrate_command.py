@@ -170,3 +170,26 @@ def test_data_changed_since_training_are_refused_by_calibrate_and_named_by_eval(
     del metrics["data"]["fingerprints"]
     (run / "metrics.json").write_text(json.dumps(metrics))
     assert main(["calibrate", f"run={run}", "uncertainty.abstain.coverage=0.6"]) == 0
+
+
+def test_a_balanced_prior_divides_the_probabilities_by_the_training_shares(tickets, tmp_path, capsys):
+    import shutil
+
+    import numpy as np
+    import torch
+
+    from ucse.uncertainty.profile import load_uncertainty_profile
+
+    run = tmp_path / "run"
+    shutil.copytree(tickets[1], run)
+    before = load_uncertainty_profile(run / "head")
+    assert main(["calibrate", f"run={run}", "uncertainty.calibration.prior=balanced"]) == 0
+    assert "class prior: train -> balanced (held-out macro-F1 " in capsys.readouterr().out
+    after = load_uncertainty_profile(run / "head")
+    counts = np.asarray(after.info["class_prior"]["counts"], dtype=np.float64)
+    sizes = json.loads((run / "metrics.json").read_text())["data"]["sizes"]
+    assert counts.sum() == sizes["train"]  # the rows the probe trained on (head=logreg: no refit)
+    logits = torch.randn(50, len(counts), dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    want = before.calibrator.probs(logits) / torch.as_tensor(counts / counts.sum())
+    torch.testing.assert_close(after.calibrator.probs(logits), want / want.sum(1, keepdim=True))
+    assert from_yaml(run / "config.yaml").uncertainty.calibration.prior.value == "balanced"

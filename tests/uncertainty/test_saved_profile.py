@@ -77,6 +77,8 @@ def _set(key, value):
         ("calibration.temperature", 0, "a finite number > 0"),
         ("calibration.temperature", -2.0, "a finite number > 0"),
         ("calibration.method", "platt", "temperature | vector | none"),
+        ("calibration.prior", "uniform", "train | balanced"),
+        ("calibration.prior", 1, "train | balanced"),
         ("conformal.alpha", 1.5, "a number in (0, 1)"),
         ("conformal.alpha", 0, "a number in (0, 1)"),
         ("conformal.raps_lambda", -1, "a finite number >= 0"),

@@ -4,6 +4,7 @@ Usage:
     ucse calibrate run=runs/reviews uncertainty.abstain.target_error=0.1
     ucse calibrate run=runs/reviews uncertainty.abstain.coverage=0.9 uncertainty.conformal.alpha=0.05
     ucse calibrate run=runs/reviews uncertainty.calibration.method=vector data_root=/data/moved
+    ucse calibrate run=runs/reviews uncertainty.calibration.prior=balanced   # rare labels count as much
     ucse calibrate run=runs/reviews            # the run's own settings (e.g. its profile was never written)
 
 The head's outputs come from the hidden states the run cached, so this takes seconds; the calibration,
@@ -58,6 +59,21 @@ def _flag(profile: UncertaintyProfile) -> str:
     return f"{describe_flag(o)}: threshold {o.threshold:.4g}"
 
 
+def _prior(before: UncertaintyProfile, after: UncertaintyProfile) -> str:
+    """``train -> balanced (held-out macro-F1 0.791 -> 0.884, accuracy 0.924 -> 0.903)``."""
+    old, new = before.calibrator.prior.value, after.calibrator.prior.value
+    info = after.info.get("class_prior") or {}
+    try:
+        a, b = info[old], info[new]
+        figures = (
+            f" (held-out macro-F1 {a['f1_macro']:.3f} -> {b['f1_macro']:.3f}, "
+            f"accuracy {a['accuracy']:.3f} -> {b['accuracy']:.3f})"
+        )
+    except (KeyError, TypeError, ValueError):
+        figures = ""
+    return f"{old} -> {new}{figures}"
+
+
 def main(argv: list[str]) -> int:
     """Parse ``run=`` and ``uncertainty.*`` tokens, refit, print what changed."""
     if wants_help(argv):
@@ -84,6 +100,7 @@ def main(argv: list[str]) -> int:
         quiet_lightning()
         before, after = refit_run_profile(own["run"], rest, own.get("data_root"), trust == "true")
         print(f"run: {own['run']}")
+        print(f"class prior: {_prior(before, after)}")
         print(f"abstention: {_threshold(before)} -> {_threshold(after)}")
         print(f"out-of-scope flag: {_flag(before)} -> {_flag(after)}")
         print(f"score: {before.score.value} -> {after.score.value}; profile saved in {own['run']}/head")

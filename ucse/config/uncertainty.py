@@ -19,6 +19,13 @@ class CalibrationMethod(str, Enum):
     none = "none"  # plain softmax
 
 
+class ClassPrior(str, Enum):
+    """Which class mix the predicted probabilities are for."""
+
+    train = "train"  # the training rows' mix (what the head learned; validation and test are drawn like it)
+    balanced = "balanced"  # every label equally likely: logit - log(training share) (Menon et al. 2021)
+
+
 class ScoreName(str, Enum):
     """Per-text uncertainty scores (higher = more uncertain for all); see ``ucse.uncertainty.scores``."""
 
@@ -76,6 +83,14 @@ class CalibrationConfig:
 
     method: CalibrationMethod = CalibrationMethod.temperature
     """``temperature`` (one parameter), ``vector`` (2C parameters) or ``none``."""
+    prior: ClassPrior = ClassPrior.train
+    """The class mix new texts are expected in. ``train``: the training rows' mix (the most accurate on data
+    mixed like them). ``balanced``: every label equally likely, for data whose rare labels matter as much as
+    the common ones (post-hoc logit adjustment, Menon et al. 2021: each calibrated logit minus the log of its
+    label's share of the training rows, the Bayes correction of the posterior to a uniform prior). It raises
+    the rare labels' recall and the macro-F1 on imbalanced data and lowers accuracy on data mixed like the
+    training rows; abstention, sets and the out-of-scope flag are fitted on the shifted probabilities. Set it
+    without retraining: ``ucse calibrate run=<run> uncertainty.calibration.prior=balanced``."""
 
 
 @dataclass

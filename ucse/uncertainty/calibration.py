@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ucse.config.uncertainty import CalibrationMethod
+from ucse.config.uncertainty import CalibrationMethod, ClassPrior
 from ucse.losses.temperature import LOG_T_PRIOR_STD as LOG_T_PRIOR_STD  # re-exported (it lives in losses/)
 from ucse.losses.temperature import fit_temperature as fit_temperature
 from ucse.losses.temperature import lbfgs_one_thread
@@ -32,12 +32,14 @@ class Calibrator:
     Attributes:
         method: how it was fitted.
         scale: (C,) a; ``1/T`` in every entry for temperature scaling.
-        bias: (C,) b; zeros for temperature scaling.
+        bias: (C,) b; zeros for temperature scaling, less the log class shares under a balanced prior.
+        prior: the class mix the probabilities are for (:meth:`for_prior`).
     """
 
     method: CalibrationMethod
     scale: torch.Tensor
     bias: torch.Tensor
+    prior: ClassPrior = ClassPrior.train
 
     @classmethod
     def identity(cls, num_classes: int) -> Calibrator:
@@ -54,6 +56,25 @@ class Calibrator:
         if self.method == CalibrationMethod.vector:
             return None
         return float(1.0 / self.scale[0])
+
+    def for_prior(self, prior: ClassPrior, counts: Array) -> Calibrator:
+        """This calibration, its probabilities turned from the training mix to ``prior``.
+
+        ``balanced`` subtracts each label's log share of the training rows from its calibrated logit:
+        ``p(y | x) / pi(y)``, renormalised, is the posterior under a uniform prior when ``p`` is calibrated
+        for the training mix ``pi`` (the label-shift correction of Saerens et al. 2002; the post-hoc logit
+        adjustment of Menon et al. 2021). A bias shift, so it is saved and applied like vector scaling's.
+
+        Args:
+            prior: ``train`` (returned unchanged) or ``balanced``.
+            counts: (C,) training rows per label; a label without any counts as one (a finite shift).
+        """
+        prior = ClassPrior(prior)
+        if prior is ClassPrior.train:
+            return self
+        n = torch.as_tensor(np.asarray(counts), dtype=torch.float64).clamp(min=1.0)  # (C,)
+        log_share = torch.log(n / n.sum())
+        return Calibrator(self.method, self.scale, self.bias - log_share, prior)
 
     def logits(self, logits: Array) -> torch.Tensor:
         """(N, C) calibrated logits."""
@@ -217,7 +238,13 @@ def calibration_metrics(probs: Array, labels: Array) -> dict[str, float]:
 
 
 def out_of_fold_probs(
-    logits: Array, labels: Array, method: CalibrationMethod, folds: int = 5, seed: int = 0
+    logits: Array,
+    labels: Array,
+    method: CalibrationMethod,
+    folds: int = 5,
+    seed: int = 0,
+    prior: ClassPrior = ClassPrior.train,
+    counts: Array | None = None,
 ) -> torch.Tensor:
     """Each row's probabilities under a calibrator fitted on the other folds (cross-fitting).
 
@@ -231,6 +258,8 @@ def out_of_fold_probs(
         method: the calibration to cross-fit.
         folds: K.
         seed: fold shuffling.
+        prior: each fold's calibrator turned to this class mix (:meth:`Calibrator.for_prior`).
+        counts: (C,) training rows per label, for ``prior=balanced``.
 
     Returns:
         (N, C) float64 probabilities.
@@ -244,5 +273,5 @@ def out_of_fold_probs(
     k = min(folds, len(y))
     split = StratifiedKFold if (np.bincount(y)[np.unique(y)] >= k).all() else KFold
     for tr, te in split(k, shuffle=True, random_state=seed).split(np.zeros(len(y)), y):
-        out[te] = fit_calibrator(x[tr], y[tr], method).probs(x[te])
+        out[te] = fit_calibrator(x[tr], y[tr], method).for_prior(prior, counts).probs(x[te])
     return out

@@ -38,6 +38,7 @@ from ucse.training.auto_run import read_heldout
 from ucse.training.run import build_states, resolve_device
 from ucse.uncertainty import conformal
 from ucse.uncertainty.calibration import fit_calibrator, out_of_fold_probs
+from ucse.uncertainty.class_prior import class_counts, decision_figures
 from ucse.uncertainty.density import ClassGaussians, fit_class_gaussians
 from ucse.uncertainty.ood_detector import OodStats, needed_stats, reads_mean, rethreshold
 from ucse.uncertainty.ood_examples import apply_examples, read_ood_texts
@@ -69,6 +70,7 @@ def fit_profile(
     train_labels: np.ndarray | None = None,
     gaussians: ClassGaussians | None = None,
     run: str | Path | None = None,
+    counts: np.ndarray | None = None,
 ) -> UncertaintyProfile:
     """Fit calibration, default score, abstention threshold, conformal quantile and feature Gaussians.
 
@@ -82,13 +84,18 @@ def fit_profile(
         gaussians: class Gaussians already fitted for this head (a refit of its profile), used when
             ``train`` is not given.
         run: the run folder, named in the ``ucse calibrate`` command a warning offers (``<run>`` if unknown).
+        counts: (C,) rows per label the head trained on, for ``calibration.prior`` (default: the counts of
+            ``train_labels``, else of ``val_labels``).
 
     Returns:
         The fitted :class:`UncertaintyProfile` (not yet saved).
     """
     check_uncertainty_config(cfg)
     c = val.logits.shape[1]
-    calibrator = fit_calibrator(val.logits, val_labels, cfg.calibration.method)
+    base = fit_calibrator(val.logits, val_labels, cfg.calibration.method)  # for the training mix
+    if counts is None:
+        counts = class_counts(train_labels if train_labels is not None else val_labels, c)
+    calibrator = base.for_prior(cfg.calibration.prior, counts)
     if train is not None and train_labels is not None:
         gaussians = fit_class_gaussians(train.mean, train_labels, c)
     profile = UncertaintyProfile(
@@ -148,7 +155,8 @@ def fit_profile(
             )
     k = cfg.conformal
     if cfg.calibration.method == CalibrationMethod.vector:  # 2C parameters: cross-fit the quantile's probs
-        probs = out_of_fold_probs(val.logits, val_labels, cfg.calibration.method, seed=cfg.seed)
+        method, prior = cfg.calibration.method, calibrator.prior
+        probs = out_of_fold_probs(val.logits, val_labels, method, seed=cfg.seed, prior=prior, counts=counts)
     rand = row_uniforms(probs, cfg.seed) if k.randomized else None
     lam, k_reg = (k.raps_lambda, k.raps_k_reg) if k.method == ConformalMethod.raps else (0.0, 0)
     profile.conformal = k
@@ -160,6 +168,8 @@ def fit_profile(
         "validation_aurc": val_aurc,
         "abstain_delta_per_candidate": delta,
     }
+    figures = decision_figures(base, val.logits, val_labels, counts)
+    profile.info["class_prior"] = {"prior": calibrator.prior.value, **figures}
     return profile
 
 
@@ -223,7 +233,10 @@ def fit_for_run(
     weight = classifier_weight(encoder.head)
     class_gaussians = gaussians or streamed.get("mean")
     named = None if folder.scratch else run  # the estimator's scratch folder goes with it: no command on it
-    profile = fit_profile(val, val_labels, ucfg, weight, gaussians=class_gaussians, run=named)
+    # The class mix the shipped head learned: its training rows (train + validation after a refit on both).
+    trained = [data.labels("train")] + ([data.labels("validation")] if heldout is not None else [])
+    counts = class_counts(np.concatenate(trained), c)
+    profile = fit_profile(val, val_labels, ucfg, weight, gaussians=class_gaussians, run=named, counts=counts)
     if "mean" in streamed:
         profile.info["n_train"] = len(data.labels("train"))
     elif gaussians is not None:

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ucse.config.uncertainty import CalibrationMethod, ConformalConfig, ConformalMethod, ScoreName
+from ucse.config.uncertainty import CalibrationMethod, ClassPrior, ConformalConfig, ConformalMethod, ScoreName
 from ucse.heads.io import (
     CALIBRATION_FILE,
     load_calibration,
@@ -270,6 +270,7 @@ class UncertaintyProfile:
             "calibration": {
                 "method": self.calibrator.method.value,
                 "temperature": self.calibrator.temperature,
+                "prior": self.calibrator.prior.value,
             },
             "score": self.score.value,
             "samples": self.samples,
@@ -359,7 +360,8 @@ def load_uncertainty_profile(
     c, d = saved_sizes(head_dir)
     check_saved_profile(cfg, arr, c, d, Path(head_dir) / CALIBRATION_FILE, saved_hidden_size(head_dir))
     method = CalibrationMethod(cfg["calibration"]["method"])
-    calibrator = Calibrator(method, arr["calibration_scale"], arr["calibration_bias"])
+    prior = ClassPrior(cfg["calibration"].get("prior", ClassPrior.train.value))
+    calibrator = Calibrator(method, arr["calibration_scale"], arr["calibration_bias"], prior)
     a = cfg.get("abstain")
     abstain = None if a is None else AbstainThreshold(**{**a, "threshold": threshold(a["threshold"])})
     k = cfg.get("conformal")

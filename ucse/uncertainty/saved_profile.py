@@ -17,7 +17,14 @@ from typing import Any
 
 import torch
 
-from ucse.config.uncertainty import CalibrationMethod, ConformalConfig, ConformalMethod, OodScore, ScoreName
+from ucse.config.uncertainty import (
+    CalibrationMethod,
+    ClassPrior,
+    ConformalConfig,
+    ConformalMethod,
+    OodScore,
+    ScoreName,
+)
 from ucse.uncertainty.ood_detector import OOD_ARRAYS, OOD_KEYS, components, needed_stats, reads_mean
 from ucse.uncertainty.selective import AbstainThreshold
 
@@ -109,9 +116,12 @@ def threshold(value: Any) -> float | None:
 
 
 def _calibration(c: _Checker, cal: Any) -> CalibrationMethod:
-    c.keys(cal, "calibration", {"method", "temperature"}, {"method", "temperature"})
+    c.keys(cal, "calibration", {"method", "temperature", "prior"}, {"method", "temperature"})
     methods = [m.value for m in CalibrationMethod]
     c.check(cal["method"] in methods, "calibration.method", cal["method"], " | ".join(methods))
+    priors = [p.value for p in ClassPrior]  # absent in profiles saved before the option: the training mix
+    prior = cal.get("prior", ClassPrior.train.value)
+    c.check(isinstance(prior, str) and prior in priors, "calibration.prior", prior, " | ".join(priors))
     method = CalibrationMethod(cal["method"])
     t = cal["temperature"]
     if method is CalibrationMethod.vector:

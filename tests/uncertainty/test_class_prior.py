@@ -1,0 +1,110 @@
+"""``uncertainty.calibration.prior=balanced``: the calibrated posterior turned from the training mix to a
+uniform prior (post-hoc logit adjustment), checked against the analytic Bayes posterior of a simulated task,
+a hand computation, and a save / load round trip."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from scipy.special import softmax
+from scipy.stats import norm
+from sklearn.metrics import balanced_accuracy_score, f1_score
+
+from ucse.config import HeadConfig, Pooling
+from ucse.config.uncertainty import ClassPrior, UncertaintyConfig
+from ucse.core.encoder import EncodedBatch
+from ucse.heads import build_head, save_head
+from ucse.summary import prior_line
+from ucse.uncertainty.calibration import fit_calibrator
+from ucse.uncertainty.fit import fit_profile
+from ucse.uncertainty.profile import load_uncertainty_profile
+
+MEANS = np.array([-1.5, 0.0, 1.5])  # 1-D class-conditional Gaussians N(mean, 1)
+PRIOR = np.array([0.75, 0.2, 0.05])  # the training mix
+
+
+def _draw(rng, n, prior, scale=2.0):
+    """n rows from the mix ``prior``: a model whose logits are the training-mix log posterior x ``scale``
+    (calibrated once divided by T = scale)."""
+    y = rng.choice(3, n, p=prior)
+    x = rng.normal(MEANS[y], 1.0)
+    log_post = norm.logpdf(x[:, None], MEANS[None, :], 1.0) + np.log(PRIOR)  # (n, 3) up to a constant
+    logits = (scale * log_post).astype(np.float32)
+    return x, EncodedBatch(np.zeros((n, 2), np.float32), None, logits), y
+
+
+def _cfg(prior: str) -> UncertaintyConfig:
+    cfg = UncertaintyConfig()
+    cfg.calibration.prior = ClassPrior(prior)
+    cfg.abstain.target_error = None
+    return cfg
+
+
+def test_balanced_probabilities_are_the_uniform_prior_posterior():
+    rng = np.random.default_rng(0)
+    _, val, yv = _draw(rng, 4000, PRIOR)
+    counts = np.round(PRIOR * 1000).astype(int)  # the training rows: 750 / 200 / 50
+    profile = fit_profile(val, yv, _cfg("balanced"), counts=counts)
+    x, test, yt = _draw(rng, 6000, np.full(3, 1 / 3))  # new texts come evenly from the three labels
+    got = profile.apply(test.mean, None, test.logits).probs
+    # Bayes under a uniform prior: the class likelihoods alone, normalised.
+    want = softmax(norm.logpdf(x[:, None], MEANS[None, :], 1.0), axis=1)
+    # T is fitted on 4000 rows (sd of log T ~ 2 %): the posteriors agree to a few hundredths.
+    assert np.abs(got - want).max() < 0.05
+    trained = fit_profile(val, yv, _cfg("train"), counts=counts).apply(test.mean, None, test.logits)
+    bal = balanced_accuracy_score(yt, got.argmax(1))
+    # The uniform-prior rule is the Bayes rule for balanced accuracy: above the training mix's rule by far
+    # more than the Monte-Carlo noise (sd ~ 0.006 at 6000 rows), and level with the analytic Bayes rule.
+    assert bal > balanced_accuracy_score(yt, trained.probs.argmax(1)) + 0.05
+    assert bal == pytest.approx(balanced_accuracy_score(yt, want.argmax(1)), abs=0.01)
+
+
+def test_the_shift_is_minus_the_log_training_share_after_calibration():
+    rng = np.random.default_rng(1)
+    _, val, yv = _draw(rng, 500, PRIOR)
+    counts = np.array([30, 9, 0])  # a label without training rows counts as one
+    profile = fit_profile(val, yv, _cfg("balanced"), counts=counts)
+    t = fit_calibrator(val.logits, yv, "temperature").temperature
+    share = np.array([30, 9, 1]) / 40
+    want = softmax(val.logits.astype(np.float64) / t - np.log(share), axis=1)
+    np.testing.assert_allclose(profile.calibrator.probs(val.logits).numpy(), want, atol=1e-9)
+    assert profile.calibrator.temperature == pytest.approx(t)  # the temperature itself is unchanged
+    # The held-out figures the summary reads are those of the two rules on these rows.
+    info = profile.info["class_prior"]
+    pred = want.argmax(1)
+    assert info["prior"] == "balanced" and info["counts"] == [30, 9, 0]
+    assert info["balanced"]["f1_macro"] == pytest.approx(f1_score(yv, pred, average="macro"))
+    trained = softmax(val.logits.astype(np.float64) / t, axis=1).argmax(1)
+    assert info["train"]["balanced_accuracy"] == pytest.approx(balanced_accuracy_score(yv, trained))
+
+
+def test_the_prior_is_saved_and_read_back(tmp_path):
+    rng = np.random.default_rng(2)
+    _, val, yv = _draw(rng, 300, PRIOR)
+    head = build_head(HeadConfig(num_filters=4, embed_dim=2), 8, 3, Pooling.mean)
+    folder = save_head(head, tmp_path / "h", {"label_names": ["a", "b", "c"]})
+    profile = fit_profile(val, yv, _cfg("balanced"), counts=np.array([75, 20, 5]))
+    profile.save(folder)
+    back = load_uncertainty_profile(folder)
+    assert back.calibrator.prior is ClassPrior.balanced
+    torch.testing.assert_close(back.calibrator.probs(val.logits), profile.calibrator.probs(val.logits))
+    saved = json.loads((folder / "calibration.json").read_text())
+    assert saved["calibration"]["prior"] == "balanced"
+
+
+def test_the_summary_offers_the_balanced_prior_only_where_it_helps():
+    def info(prior, f1_train, f1_bal, counts=(140, 90, 5)):
+        figs = lambda f1: {"accuracy": 0.9, "balanced_accuracy": 0.8, "f1_macro": f1}  # noqa: E731
+        return {"prior": prior, "counts": list(counts), "train": figs(f1_train), "balanced": figs(f1_bal)}
+
+    offer = prior_line(info("train", 0.79, 0.88), "runs/x")
+    assert "5 to 140 training rows" in offer
+    assert "`ucse calibrate run=runs/x uncertainty.calibration.prior=balanced`" in offer
+    assert prior_line(info("train", 0.88, 0.79), "runs/x") is None  # balanced would not help
+    assert prior_line(info("train", 0.79, 0.88, (40, 30, 20)), "runs/x") is None  # not imbalanced
+    assert "class prior: balanced" in prior_line(info("balanced", 0.79, 0.88), "runs/x")
+    for broken in (None, [], {"prior": "train"}, {**info("train", 0.7, 0.8), "counts": ["x"]}):
+        assert prior_line(broken, "runs/x") is None  # read back from disk: any field may be missing
