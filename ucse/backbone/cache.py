@@ -166,8 +166,10 @@ class HiddenStateCache:
         return sum(p.stat().st_size for p in self.root.rglob("*") if p.is_file())
 
     def used_bytes(self) -> int:
-        """Bytes of the entries this object returned: what a run's states take on disk (a shared cache
-        folder also holds other runs' entries, which :meth:`size_bytes` counts)."""
+        """Bytes of the entries this object returned: what a run's states take on disk.
+
+        A shared cache folder also holds other runs' entries, which :meth:`size_bytes` counts.
+        """
         return sum(p.stat().st_size for e in dict.fromkeys(self.used) for p in e.rglob("*") if p.is_file())
 
     def _open_valid(self, final: Path, parts: dict, key: str) -> CachedStates | None:

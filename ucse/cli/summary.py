@@ -18,6 +18,12 @@ def eval_summary(report: dict, written: Path | None) -> str:
             f"accuracy {m['accuracy']:.4f}  macro-F1 {m['f1_macro']:.4f}  AUROC {m['auroc']:.4f}  "
             f"ECE {m['ece']:.4f}  NLL {m['nll']:.4f}"
         )
+    d = report.get("decisions")
+    if d and (report.get("calibration") or {}).get("prior") == "balanced":
+        lines.append(
+            f"  with the balanced class prior (what predict answers): accuracy {d['accuracy']:.4f}  "
+            f"balanced accuracy {d['balanced_accuracy']:.4f}  macro-F1 {d['f1_macro']:.4f}"
+        )
     areas = report.get("arc_area")
     if areas:
         shown = "  ".join(f"{k} {v:.4f}" for k, v in areas.items())

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from sklearn.metrics import balanced_accuracy_score, f1_score
 
 from ucse.core.encoder import EncodedBatch
 from ucse.evaluation.plots import plot_reliability, plot_risk_coverage
@@ -35,6 +36,7 @@ def actionable_report(
     calibration = {
         "method": profile.calibrator.method.value,
         "temperature": profile.calibrator.temperature,
+        "prior": profile.calibrator.prior.value,
         **{f"{k}_before": v for k, v in before.items()},
         **{f"{k}_after": v for k, v in after.items()},
     }
@@ -66,6 +68,14 @@ def actionable_report(
         }
     report = {
         "profile_fitted": profile.fitted,
+        # what predict answers: the profile's top label (another than the logits' under a balanced prior)
+        "decisions": {
+            "accuracy": float(correct.mean()),
+            "balanced_accuracy": float(balanced_accuracy_score(y, res.prediction)),
+            "f1_macro": float(
+                f1_score(y, res.prediction, labels=np.unique(y), average="macro", zero_division=0)
+            ),
+        },
         "calibration": calibration,
         "selective": selective,
         "conformal": conformal,
@@ -103,7 +113,8 @@ def format_table(report: dict) -> str:
     c, s, k = report["calibration"], report["selective"], report["conformal"]
     t = c["temperature"]
     lines = [
-        f"calibration ({c['method']}{f', T={t:.3f}' if t else ''})   before    after",
+        f"calibration ({c['method']}{f', T={t:.3f}' if t else ''}"
+        f"{', balanced prior' if c.get('prior') == 'balanced' else ''})   before    after",
         f"  ECE (15 equal-width bins)        {c['ece_before']:.4f}   {c['ece_after']:.4f}",
         f"  ECE (15 equal-mass bins)         {c['adaptive_ece_before']:.4f}   {c['adaptive_ece_after']:.4f}",
         f"  NLL                              {c['nll_before']:.4f}   {c['nll_after']:.4f}",

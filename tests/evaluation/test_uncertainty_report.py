@@ -1,0 +1,48 @@
+"""``actionable_report`` judges what ``predict`` answers: the profile's decisions, balanced prior included."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.metrics import balanced_accuracy_score, f1_score
+
+from ucse.cli.summary import eval_summary
+from ucse.config.uncertainty import ClassPrior, UncertaintyConfig
+from ucse.core.encoder import EncodedBatch
+from ucse.evaluation.uncertainty_report import actionable_report, format_table
+from ucse.uncertainty.fit import fit_profile
+
+
+def _batch(rng, n, prior):
+    """Three labels; the logits favour label 0 (a head trained on a mix where it is common)."""
+    y = rng.choice(3, n, p=prior)
+    logits = rng.normal(0, 1, (n, 3))
+    logits[np.arange(n), y] += 2.0
+    logits[:, 0] += 1.5
+    return EncodedBatch(np.zeros((n, 2), np.float32), None, logits.astype(np.float32)), y
+
+
+@pytest.mark.parametrize("prior", ["train", "balanced"])
+def test_the_report_scores_the_profiles_decisions(prior):
+    rng = np.random.default_rng(0)
+    val, yv = _batch(rng, 600, [0.8, 0.15, 0.05])
+    cfg = UncertaintyConfig()
+    cfg.calibration.prior = ClassPrior(prior)
+    profile = fit_profile(val, yv, cfg, counts=np.array([800, 150, 50]))
+    test, yt = _batch(rng, 900, [1 / 3, 1 / 3, 1 / 3])
+    report = actionable_report(profile, test, yt)
+    pred = profile.calibrator.probs(test.logits).numpy().argmax(1)  # what predict answers
+    d = report["decisions"]
+    assert d["accuracy"] == pytest.approx((pred == yt).mean())
+    assert d["balanced_accuracy"] == pytest.approx(balanced_accuracy_score(yt, pred))
+    assert d["f1_macro"] == pytest.approx(f1_score(yt, pred, average="macro"))
+    raw = test.logits.argmax(1)
+    shown = eval_summary({"metrics": {}, **report}, None)
+    if prior == "balanced":
+        assert (pred != raw).mean() > 0.1  # the prior moved many decisions away from the logits' argmax
+        assert d["balanced_accuracy"] > balanced_accuracy_score(yt, raw)
+        assert "with the balanced class prior (what predict answers)" in shown
+        assert "balanced prior" in format_table(report)
+    else:
+        np.testing.assert_array_equal(pred, raw)  # temperature scaling keeps the argmax
+        assert "balanced class prior" not in shown
