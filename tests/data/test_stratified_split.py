@@ -65,3 +65,27 @@ def test_the_split_takes_the_rows_train_test_split_takes(seed, test_size):
     ref = ds.train_test_split(test_size=test_size, stratify_by_column="label", seed=seed)
     for part in ("train", "test"):
         assert ours[part]["text"][:] == ref[part]["text"][:]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_slice_smaller_than_the_label_set_takes_one_row_of_distinct_labels(tmp_path, seed, caplog):
+    # 4 labels x 3 rows, one file: the 3-row test slice cannot hold every label. A random slice could take
+    # two rows of one label, leaving it one row that no fold split can stratify (training then failed).
+    import csv
+
+    path = tmp_path / "few.csv"
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["text", "label"])
+        w.writerows(
+            [f"{name} text {i}", name] for name in ("pin", "theft", "currency", "delivery") for i in range(3)
+        )
+    from ucse.config import DataConfig
+    from ucse.data import load_task_data
+
+    td = load_task_data(str(path), toy_task(), DataConfig(path=str(path)), seed=seed)
+    test = Counter(td.splits["test"]["label"][:])
+    rest = Counter(td.splits["train"]["label"][:]) + Counter(td.splits["validation"]["label"][:])
+    assert len(td.splits["test"]) == 3 and max(test.values()) == 1  # three distinct labels
+    assert min(rest.values()) >= 2 and len(rest) == 4  # every label keeps two rows to learn from
+    assert "holds one row of 3 of them" in caplog.text

@@ -51,3 +51,25 @@ def test_the_probe_solver_reaches_the_same_minimiser_as_lbfgs():
         # a gradient tolerance of 1e-4 on a strictly convex problem: probabilities within 2e-5 (C = 0.1) to
         # 6e-4 (C = 100, the flattest objective near its minimum); a wrong minimiser is off by 1e-1
         np.testing.assert_allclose(clf.predict_proba(x), ref.predict_proba(x), atol=2e-3)
+
+
+def test_one_row_per_label_takes_the_fixed_c_instead_of_failing_the_fold_split():
+    # The inner folds of a tiny cross-validated run can hold one row of each label: no stratified split
+    # exists (scikit-learn raised "n_splits=2 cannot be greater than the number of members in each class").
+    from ucse.training.logreg import FEW_ROWS_C, SOLVER
+
+    rng = np.random.default_rng(0)
+    centres = rng.normal(size=(4, 16))
+    y = np.arange(4)
+    x = centres[y] + 0.1 * rng.normal(size=(4, 16))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    clf, info = fit_probe(x, y, 4, folds=5, seed=0, max_iter=1000)
+    assert info["C"] == FEW_ROWS_C and info["folds"] == 0
+    ref = LogisticRegression(C=FEW_ROWS_C, max_iter=1000, solver=SOLVER, tol=1e-10).fit(x, y)
+    # the same model fitted directly (the probe stops at the solver's default tolerance)
+    np.testing.assert_allclose(clf.predict_proba(x), ref.predict_proba(x), atol=1e-3)
+    assert FEW_ROWS_C == min(C_GRID, key=lambda c: abs(np.log(c) - np.log(3.0)))  # the grid point near 3
+    # A label with two rows beside single ones still has C chosen by cross-validation, as before.
+    y2 = np.array([0, 0, 1, 2, 3])
+    x2 = np.vstack([x, x[:1] + 0.05 * rng.normal(size=(1, 16))])[[0, 4, 1, 2, 3]]
+    assert fit_probe(x2, y2, 4, folds=5, seed=0, max_iter=1000)[1]["folds"] == 2

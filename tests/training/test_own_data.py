@@ -163,6 +163,21 @@ def test_the_default_head_trains_with_a_label_of_two_rows(tiny_bert_dir, tmp_pat
     assert any("kept whole for training" in r.getMessage() for r in caplog.records)
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_default_trains_on_three_rows_per_label(tiny_bert_dir, tmp_path, seed, capsys):
+    # A handful of examples (3 per label): the 20 % test slice is smaller than the label set. A random slice
+    # could leave a label one row, and the cross-validated probe then failed with scikit-learn's fold error.
+    rows = own_rows(3 * len(NAMES), seed=seed)
+    path = write_rows(tmp_path / "few.csv", rows)
+    run = tmp_path / "run"
+    fast = [a for a in _fast(tiny_bert_dir, run) if not a.startswith(("optim.", "recipe="))]
+    assert train_script.main([f"data.path={path}", f"seed={seed}", *fast]) == 0
+    out = capsys.readouterr().out
+    assert "test accuracy" in out and sorted(_head_meta(run)["label_names"]) == NAMES
+    # too few held-out texts for the 95 % keep rule: the summary says the flag flags nothing, and the fix
+    assert "flags no text" in out and "uncertainty.ood.tpr=" in out
+
+
 def test_a_label_too_rare_for_the_default_head_fails_before_the_run_folder(tiny_bert_dir, tmp_path, capsys):
     # Given splits carve nothing, so a train label can have a single row; head=auto's cross-validation over
     # train + validation (a small validation file) needs 2 of every label: one line naming it, no folder.

@@ -68,14 +68,38 @@ def stratified_split(ds: datasets.Dataset, test_size: float | int, seed: int) ->
     """Seeded ``train``/``test`` split stratified by ``label`` (plain seeded split when it cannot stratify).
 
     Stratification is impossible when a class has a single row or ``test_size`` is below the number of
-    classes; the split is then random (seeded) and a warning is logged.
+    classes. In the second case the slice takes one row of each of ``test_size`` labels (seeded) that have
+    more than :data:`KEEP_WHOLE_ROWS` rows; otherwise the split is random (seeded). A warning says which.
     """
     try:
         return _label_stratified(ds, test_size, seed)
     except ValueError as err:
-        labels = len(set(ds["label"][:]))
+        labels = ds["label"][:]
+        counts = Counter(labels)
         size = test_size if isinstance(test_size, int) else math.ceil(test_size * len(ds))
-        why = f"a {size}-row slice cannot hold one row of each of {labels} labels" if size < labels else err
+        spare = sorted(k for k, n in counts.items() if n > KEEP_WHOLE_ROWS)
+        if 0 < size < len(counts) and size <= len(spare):
+            # As stratified as a slice smaller than the label set can be: one row of each of `size` labels
+            # that keep 2+ rows without it (a random slice of 3 rows from 4 labels x 3 took 2 rows of one
+            # label, whose last row then could not be cross-validated).
+            rng = np.random.default_rng(seed)
+            chosen = rng.choice(spare, size, replace=False)
+            test = sorted(int(rng.choice([i for i, k in enumerate(labels) if k == c])) for c in chosen)
+            logger.warning(
+                "A %d-row slice cannot hold one row of each of %d labels: it holds one row of %d of them "
+                "(seeded), so the figures on it cover only those.",
+                size,
+                len(counts),
+                size,
+            )
+            taken = set(test)
+            rest = [i for i in range(len(ds)) if i not in taken]
+            return datasets.DatasetDict({"train": ds.select(rest), "test": ds.select(test)})
+        why = (
+            f"a {size}-row slice cannot hold one row of each of {len(counts)} labels"
+            if size < len(counts)
+            else err
+        )
         logger.warning(
             "Cannot stratify a split of %d rows by label (%s); using a seeded random split.",
             len(ds),

@@ -33,6 +33,9 @@ from ucse.heads.probe import ProbeHead
 
 SOLVER = "newton-cg"
 """scikit-learn's solver for every probe fit (module docstring)."""
+FEW_ROWS_C = float(np.sqrt(10.0))
+"""C of a probe whose labels have one row each (no stratified CV can choose C; the inner folds of a tiny
+cross-validated run): the grid point nearest the C cross-validation chose at 8 examples per class."""
 C_GRID = np.logspace(-2, 4, 13)
 """Inverse regularisation strengths searched (1e-2 .. 1e4, half-decade steps); on unit vectors the best
 C ranged from 3 (8 examples per class) to 300 (full sets) on the four local tasks."""
@@ -84,7 +87,8 @@ def fit_probe(
         folds: at most this many stratified folds to choose C (fewer when a class is smaller).
         seed: the folds' shuffle seed.
         max_iter: the solver's iterations.
-        c_value: ``None`` chooses C from :data:`C_GRID` by ``LogisticRegressionCV`` (``folds``, ``seed``);
+        c_value: ``None`` chooses C from :data:`C_GRID` by ``LogisticRegressionCV`` (``folds``, ``seed``),
+            or takes :data:`FEW_ROWS_C` when every label has a single row (no stratified folds exist);
             a value fits ``LogisticRegression`` at that C (``head=auto``'s refits, and the fold models its
             temperatures are fitted on, keep the shipped probe's C, so their logits share its scale).
 
@@ -92,6 +96,8 @@ def fit_probe(
         The fitted estimator and what to report: the C, the folds (0 with a given C), whether the solver
         converged.
     """
+    if c_value is None and np.bincount(np.asarray(y)).max() < 2:
+        c_value = FEW_ROWS_C  # one row per label: no stratified fold split exists to choose C by
     if c_value is None:
         k = cv_folds(y, folds)
         clf = LogisticRegressionCV(
