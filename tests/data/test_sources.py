@@ -263,11 +263,14 @@ def test_a_label_with_two_rows_stays_whole_in_training_and_is_named(tmp_path, ca
     # The other labels are still carved stratified, as fractions of their own rows.
     n_test = math.ceil(0.2 * 60)
     assert len(td.splits["test"]) == n_test and len(td.splits["validation"]) == math.ceil(0.1 * (60 - n_test))
-    # Every label that small: carved as before (nothing would be left to evaluate), and no warning.
+    # Every label that small: no test slice (a test row would leave its label one row, which the default
+    # head's cross-validation refuses), said once; validation is still carved from the rows.
     caplog.clear()
     tiny = [{"text": f"{name} text {i}", "label": name} for name in "abcdef" for i in range(2)]
     td = load_task_data(write_rows(tmp_path / "tiny.csv", tiny))
-    assert len(td.splits["test"]) > 0 and not any("kept whole" in r.getMessage() for r in caplog.records)
+    assert len(td.splits["test"]) == 0 and len(td.splits["validation"]) > 0
+    said = [r.getMessage() for r in caplog.records if "no test slice is carved" in r.getMessage()]
+    assert len(said) == 1 and "every label has at most 2 rows" in said[0]
 
 
 def test_labels_that_differ_only_in_case_or_spaces_are_named(tmp_path, caplog):

@@ -178,6 +178,26 @@ def test_the_default_trains_on_three_rows_per_label(tiny_bert_dir, tmp_path, see
     assert "flags no text" in out and "uncertainty.ood.tpr=" in out
 
 
+def test_two_rows_per_label_train_without_a_test_slice_and_eval_says_so(tiny_bert_dir, tmp_path, capsys):
+    # Every label has 2 rows: a test row would leave its label one (training then stopped, naming it); no
+    # test slice is carved, and `ucse eval` names the missing split instead of failing deep in the head.
+    from ucse.cli.main import main as ucse_main
+
+    path = write_rows(tmp_path / "two.csv", own_rows(2 * len(NAMES)))
+    run = tmp_path / "run"
+    fast = [a for a in _fast(tiny_bert_dir, run) if not a.startswith(("optim.", "recipe="))]
+    assert train_script.main([f"data.path={path}", *fast]) == 0
+    assert "no test split" in capsys.readouterr().out
+    sizes = json.loads((run / "metrics.json").read_text())["data"]["sizes"]
+    assert sizes["test"] == 0 and sizes["train"] + sizes["validation"] == 2 * len(NAMES)
+    assert ucse_main(["eval", f"run={run}", "plots=true"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "has no test rows" in err and "split=validation" in err
+    # a split too small for t-SNE is still evaluated, its other plots written
+    assert ucse_main(["eval", f"run={run}", "split=validation", "plots=true"]) == 0
+    assert (run / "arc.png").is_file() and not (run / "tsne.png").exists()
+
+
 def test_a_label_too_rare_for_the_default_head_fails_before_the_run_folder(tiny_bert_dir, tmp_path, capsys):
     # Given splits carve nothing, so a train label can have a single row; head=auto's cross-validation over
     # train + validation (a small validation file) needs 2 of every label: one line naming it, no folder.

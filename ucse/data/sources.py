@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import shlex
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ from ucse.data.checks import (
     text_value_problems,
 )
 from ucse.data.files import SPLIT_FILES, RawSplit, read_path
-from ucse.data.splitting import assemble, carve, check_carvable
+from ucse.data.splitting import KEEP_WHOLE_ROWS, assemble, carve, check_carvable
 from ucse.data.tasks import DataError, TaskData
 
 logger = logging.getLogger(__name__)
@@ -296,6 +296,17 @@ def load_task_data(
     if "test" not in enc or "validation" not in enc:
         check_carvable(train["label"][:], label_names, raws["train"].where)
     if "test" not in enc and data.test_fraction == 0:  # no test split wanted (an estimator's fit)
+        enc["test"] = train.select([])
+    elif "test" not in enc and max(Counter(train["label"][:]).values()) <= KEEP_WHOLE_ROWS:
+        # A test row would leave its label one row to learn from and to cross-validate (8 rows of 4 labels:
+        # the random slice did, and training stopped); the cross-validated estimate stands in for a test one.
+        logger.warning(
+            "%s: every label has at most %d rows, so no test slice is carved (each row is needed to learn "
+            "from); the run reports its validation or cross-validated estimate instead. Add rows to get a "
+            "test estimate.",
+            raws["train"].where,
+            KEEP_WHOLE_ROWS,
+        )
         enc["test"] = train.select([])
     elif "test" not in enc:
         train, enc["test"] = carve(train, data.test_fraction, "data.test_fraction", seed, origin)

@@ -34,6 +34,9 @@ from ucse.uncertainty.sigma import (
 
 log = logging.getLogger(__name__)
 
+TSNE_MIN_ROWS = 3
+"""A split of at most this many rows gets no t-SNE plot (sklearn's TSNE needs perplexity < n_samples)."""
+
 
 class PooledBackboneEncoder:
     """The raw frozen backbone as a ``TextEncoder``: its pooled embedding (the MTEB baseline).
@@ -199,6 +202,10 @@ def evaluate_run(cfg: EvalConfig) -> dict:
     data = load_classification(train_cfg.task, train_cfg.data, train_cfg.seed)
     if cfg.split not in data.splits:
         raise ValueError(f"split={cfg.split!r} is not one of {list(data.splits)}.")
+    if len(data.splits[cfg.split]) == 0:  # data.test_fraction=0, or a file too small to carve test rows
+        others = [s for s, ds in data.splits.items() if len(ds) and s != "train"]
+        hint = f"; evaluate another with split={others[0]}" if others else ""
+        raise ValueError(f"The run {run} has no {cfg.split} rows (its training carved none){hint}.")
     check_label_names(encoder.label_names, list(data.label_names), folder.head)
     check_same_splits(run, data, (cfg.split,), refuse=False)
     states = attach_run_states(encoder, train_cfg, data)
@@ -218,20 +225,18 @@ def evaluate_run(cfg: EvalConfig) -> dict:
     report["profile_source"] = source
     extra_plots = report.pop("plots", [])
     if cfg.plots:
-        report["plots"] = [
-            str(plot_arc(curves, run / "arc.png")),
-            str(
-                plot_tsne(
-                    out.mean,
-                    labels,
-                    run / "tsne.png",
-                    n=cfg.tsne_samples,
-                    seed=train_cfg.seed,
-                    title=f"t-SNE of mu: {train_cfg.task.name} {cfg.split}",
-                    label_names=data.label_names,
-                )
-            ),
-        ]
+        report["plots"] = [str(plot_arc(curves, run / "arc.png"))]
+        if len(labels) > TSNE_MIN_ROWS:  # t-SNE's perplexity (>= 2) must stay below the number of points
+            tsne = plot_tsne(
+                out.mean,
+                labels,
+                run / "tsne.png",
+                n=cfg.tsne_samples,
+                seed=train_cfg.seed,
+                title=f"t-SNE of mu: {train_cfg.task.name} {cfg.split}",
+                label_names=data.label_names,
+            )
+            report["plots"].append(str(tsne))
         if "difficulty_bins" in unc:
             report["plots"].append(str(plot_difficulty(unc["difficulty_bins"], run / "difficulty.png")))
         report["plots"] += extra_plots
