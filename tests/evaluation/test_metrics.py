@@ -106,3 +106,17 @@ def test_shape_errors() -> None:
         classification_metrics(np.zeros((4, 3)), np.zeros(4, dtype=int), 5)
     with pytest.raises(ValueError, match="labels"):
         classification_metrics(np.zeros((4, 3)), np.zeros(3, dtype=int), 3)
+
+
+def test_auroc_averages_over_the_classes_the_labels_hold():
+    # A small test slice without one of the labels: sklearn's macro one-vs-rest AUROC over the labels
+    # present (each class's AUROC from its own column; the absent label has no positives, no AUROC).
+
+    rng = np.random.default_rng(3)
+    logits = rng.normal(size=(40, 4))
+    labels = rng.choice([0, 1, 3], 40)  # label 2 absent
+    logits[np.arange(40), labels] += 1.0
+    probs = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+    want = np.mean([roc_auc_score(labels == c, probs[:, c]) for c in (0, 1, 3)])
+    assert classification_metrics(logits, labels, 4)["auroc"] == pytest.approx(want, abs=1e-6)
+    assert classification_metrics(logits[:5], np.zeros(5, dtype=int), 4)["auroc"] is None  # one class

@@ -15,7 +15,8 @@ def eval_summary(report: dict, written: Path | None) -> str:
     if m:
         lines.append(
             f"{report.get('task')} {report.get('split')} (n={report.get('n')}): "
-            f"accuracy {m['accuracy']:.4f}  macro-F1 {m['f1_macro']:.4f}  AUROC {m['auroc']:.4f}  "
+            f"accuracy {m['accuracy']:.4f}  macro-F1 {m['f1_macro']:.4f}  "
+            f"AUROC {'n/a' if m.get('auroc') is None else format(m['auroc'], '.4f')}  "
             f"ECE {m['ece']:.4f}  NLL {m['nll']:.4f}"
         )
     d = report.get("decisions")

@@ -38,7 +38,8 @@ def classification_metrics(
             [0, 1] means logits) misfires on logits that happen to lie in [0, 1].
 
     Returns:
-        ``accuracy`` (micro), ``f1_macro``, ``auroc`` (one-vs-rest, macro, on softmax probabilities),
+        ``accuracy`` (micro), ``f1_macro``, ``auroc`` (one-vs-rest, macro over the classes ``labels``
+        hold, on softmax probabilities; ``None`` with fewer than two),
         ``ece`` (15 equal-width bins, L1, top-label confidence), ``nll`` (mean -log p_true, natural log),
         ``brier`` (multiclass: mean over samples of sum_c (p_c - onehot_c)^2, range [0, 2]; this is the
         original Brier 1950 definition, not the binary one that is halved for C=2).
@@ -61,13 +62,18 @@ def classification_metrics(
     # torchmetrics always receives probabilities, so its softmax guess never runs twice.
     acc = MulticlassAccuracy(num_classes=num_classes, average="micro")(probs, y)
     f1 = MulticlassF1Score(num_classes=num_classes, average="macro")(probs, y)
-    auroc = MulticlassAUROC(num_classes=num_classes, average="macro", thresholds=None)(probs, y)
+    # Macro AUROC over the classes the labels hold: torchmetrics scores a class without positives 0 and
+    # averages it in, so a small test slice missing a label read low (a 1-row split: 0.0). Undefined (None)
+    # with fewer than two classes present.
+    per_class = MulticlassAUROC(num_classes=num_classes, average="none", thresholds=None)(probs, y)
+    present = torch.bincount(y, minlength=num_classes) > 0
+    auroc = per_class[present].mean() if int(present.sum()) >= 2 else None
     nll = -log_probs.gather(1, y[:, None]).mean()
 
     return {
         "accuracy": float(acc),
         "f1_macro": float(f1),
-        "auroc": float(auroc),
+        "auroc": None if auroc is None else float(auroc),
         "ece": ece(probs, y, ECE_BINS),
         "nll": float(nll),
         "brier": brier(probs, y),
