@@ -14,7 +14,9 @@ macro-F1 of:
   (what ``ucse calibrate`` does; no retraining);
 - ``logreg`` / ``logreg+balanced``: ``bench/peers.py``'s independent baseline (transformers' AutoModel, mean
   pooling, L2 normalisation, ``LogisticRegressionCV(Cs=10)`` with stratified 5-fold CV), without and with
-  ``class_weight="balanced"``, on the same rows.
+  ``class_weight="balanced"``, on the same rows;
+- ``setfit`` (``--setfit``, the ``peers`` extra): ``bench/peers.py``'s SetFit run on the same rows
+  (contrastive fine-tuning of the same model, 20 pairs per text, 1 epoch, its default, unweighted head).
 
     UCSE_DATA_DIR=../shared/data python bench/imbalance.py --seeds 0 1 2
 
@@ -32,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peers import features, outputs_on_test, read, train_ucse  # noqa: E402
+from peers import features, outputs_on_test, read, setfit_probs, train_ucse  # noqa: E402
 
 TASKS = ["Banking77Classification", "MassiveIntentClassification", "MassiveScenarioClassification"]
 
@@ -94,16 +96,23 @@ def ucse_both(task, texts, y, test, seed, out, tag) -> tuple[np.ndarray, np.ndar
     return plain, balanced, {"head": m.get("head"), "weight": m.get("selection", {}).get("weight")}
 
 
+def seen(rows: list[dict]) -> set[str]:
+    return {r["method"] for r in rows}
+
+
 def table(rows: list[dict]) -> str:
-    methods = ["logreg", "logreg+balanced", "auto", "auto+balanced"]
+    methods = [m for m in ("logreg", "logreg+balanced", "setfit", "auto", "auto+balanced") if m in seen(rows)]
     head = "| task | seeds | " + " | ".join(f"{m} acc / bal. acc / macro-F1" for m in methods) + " |"
     lines = [head, "|" + "---|" * (2 + len(methods))]
     for task in dict.fromkeys(r["task"] for r in rows):
         mine = [r for r in rows if r["task"] == task]
-        seeds = sorted({r["seed"] for r in mine})
+        seeds = sorted({r["seed"] for r in mine if r["method"] != "setfit"})
         cells = []
         for m in methods:
             got = [r for r in mine if r["method"] == m]
+            if not got:
+                cells.append("—")
+                continue
             keys = ("accuracy", "balanced_accuracy", "f1_macro")
             mean = {k: 100 * np.mean([r[k] for r in got]) for k in keys}
             cells.append(" / ".join(f"{mean[k]:.2f}" for k in mean))
@@ -118,6 +127,7 @@ def main() -> None:
     ap.add_argument("--most", type=int, default=64, help="training rows of the commonest label")
     ap.add_argument("--ratio", type=float, default=16.0, help="commonest / rarest label's rows")
     ap.add_argument("--out", type=Path, default=Path("bench/out/imbalance"))
+    ap.add_argument("--setfit", action="store_true", help="SetFit too, as its own row file (peers extra)")
     args = ap.parse_args()
     (args.out / "rows").mkdir(parents=True, exist_ok=True)
     (args.out / "features").mkdir(parents=True, exist_ok=True)
@@ -127,11 +137,17 @@ def main() -> None:
         all_texts, all_y = read(task, "train")
         for seed in args.seeds:
             f = args.out / "rows" / f"{task}-{tag}-s{seed}.json"
-            if f.is_file():
-                continue
+            fs = args.out / "rows" / f"{task}-{tag}-s{seed}-setfit.json"
             idx = long_tail(all_y, args.most, args.ratio, seed)
             texts, y = [all_texts[i] for i in idx], all_y[idx]
             base = {"task": task, "seed": seed, "n_train": len(y), "counts": np.bincount(y).tolist()}
+            if args.setfit and not fs.is_file():
+                probs, info = setfit_probs({"texts": texts, "y": y}, test, seed, 20)
+                row = {**base, "method": "setfit", **figures(probs, test[1]), **info}
+                fs.write_text(json.dumps([row]))
+                print(json.dumps({k: v for k, v in row.items() if k != "counts"}), flush=True)
+            if f.is_file():
+                continue
             t0 = time.perf_counter()
             plain, balanced, info = ucse_both(task, texts, y, test, seed, args.out, tag)
             ucse_s = time.perf_counter() - t0

@@ -183,6 +183,12 @@ def num_classes(train: dict, test: tuple) -> int:
 
 def run_setfit(train, test, seed, iterations) -> dict:
     """SetFit on the same rows: contrastive fine-tuning of the body, then its default head (module doc)."""
+    full, info = setfit_probs(train, test, seed, iterations)
+    return {**scores(full, test[1]), **info}
+
+
+def setfit_probs(train, test, seed, iterations) -> tuple[np.ndarray, dict]:
+    """(N, C) SetFit probabilities on the test texts, and the run's train time, budget and device."""
     import torch
     from datasets import Dataset
     from setfit import SetFitModel, Trainer, TrainingArguments
@@ -209,7 +215,7 @@ def run_setfit(train, test, seed, iterations) -> dict:
     full = np.zeros((len(test[0]), num_classes(train, test)))
     full[:, classes] = probs
     device = "cuda" if torch.cuda.is_available() else "cpu"  # SetFit trains on CUDA when there is one
-    return {**scores(full, test[1]), "train_s": train_s, "iterations": iterations, "device": device}
+    return full, {"train_s": train_s, "iterations": iterations, "device": device}
 
 
 def train_ucse(task, train, test, seed, method, out, *extra_tokens, retrain=True):
