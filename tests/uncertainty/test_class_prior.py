@@ -104,6 +104,7 @@ def test_the_summary_offers_the_balanced_prior_only_where_it_helps():
     assert "5 to 140 training rows" in offer
     assert "`ucse calibrate run=runs/x uncertainty.calibration.prior=balanced`" in offer
     assert prior_line(info("train", 0.88, 0.79), "runs/x") is None  # balanced would not help
+    assert prior_line(info("train", 0.880, 0.885), "runs/x") is None  # by less than a point: not offered
     assert prior_line(info("train", 0.79, 0.88, (40, 30, 20)), "runs/x") is None  # not imbalanced
     assert "class prior: balanced" in prior_line(info("balanced", 0.79, 0.88), "runs/x")
     for broken in (None, [], {"prior": "train"}, {**info("train", 0.7, 0.8), "counts": ["x"]}):

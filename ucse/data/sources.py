@@ -352,6 +352,10 @@ def _warn_overlap(td: TaskData) -> None:
 
 def _log_summary(td: TaskData, carved: Sequence[str]) -> None:
     shown = ", ".join(td.label_names[:10]) + (", ..." if td.num_classes > 10 else "")
-    sizes = " / ".join(f"{s} {len(td.splits[s])}" + (" (carved)" if s in carved else "") for s in ROLES)
+    sizes = " / ".join(
+        f"{s} {len(td.splits[s])}"
+        + ((" (carved)" if len(td.splits[s]) else " (none carved)") if s in carved else "")
+        for s in ROLES
+    )
     held = f"; held out for OOD: {', '.join(td.excluded_labels)} ({len(td.ood)} test rows)" if td.ood else ""
     logger.info("data %s: %d labels (%s); %s%s", td.source, td.num_classes, shown, sizes, held)
