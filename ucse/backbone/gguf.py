@@ -72,7 +72,7 @@ def save_dequantised(fingerprint: str, model: PreTrainedModel, tokenizer: PreTra
         (tmp / "complete").write_text(fingerprint)
         atomic.follow_umask(tmp)  # save_pretrained's safetensors files are 0600
         tmp.rename(folder)
-    except OSError as err:
+    except (OSError, ValueError) as err:  # ValueError: a model transformers will not serialise
         if not folder.exists():
             logger.warning("Could not save a dequantised copy of the GGUF model to '%s' (%s).", folder, err)
     finally:

@@ -140,8 +140,15 @@ def _warn_load_info(info: dict, source: str) -> None:
         )
 
 
-def _load_gguf_without_accelerate(path: str, cfg: BackboneConfig) -> PreTrainedModel:
-    """Dequantise a GGUF checkpoint into an fp32 model (``from_pretrained`` needs accelerate for GGUF)."""
+def _load_gguf(path: str, cfg: BackboneConfig) -> PreTrainedModel:
+    """Dequantise a GGUF checkpoint into a plain fp32 model.
+
+    Not ``AutoModel.from_pretrained(gguf_file=...)``: it needs accelerate for GGUF and, with it (transformers
+    5.24), marks the model as GGUF-quantised, which ``save_pretrained`` refuses ("not serializable"), so the
+    dequantised copy (``ucse.backbone.gguf``) could not be written and the load failed wherever accelerate is
+    installed. Parsing the file with transformers' own GGUF reader into a model built from its config gives
+    the same fp32 weights either way.
+    """
     from transformers import AutoConfig, AutoModel
     from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
@@ -197,8 +204,8 @@ def load_backbone(
         tokenizer = hit[1] if hit else AutoTokenizer.from_pretrained(path, **common)
         if hit:
             model = hit[0]
-        elif cfg.gguf_file is not None and not _accelerate_available():
-            model = _load_gguf_without_accelerate(path, cfg)
+        elif cfg.gguf_file is not None:
+            model = _load_gguf(path, cfg)
         else:
             extra: dict = {}
             if cfg.gguf_file is None:
@@ -241,10 +248,6 @@ def load_backbone(
     model.to(device)
     _prepare_tokenizer(tokenizer, cfg)
     return model, tokenizer
-
-
-def _accelerate_available() -> bool:
-    return importlib.util.find_spec("accelerate") is not None
 
 
 def _prepare_tokenizer(tokenizer: PreTrainedTokenizerBase, cfg: BackboneConfig) -> None:
