@@ -89,3 +89,24 @@ def test_a_slice_smaller_than_the_label_set_takes_one_row_of_distinct_labels(tmp
     assert len(td.splits["test"]) == 3 and max(test.values()) == 1  # three distinct labels
     assert min(rest.values()) >= 2 and len(rest) == 4  # every label keeps two rows to learn from
     assert "holds one row of 3 of them" in caplog.text
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("size", [1, 4, 9])
+def test_a_small_slice_of_many_small_labels_keeps_two_rows_of_each(seed, size):
+    # 10 labels of 3, 4 or 5 rows (brute-force check over slice sizes below the label count).
+    import datasets
+
+    from ucse.data import stratified_split
+
+    counts = [3, 4, 5, 3, 3, 4, 5, 3, 3, 3]
+    labels = [c for c, n in enumerate(counts) for _ in range(n)]
+    features = datasets.Features({"text": datasets.Value("string"), "label": datasets.ClassLabel(10)})
+    ds = datasets.Dataset.from_dict(
+        {"text": [f"t{i}" for i in range(len(labels))], "label": labels}, features
+    )
+    parts = stratified_split(ds, size, seed)
+    test, rest = Counter(parts["test"]["label"][:]), Counter(parts["train"]["label"][:])
+    assert len(parts["test"]) == size and max(test.values()) == 1
+    assert all(rest[c] >= 2 for c in range(10)) and sum(rest.values()) + size == len(labels)
+    assert not set(parts["test"]["text"][:]) & set(parts["train"]["text"][:])
