@@ -193,3 +193,7 @@ def test_a_balanced_prior_divides_the_probabilities_by_the_training_shares(ticke
     want = before.calibrator.probs(logits) / torch.as_tensor(counts / counts.sum())
     torch.testing.assert_close(after.calibrator.probs(logits), want / want.sum(1, keepdim=True))
     assert from_yaml(run / "config.yaml").uncertainty.calibration.prior.value == "balanced"
+    texts = tmp_path / "new.txt"
+    texts.write_text("a new text\nanother one\n")
+    assert main(["predict", f"run={run}", f"input={texts}", f"out={tmp_path / 'p.jsonl'}"]) == 0
+    assert "; class prior: balanced)" in capsys.readouterr().err  # predict says which mix it answers for

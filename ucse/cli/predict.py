@@ -91,7 +91,8 @@ def main(argv: list[str]) -> int:
         if cfg.out != "-":
             print(
                 f"{counts['rows']} predictions -> {cfg.out} (uncertainty score: {clf.uncertainty_score_}; "
-                f"abstain on {counts['abstain']}; out of scope: {counts['ood']})",
+                f"abstain on {counts['abstain']}; out of scope: {counts['ood']}"
+                f"{'; class prior: balanced' if clf.profile_.calibrator.prior.value == 'balanced' else ''})",
                 file=sys.stderr,
             )
         if message is not None:
