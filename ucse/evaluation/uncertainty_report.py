@@ -6,11 +6,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from sklearn.metrics import balanced_accuracy_score, f1_score
 
 from ucse.core.encoder import EncodedBatch
 from ucse.evaluation.plots import plot_reliability, plot_risk_coverage
 from ucse.uncertainty.calibration import calibration_metrics, reliability_bins
+from ucse.uncertainty.class_prior import decision_scores
 from ucse.uncertainty.profile import UncertaintyProfile
 from ucse.uncertainty.selective import aurc, e_aurc, risk_coverage_curve
 
@@ -69,13 +69,7 @@ def actionable_report(
     report = {
         "profile_fitted": profile.fitted,
         # what predict answers: the profile's top label (another than the logits' under a balanced prior)
-        "decisions": {
-            "accuracy": float(correct.mean()),
-            "balanced_accuracy": float(balanced_accuracy_score(y, res.prediction)),
-            "f1_macro": float(
-                f1_score(y, res.prediction, labels=np.unique(y), average="macro", zero_division=0)
-            ),
-        },
+        "decisions": decision_scores(y, res.prediction),
         "calibration": calibration,
         "selective": selective,
         "conformal": conformal,

@@ -35,13 +35,20 @@ def decision_figures(base: Calibrator, logits: Array, labels: Array, counts: Arr
     Returns:
         ``{"counts": [...], "train": {...}, "balanced": {...}}``; macro-F1 over the labels the rows hold.
     """
-    y = np.asarray(labels)
     out: dict[str, Any] = {"counts": [int(n) for n in np.asarray(counts)]}
     for prior in ClassPrior:
-        pred = base.for_prior(prior, counts).probs(logits).argmax(1).numpy()
-        out[prior.value] = {
-            "accuracy": float(accuracy_score(y, pred)),
-            "balanced_accuracy": float(balanced_accuracy_score(y, pred)),
-            "f1_macro": float(f1_score(y, pred, labels=np.unique(y), average="macro", zero_division=0)),
-        }
+        out[prior.value] = decision_scores(labels, base.for_prior(prior, counts).probs(logits).argmax(1))
     return out
+
+
+def decision_scores(labels: Array, pred: Array) -> dict[str, float]:
+    """Accuracy, balanced accuracy (mean per-label recall) and macro-F1 of (N,) top labels ``pred``.
+
+    Macro-F1 is over the labels ``labels`` hold (a label absent from a small split has no F1).
+    """
+    y, p = np.asarray(labels), np.asarray(pred)
+    return {
+        "accuracy": float(accuracy_score(y, p)),
+        "balanced_accuracy": float(balanced_accuracy_score(y, p)),
+        "f1_macro": float(f1_score(y, p, labels=np.unique(y), average="macro", zero_division=0)),
+    }
