@@ -93,11 +93,18 @@ def ucse_both(task, texts, y, test, seed, out, tag) -> tuple[np.ndarray, np.ndar
     run, cfg, data, result, _ = train_ucse(task, train, test, seed, "auto", out)
     _, outputs = outputs_on_test(run, cfg, data)
     c = len(data.label_names)
-    plain = load_uncertainty_profile(run / "head", c).calibrator.probs(outputs.logits).numpy()
+    profile = load_uncertainty_profile(run / "head", c)
+    plain = profile.calibrator.probs(outputs.logits).numpy()
     cfg.uncertainty.calibration.prior = ClassPrior.balanced
     balanced = fit_uncertainty(run, cfg, data).calibrator.probs(outputs.logits).numpy()
     m = result.metrics
-    return plain, balanced, {"head": m.get("head"), "weight": m.get("selection", {}).get("weight")}
+    # the held-out figures the summary's offer reads (ucse.summary.prior_line), under each prior
+    held = {k: v for k, v in profile.info["class_prior"].items() if k in ("train", "balanced")}
+    return (
+        plain,
+        balanced,
+        {"head": m.get("head"), "weight": m.get("selection", {}).get("weight"), "heldout": held},
+    )
 
 
 def seen(rows: list[dict]) -> set[str]:
