@@ -29,16 +29,15 @@ def describe_flag(ood: Any) -> str:
             f"{pct(info.get('examples_flagged'))} of the examples"
         )
     if ood.threshold == math.inf:  # too few held-out texts for the tpr rule's order statistic: keeps all
-        n, need = info.get("n_heldout"), math.ceil(ood.tpr / (1 - ood.tpr) - 1e-9)
+        from ucse.uncertainty.ood_detector import keepable_tpr, rows_to_keep  # torch is loaded with a flag
+
+        n = info.get("n_heldout")
         text = (
             f"{ood.score.value}, flags no text: a threshold keeping {pct(ood.tpr)} of in-scope texts needs "
-            f"{need}+ held-out texts"
+            f"{rows_to_keep(ood.tpr)}+ held-out texts"
         )
         if isinstance(n, int) and n > 0:
-            tpr = math.floor(100 * n / (n + 1)) / 100
-            while tpr > 0.01 and math.ceil((n + 1) * tpr) > n:  # the detector's own rule, in floats
-                tpr -= 0.01
-            text += f", {n} here (uncertainty.ood.tpr={tpr:.2f} sets one)"
+            text += f", {n} here (uncertainty.ood.tpr={keepable_tpr(n):.2f} sets one)"
         return text
     text = f"{ood.score.value}, keeps {pct(ood.tpr)} of in-scope texts"
     if "examples_flagged" in info:

@@ -294,10 +294,11 @@ def load_task_data(
     }
     train = enc["train"]
     if "test" not in enc or "validation" not in enc:
-        check_carvable(train["label"][:], label_names, raws["train"].where)
+        counts = Counter(train["label"][:])  # one Arrow read of the labels
+        check_carvable(counts, label_names, raws["train"].where)
     if "test" not in enc and data.test_fraction == 0:  # no test split wanted (an estimator's fit)
         enc["test"] = train.select([])
-    elif "test" not in enc and max(Counter(train["label"][:]).values()) <= KEEP_WHOLE_ROWS:
+    elif "test" not in enc and max(counts.values()) <= KEEP_WHOLE_ROWS:
         # A test row would leave its label one row to learn from and to cross-validate (8 rows of 4 labels:
         # the random slice did, and training stopped); the cross-validated estimate stands in for a test one.
         logger.warning(

@@ -31,8 +31,8 @@ more): a test row taken from 2 would leave one, which the validation carve could
 cross-validated probe needs a row of each label in every fold's training part."""
 
 
-def check_carvable(labels: list[int], label_names: list[str], where: str) -> None:
-    """Every label needs 2+ rows in data that a validation or test split is carved from.
+def check_carvable(counts: Counter[int], label_names: list[str], where: str) -> None:
+    """Every label needs 2+ rows in data that a validation or test split is carved from (``counts`` per id).
 
     A label with one row ends up either in train (never evaluated) or only in the carved split (never
     learned: 300 rows with 300 labels trained and reported a test accuracy of 0). Labels with 2 rows are
@@ -41,7 +41,6 @@ def check_carvable(labels: list[int], label_names: list[str], where: str) -> Non
     Raises:
         DataError: naming the labels with a single row (the first ten), how many there are, and the fix.
     """
-    counts = Counter(labels)
     single = [label_names[i] for i in sorted(counts) if counts[i] < 2]
     if single:
         listed = shown([repr(n) for n in single])
@@ -82,9 +81,9 @@ def stratified_split(ds: datasets.Dataset, test_size: float | int, seed: int) ->
             # As stratified as a slice smaller than the label set can be: one row of each of `size` labels
             # that keep 2+ rows without it (a random slice of 3 rows from 4 labels x 3 took 2 rows of one
             # label, whose last row then could not be cross-validated).
-            rng = np.random.default_rng(seed)
+            rng, y = np.random.default_rng(seed), np.asarray(labels)
             chosen = rng.choice(spare, size, replace=False)
-            test = sorted(int(rng.choice([i for i, k in enumerate(labels) if k == c])) for c in chosen)
+            test = np.sort([rng.choice(np.flatnonzero(y == c)) for c in chosen])  # (size,) row ids
             logger.warning(
                 "A %d-row slice cannot hold one row of each of %d labels: it holds one row of %d of them "
                 "(seeded), so the figures on it cover only those.",
@@ -92,8 +91,7 @@ def stratified_split(ds: datasets.Dataset, test_size: float | int, seed: int) ->
                 len(counts),
                 size,
             )
-            taken = set(test)
-            rest = [i for i in range(len(ds)) if i not in taken]
+            rest = np.setdiff1d(np.arange(len(ds)), test)
             return datasets.DatasetDict({"train": ds.select(rest), "test": ds.select(test)})
         why = (
             f"a {size}-row slice cannot hold one row of each of {len(counts)} labels"

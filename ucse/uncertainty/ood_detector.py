@@ -111,11 +111,32 @@ def base_score(
     raise ValueError(f"{name.value} is not a base score")
 
 
+def _keep_rank(n: int, tpr: float) -> int:
+    """Which order statistic of n in-scope scores keeps ``tpr`` of them: ceil((n + 1) * tpr)."""
+    return math.ceil((n + 1) * tpr)
+
+
 def keep_threshold(scores: Array, tpr: float) -> float:
     """The ceil((n + 1) * tpr)-th smallest of n in-scope scores (+inf when that exceeds n: keep all)."""
     s = np.sort(as_f64(scores).numpy())
-    r = math.ceil((len(s) + 1) * tpr)
+    r = _keep_rank(len(s), tpr)
     return math.inf if r > len(s) else float(s[r - 1])
+
+
+def rows_to_keep(tpr: float) -> int:
+    """The fewest held-out texts for which :func:`keep_threshold` at ``tpr`` is finite."""
+    n = max(1, math.ceil(tpr / (1 - tpr) - 1e-9))
+    while _keep_rank(n, tpr) > n:  # the float product, as keep_threshold computes it
+        n += 1
+    return n
+
+
+def keepable_tpr(n: int) -> float:
+    """The largest tpr on a 0.01 grid for which :func:`keep_threshold` over ``n`` texts is finite."""
+    tpr = math.floor(100 * n / (n + 1)) / 100
+    while tpr > 0.01 and _keep_rank(n, tpr) > n:
+        tpr = round(tpr - 0.01, 2)
+    return tpr
 
 
 @dataclass
