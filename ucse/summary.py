@@ -51,7 +51,7 @@ def pct(x: float | None) -> str:
 
 
 def prior_line(info: Any, run_dir: Path | str) -> str | None:
-    """The class-prior line of the summary: what ``balanced`` did, or an offer of it on imbalanced data.
+    """The class-prior line of the summary: what ``balanced`` or ``target`` did, or an offer of ``balanced``.
 
     The offer needs :data:`OFFER_GAIN` or more held-out macro-F1. ``info`` is the profile's
     ``info["class_prior"]`` (read back from disk: any field may be missing); the figures are the held-out
@@ -69,6 +69,8 @@ def prior_line(info: Any, run_dir: Path | str) -> str | None:
         acc = f"accuracy {t['accuracy']:.3f} / {b['accuracy']:.3f}"
     except (KeyError, TypeError, ValueError):
         return None
+    if info.get("prior") == "target":
+        return _target_line(info)
     if info.get("prior") == "balanced":
         return (
             f"  class prior: balanced (every label equally likely; training rows per label {fewest}-{most}): "
@@ -80,6 +82,20 @@ def prior_line(info: Any, run_dir: Path | str) -> str | None:
         f"  classes imbalanced ({fewest} to {most} training rows per label): {f1}; if new texts are as "
         f"likely to be any label, `ucse calibrate run={run_dir} uncertainty.calibration.prior=balanced`"
     )
+
+
+def _target_line(info: dict) -> str | None:
+    """``class prior: target (...)``: the held-out rows weighted to the target mix, under both priors."""
+    w = info.get("target")
+    try:
+        t, g = w["train"], w["target"]
+        return (
+            f"  class prior: target (the shares you gave): held-out rows weighted to that mix, accuracy "
+            f"{t['accuracy']:.3f} for the training mix, {g['accuracy']:.3f} for the target (macro-F1 "
+            f"{t['f1_macro']:.3f} / {g['f1_macro']:.3f}); the test figures above are the head's own decisions"
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _interval(accuracy: float, n: Any) -> str:

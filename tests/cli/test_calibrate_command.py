@@ -197,3 +197,66 @@ def test_a_balanced_prior_divides_the_probabilities_by_the_training_shares(ticke
     texts.write_text("a new text\nanother one\n")
     assert main(["predict", f"run={run}", f"input={texts}", f"out={tmp_path / 'p.jsonl'}"]) == 0
     assert "; class prior: balanced)" in capsys.readouterr().err  # predict says which mix it answers for
+
+
+def test_a_target_prior_multiplies_the_probabilities_by_the_target_over_the_training_shares(
+    tickets, tmp_path, capsys
+):
+    import shutil
+
+    import numpy as np
+    import torch
+
+    from ucse.uncertainty.profile import load_uncertainty_profile
+
+    run = tmp_path / "run"
+    shutil.copytree(tickets[1], run)
+    before = load_uncertainty_profile(run / "head")
+    names = json.loads((run / "head" / "config.json").read_text())["meta"]["label_names"]
+    prior = ["uncertainty.calibration.prior=target"]
+    # A label the run does not have: one line naming it and the labels, nothing replaced.
+    saved = _profile(run)
+    assert main(["calibrate", f"run={run}", *prior, "uncertainty.calibration.target_shares={jazz: 0.5}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'jazz' is not one of the run's 3 labels" in err[0], err
+    assert _profile(run) == saved
+    shares = "uncertainty.calibration.target_shares={music: 0.6}"  # money and pets share the other 0.4
+    assert main(["calibrate", f"run={run}", *prior, shares]) == 0
+    assert "class prior: train -> target (held-out rows weighted to the target mix: macro-F1 " in (
+        capsys.readouterr().out
+    )
+    after = load_uncertainty_profile(run / "head")
+    counts = np.asarray(after.info["class_prior"]["counts"], dtype=np.float64)
+    pi = counts / counts.sum()
+    q = np.where(np.array(names) == "music", 0.6, 0.0)
+    rest = np.array(names) != "music"
+    q[rest] = 0.4 * counts[rest] / counts[rest].sum()
+    np.testing.assert_allclose(after.info["class_prior"]["target_shares"], q)
+    logits = torch.randn(50, len(counts), dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    want = before.calibrator.probs(logits) * torch.as_tensor(q / pi)
+    torch.testing.assert_close(after.calibrator.probs(logits), want / want.sum(1, keepdim=True))
+    recorded = from_yaml(run / "config.yaml").uncertainty.calibration
+    assert recorded.prior.value == "target" and dict(recorded.target_shares) == {"music": 0.6}
+    texts = tmp_path / "new.txt"
+    texts.write_text("a new text\nanother one\n")
+    assert main(["predict", f"run={run}", f"input={texts}", f"out={tmp_path / 'p.jsonl'}"]) == 0
+    assert "; class prior: target)" in capsys.readouterr().err
+
+
+def test_training_with_a_target_prior_checks_its_labels_before_anything_is_written(
+    tickets, tiny_bert_dir, tmp_path, capsys
+):
+    data, _ = tickets
+    out = tmp_path / "never"
+    args = ["train", f"data.path={data}", f"backbone.model={tiny_bert_dir}", f"output_dir={out}"]
+    assert main([*args, "uncertainty.calibration.prior=target"]) == 2
+    assert "needs uncertainty.calibration.target_shares=" in capsys.readouterr().err
+    assert (
+        main(
+            [*args, "uncertainty.calibration.prior=target", "uncertainty.calibration.target_shares={cats: 1}"]
+        )
+        == 2
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'cats' is not one of the run's 3 labels (money, music, pets)" in err[0], err
+    assert not out.exists()

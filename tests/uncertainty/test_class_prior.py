@@ -109,3 +109,101 @@ def test_the_summary_offers_the_balanced_prior_only_where_it_helps():
     assert "class prior: balanced" in prior_line(info("balanced", 0.79, 0.88), "runs/x")
     for broken in (None, [], {"prior": "train"}, {**info("train", 0.7, 0.8), "counts": ["x"]}):
         assert prior_line(broken, "runs/x") is None  # read back from disk: any field may be missing
+
+
+def _target_cfg(shares) -> UncertaintyConfig:
+    cfg = _cfg("target")
+    cfg.calibration.target_shares = shares
+    return cfg
+
+
+def test_target_probabilities_are_the_target_mix_posterior():
+    rng = np.random.default_rng(3)
+    _, val, yv = _draw(rng, 4000, PRIOR)
+    counts = np.round(PRIOR * 1000).astype(int)
+    q = np.array([0.1, 0.3, 0.6])  # new texts come mostly from the label the training rows had fewest of
+    profile = fit_profile(val, yv, _target_cfg({"0": 0.1, "1": 0.3, "2": 0.6}), counts=counts)
+    x, test, yt = _draw(rng, 6000, q)
+    got = profile.apply(test.mean, None, test.logits).probs
+    want = softmax(norm.logpdf(x[:, None], MEANS[None, :], 1.0) + np.log(q), axis=1)  # Bayes under q
+    assert np.abs(got - want).max() < 0.05  # T fitted on 4000 rows, as for the balanced prior
+    trained = fit_profile(val, yv, _cfg("train"), counts=counts).apply(test.mean, None, test.logits)
+    acc = (got.argmax(1) == yt).mean()
+    # The target-mix rule is the Bayes rule for accuracy on texts mixed like q (sd ~ 0.006 at 6000 rows).
+    assert acc > (trained.probs.argmax(1) == yt).mean() + 0.05
+    assert acc == pytest.approx((want.argmax(1) == yt).mean(), abs=0.01)
+
+
+def test_the_target_shift_and_the_weighted_held_out_figures_by_hand():
+    rng = np.random.default_rng(4)
+    counts = np.array([300, 80, 20])  # validation drawn in the training mix exactly: 300 / 80 / 20 rows
+    yv = np.repeat(np.arange(3), counts)
+    x = rng.normal(MEANS[yv], 1.0)
+    logits = (2.0 * (norm.logpdf(x[:, None], MEANS[None, :], 1.0) + np.log(PRIOR))).astype(np.float32)
+    val = EncodedBatch(np.zeros((len(yv), 2), np.float32), None, logits)
+    profile = fit_profile(val, yv, _target_cfg({"2": 0.5}), counts=counts)  # 0 and 1 share the other half
+    q = np.array([0.5 * 300 / 380, 0.5 * 80 / 380, 0.5])
+    t = fit_calibrator(logits, yv, "temperature").temperature
+    want = softmax(logits.astype(np.float64) / t + np.log(q) - np.log(counts / 400), axis=1)
+    np.testing.assert_allclose(profile.calibrator.probs(logits).numpy(), want, atol=1e-9)
+    info = profile.info["class_prior"]
+    np.testing.assert_allclose(info["target_shares"], q)
+    # Rows mixed like training, each weighted q / pi: the accuracy is sum_c q_c * recall_c.
+    pred = want.argmax(1)
+    recall = np.array([(pred[yv == c] == c).mean() for c in range(3)])
+    assert info["target"]["target"]["accuracy"] == pytest.approx(float(q @ recall))
+    trained = softmax(logits.astype(np.float64) / t, axis=1).argmax(1)
+    recall_t = np.array([(trained[yv == c] == c).mean() for c in range(3)])
+    assert info["target"]["train"]["accuracy"] == pytest.approx(float(q @ recall_t))
+    assert info["target"]["target"]["accuracy"] > info["target"]["train"]["accuracy"]
+    # A uniform target is the balanced prior.
+    uniform = fit_profile(val, yv, _target_cfg({"0": 1 / 3, "1": 1 / 3, "2": 1 / 3}), counts=counts)
+    balanced = fit_profile(val, yv, _cfg("balanced"), counts=counts)
+    torch.testing.assert_close(uniform.calibrator.probs(logits), balanced.calibrator.probs(logits))
+
+
+def test_target_shares_are_checked_and_resolved_by_label_name():
+    from ucse.config.uncertainty import CalibrationConfig, check_target_shares, target_shares
+
+    assert target_shares({"b": 0.5}, ["a", "b", "c"], [30, 10, 10]) == pytest.approx([0.375, 0.5, 0.125])
+    assert target_shares({0: 2 / 3, 1: 1 / 3}, ["0", "1"], [5, 5]) == pytest.approx([2 / 3, 1 / 3])
+    assert target_shares({"a": 0.7, "b": 0.3}, ["a", "b"], [0, 9]) == pytest.approx([0.7, 0.3])
+    bad = [
+        ({"d": 0.5}, "'d' is not one of the run's 3 labels (a, b, c)"),
+        ({"a": 0.6, "b": 0.4}, "leaving nothing for the 1 left out (e.g. 'c')"),
+        ({"a": 0.2, "b": 0.2, "c": 0.2}, "the shares add up to 0.6, not 1"),
+    ]
+    for spec, message in bad:
+        with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            target_shares(spec, ["a", "b", "c"], [3, 3, 3])
+    wrong = [
+        (ClassPrior.train, {"a": 0.5}, "add uncertainty.calibration.prior=target"),
+        (ClassPrior.target, None, "needs uncertainty.calibration.target_shares="),
+        (ClassPrior.target, {True: 0.2}, "read as a boolean; quote it"),
+        (ClassPrior.target, {"a": 0}, "a=0 must be a share in"),
+        (ClassPrior.target, {"a": "x"}, "a='x' must be a share in"),
+        (ClassPrior.target, {"a": 0.7, "b": 0.7}, "add up to 1.4"),
+    ]
+    for prior, shares, message in wrong:
+        with pytest.raises(ValueError, match=message):
+            check_target_shares(CalibrationConfig(prior=prior, target_shares=shares))
+
+
+def test_the_target_prior_is_saved_and_read_back_and_summarised(tmp_path):
+    rng = np.random.default_rng(5)
+    _, val, yv = _draw(rng, 300, PRIOR)
+    head = build_head(HeadConfig(num_filters=4, embed_dim=2), 8, 3, Pooling.mean)
+    folder = save_head(head, tmp_path / "h", {"label_names": ["a", "b", "c"]})
+    cfg = _target_cfg({"c": 0.4, "a": 0.3, "b": 0.3})
+    profile = fit_profile(val, yv, cfg, counts=np.array([75, 20, 5]), label_names=["a", "b", "c"])
+    profile.save(folder)
+    back = load_uncertainty_profile(folder)
+    assert back.calibrator.prior is ClassPrior.target
+    torch.testing.assert_close(back.calibrator.probs(val.logits), profile.calibrator.probs(val.logits))
+    info = json.loads((folder / "calibration.json").read_text())["info"]["class_prior"]
+    assert info["prior"] == "target" and info["target_shares"] == pytest.approx([0.3, 0.3, 0.4])
+    line = prior_line(info, "runs/x")
+    w = {k: f"{v['accuracy']:.3f}" for k, v in info["target"].items()}
+    assert line.startswith("  class prior: target (the shares you gave)")
+    assert f"accuracy {w['train']} for the training mix, {w['target']} for the target" in line
+    assert prior_line({**info, "target": None}, "runs/x") is None  # read back from disk: may be damaged

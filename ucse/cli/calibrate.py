@@ -5,6 +5,8 @@ Usage:
     ucse calibrate run=runs/reviews uncertainty.abstain.coverage=0.9 uncertainty.conformal.alpha=0.05
     ucse calibrate run=runs/reviews uncertainty.calibration.method=vector data_root=/data/moved
     ucse calibrate run=runs/reviews uncertainty.calibration.prior=balanced   # rare labels count as much
+    ucse calibrate run=runs/reviews uncertainty.calibration.prior=target \
+        "uncertainty.calibration.target_shares={positive: 0.8, negative: 0.2}"   # a known deployment mix
     ucse calibrate run=runs/reviews            # the run's own settings (e.g. its profile was never written)
 
 The head's outputs come from the hidden states the run cached, so this takes seconds; the calibration,
@@ -60,13 +62,19 @@ def _flag(profile: UncertaintyProfile) -> str:
 
 
 def _prior(before: UncertaintyProfile, after: UncertaintyProfile) -> str:
-    """``train -> balanced (held-out macro-F1 0.791 -> 0.884, accuracy 0.924 -> 0.903)``."""
+    """``train -> balanced (held-out macro-F1 0.791 -> 0.884, accuracy 0.924 -> 0.903)``.
+
+    Towards ``target`` the held-out rows are weighted to the target mix (``info.class_prior.target``).
+    """
     old, new = before.calibrator.prior.value, after.calibrator.prior.value
     info = after.info.get("class_prior") or {}
+    weighted = new == "target" or old == "target"
     try:
-        a, b = info[old], info[new]
+        figures = info["target"] if weighted else info
+        a, b = figures[old], figures[new]
         figures = (
-            f" (held-out macro-F1 {a['f1_macro']:.3f} -> {b['f1_macro']:.3f}, "
+            f" (held-out{' rows weighted to the target mix:' if weighted else ''} "
+            f"macro-F1 {a['f1_macro']:.3f} -> {b['f1_macro']:.3f}, "
             f"accuracy {a['accuracy']:.3f} -> {b['accuracy']:.3f})"
         )
     except (KeyError, TypeError, ValueError):

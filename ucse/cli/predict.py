@@ -88,11 +88,12 @@ def main(argv: list[str]) -> int:
         blocks = predict_blocks(clf, texts, top_k=cfg.top_k, sets=cfg.sets, progress=progress)
         write_predictions(counted(blocks), cfg.out, cfg.overwrite)
         message = uncertifiable_message(clf.profile_, head_dir.parent)
+        prior = clf.profile_.calibrator.prior.value
         if cfg.out != "-":
             print(
                 f"{counts['rows']} predictions -> {cfg.out} (uncertainty score: {clf.uncertainty_score_}; "
                 f"abstain on {counts['abstain']}; out of scope: {counts['ood']}"
-                f"{'; class prior: balanced' if clf.profile_.calibrator.prior.value == 'balanced' else ''})",
+                f"{'' if prior == 'train' else f'; class prior: {prior}'})",
                 file=sys.stderr,
             )
         if message is not None:

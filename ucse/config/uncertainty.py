@@ -7,8 +7,10 @@ the run's ``config.yaml``, which is what :func:`ucse.uncertainty.fit.fit_run_unc
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 
 class CalibrationMethod(str, Enum):
@@ -24,6 +26,7 @@ class ClassPrior(str, Enum):
 
     train = "train"  # the training rows' mix (what the head learned; validation and test are drawn like it)
     balanced = "balanced"  # every label equally likely: logit - log(training share) (Menon et al. 2021)
+    target = "target"  # the shares you give (calibration.target_shares): logit + log(target / training share)
 
 
 class ScoreName(str, Enum):
@@ -90,7 +93,13 @@ class CalibrationConfig:
     label's share of the training rows, the Bayes correction of the posterior to a uniform prior). It raises
     the rare labels' recall and the macro-F1 on imbalanced data and lowers accuracy on data mixed like the
     training rows; abstention, sets and the out-of-scope flag are fitted on the shifted probabilities. Set it
-    without retraining: ``ucse calibrate run=<run> uncertainty.calibration.prior=balanced``."""
+    without retraining: ``ucse calibrate run=<run> uncertainty.calibration.prior=balanced``. ``target``:
+    the label shares given in ``calibration.target_shares`` (a known deployment mix, e.g. balanced labelled
+    rows for traffic that is 80 % one label)."""
+    target_shares: Any = None
+    """With ``prior=target``: each label's expected share of new texts, ``{label: share}`` (quote names YAML
+    reads as booleans or numbers: ``{'yes': 0.2, 'no': 0.8}``). Labels left out share what is left in
+    proportion to their training rows; naming every label, the shares must add up to 1."""
 
 
 @dataclass
@@ -218,5 +227,80 @@ def check_uncertainty_config(cfg: UncertaintyConfig) -> None:
     for key, value, ok, want in checks:
         if not ok(value):
             raise ValueError(f"uncertainty.{key}={value} is invalid: it must be {want}.")
+    check_target_shares(cfg.calibration)
     if cfg.samples == 0 and cfg.score == ScoreName.mutual_information:
         raise ValueError("uncertainty.score=mutual_information needs uncertainty.samples >= 1.")
+
+
+def check_target_shares(cfg: CalibrationConfig) -> None:
+    """Check ``calibration.target_shares`` as far as it can be without the labels.
+
+    A mapping of names to shares in (0, 1], with ``prior=target`` and only then; the names are checked
+    against the run's labels once the data are read (:func:`target_shares`).
+
+    Raises:
+        ValueError: naming the key, the value and the fix.
+    """
+    key, shares = "uncertainty.calibration.target_shares", cfg.target_shares
+    if ClassPrior(cfg.prior) is not ClassPrior.target:
+        if shares is not None:
+            raise ValueError(
+                f"{key} is set but uncertainty.calibration.prior={ClassPrior(cfg.prior).value}; add "
+                "uncertainty.calibration.prior=target to use the shares."
+            )
+        return
+    example = "{refund: 0.5, card_lost: 0.1}"
+    if not isinstance(shares, dict) or not shares:
+        raise ValueError(
+            f"uncertainty.calibration.prior=target needs {key}={example} (each label's share of new texts)."
+        )
+    for name, share in shares.items():
+        if isinstance(name, bool):
+            raise ValueError(
+                f"{key}: the label {name} was read as a boolean; quote it: {{'yes': 0.2, 'no': 0.8}}."
+            )
+        ok = isinstance(share, (int, float)) and not isinstance(share, bool) and 0 < share <= 1
+        if not ok:
+            raise ValueError(f"{key}: {name}={share!r} must be a share in (0, 1], e.g. {example}.")
+    total = float(sum(shares.values()))
+    if total > 1 + 1e-6:
+        raise ValueError(f"{key}: the shares add up to {total:.4g}; they must add up to at most 1.")
+
+
+def target_shares(spec: Any, label_names: Sequence[str], counts: Sequence[int]) -> list[float]:
+    """The target mix of ``calibration.target_shares``, in label-id order, adding up to 1.
+
+    Args:
+        spec: ``{label name: share}`` (checked by :func:`check_target_shares`); integer keys name the labels
+            ``"0"``, ``"1"``...
+        label_names: the run's labels, in id order.
+        counts: training rows per label, in id order: labels left out of ``spec`` share the rest in
+            proportion (a label without rows counts as one).
+
+    Raises:
+        ValueError: an unknown label, shares that leave nothing for the labels left out, or, naming every
+            label, shares that do not add up to 1 (each message names the key and the fix).
+    """
+    key = "uncertainty.calibration.target_shares"
+    names = [str(n) for n in label_names]
+    given = {str(k): float(v) for k, v in spec.items()}
+    unknown = [k for k in given if k not in names]
+    if unknown:
+        shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
+        raise ValueError(f"{key}: {unknown[0]!r} is not one of the run's {len(names)} labels ({shown}).")
+    rest = [i for i, name in enumerate(names) if name not in given]
+    total = sum(given.values())
+    if not rest:
+        if abs(total - 1.0) > 1e-3:
+            raise ValueError(f"{key}: every label is named and the shares add up to {total:.4g}, not 1.")
+        return [given[name] / total for name in names]
+    if total >= 1.0 - 1e-6:
+        raise ValueError(
+            f"{key}: the named labels take {total:.4g} of the mix, leaving nothing for the {len(rest)} "
+            f"left out (e.g. {names[rest[0]]!r}); lower the shares or name every label."
+        )
+    left = [max(int(counts[i]), 1) for i in rest]
+    out = [given.get(name, 0.0) for name in names]
+    for i, n in zip(rest, left):
+        out[i] = (1.0 - total) * n / sum(left)
+    return out

@@ -145,6 +145,7 @@ def run_profile(
         classifier_weight(encoder.head),
         train,
         data.labels("train"),
+        label_names=data.label_names,
     )
     return fitted, "fitted at evaluation"
 

@@ -68,7 +68,7 @@ def actionable_report(
         }
     report = {
         "profile_fitted": profile.fitted,
-        # what predict answers: the profile's top label (another than the logits' under a balanced prior)
+        # what predict answers: the profile's top label (another than the logits' under another prior)
         "decisions": decision_scores(y, res.prediction),
         "calibration": calibration,
         "selective": selective,
@@ -105,10 +105,10 @@ def actionable_report(
 def format_table(report: dict) -> str:
     """A short plain-text table of an ``actionable_report`` (printed by ``eval.py``)."""
     c, s, k = report["calibration"], report["selective"], report["conformal"]
-    t = c["temperature"]
+    t, prior = c["temperature"], c.get("prior", "train")
     lines = [
         f"calibration ({c['method']}{f', T={t:.3f}' if t else ''}"
-        f"{', balanced prior' if c.get('prior') == 'balanced' else ''})   before    after",
+        f"{'' if prior == 'train' else f', {prior} prior'})   before    after",
         f"  ECE (15 equal-width bins)        {c['ece_before']:.4f}   {c['ece_after']:.4f}",
         f"  ECE (15 equal-mass bins)         {c['adaptive_ece_before']:.4f}   {c['adaptive_ece_after']:.4f}",
         f"  NLL                              {c['nll_before']:.4f}   {c['nll_after']:.4f}",

@@ -32,7 +32,7 @@ class Calibrator:
     Attributes:
         method: how it was fitted.
         scale: (C,) a; ``1/T`` in every entry for temperature scaling.
-        bias: (C,) b; zeros for temperature scaling, less the log class shares under a balanced prior.
+        bias: (C,) b; zeros for temperature scaling, plus the prior's shift (:meth:`for_prior`).
         prior: the class mix the probabilities are for (:meth:`for_prior`).
     """
 
@@ -57,24 +57,31 @@ class Calibrator:
             return None
         return float(1.0 / self.scale[0])
 
-    def for_prior(self, prior: ClassPrior, counts: Array) -> Calibrator:
+    def for_prior(self, prior: ClassPrior, counts: Array, target: Array | None = None) -> Calibrator:
         """This calibration, its probabilities turned from the training mix to ``prior``.
 
         ``balanced`` subtracts each label's log share of the training rows from its calibrated logit:
         ``p(y | x) / pi(y)``, renormalised, is the posterior under a uniform prior when ``p`` is calibrated
         for the training mix ``pi`` (the label-shift correction of Saerens et al. 2002; the post-hoc logit
-        adjustment of Menon et al. 2021). A bias shift, so it is saved and applied like vector scaling's.
+        adjustment of Menon et al. 2021). ``target`` adds the log of the given shares too:
+        ``p(y | x) * q(y) / pi(y)``, the posterior under the mix ``q``. A bias shift, so it is saved and
+        applied like vector scaling's.
 
         Args:
-            prior: ``train`` (returned unchanged) or ``balanced``.
+            prior: ``train`` (returned unchanged), ``balanced`` or ``target``.
             counts: (C,) training rows per label; a label without any counts as one (a finite shift).
+            target: (C,) the target mix, positive, adding up to 1 (``prior=target`` only).
         """
         prior = ClassPrior(prior)
         if prior is ClassPrior.train:
             return self
         n = torch.as_tensor(np.asarray(counts), dtype=torch.float64).clamp(min=1.0)  # (C,)
-        log_share = torch.log(n / n.sum())
-        return Calibrator(self.method, self.scale, self.bias - log_share, prior)
+        shift = -torch.log(n / n.sum())
+        if prior is ClassPrior.target:
+            if target is None:
+                raise ValueError("prior=target needs the target mix (uncertainty.calibration.target_shares).")
+            shift = shift + torch.log(torch.as_tensor(np.asarray(target), dtype=torch.float64))
+        return Calibrator(self.method, self.scale, self.bias + shift, prior)
 
     def logits(self, logits: Array) -> torch.Tensor:
         """(N, C) calibrated logits."""
@@ -245,6 +252,7 @@ def out_of_fold_probs(
     seed: int = 0,
     prior: ClassPrior = ClassPrior.train,
     counts: Array | None = None,
+    target: Array | None = None,
 ) -> torch.Tensor:
     """Each row's probabilities under a calibrator fitted on the other folds (cross-fitting).
 
@@ -259,7 +267,8 @@ def out_of_fold_probs(
         folds: K.
         seed: fold shuffling.
         prior: each fold's calibrator turned to this class mix (:meth:`Calibrator.for_prior`).
-        counts: (C,) training rows per label, for ``prior=balanced``.
+        counts: (C,) training rows per label, for ``prior=balanced`` or ``target``.
+        target: (C,) the target mix, for ``prior=target``.
 
     Returns:
         (N, C) float64 probabilities.
@@ -273,5 +282,5 @@ def out_of_fold_probs(
     k = min(folds, len(y))
     split = StratifiedKFold if (np.bincount(y)[np.unique(y)] >= k).all() else KFold
     for tr, te in split(k, shuffle=True, random_state=seed).split(np.zeros(len(y)), y):
-        out[te] = fit_calibrator(x[tr], y[tr], method).for_prior(prior, counts).probs(x[te])
+        out[te] = fit_calibrator(x[tr], y[tr], method).for_prior(prior, counts, target).probs(x[te])
     return out

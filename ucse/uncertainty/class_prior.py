@@ -1,19 +1,24 @@
 """The class mix predictions are for: the training rows' counts and the held-out decisions under each prior.
 
 ``uncertainty.calibration.prior=balanced`` turns the calibrated probabilities from the training mix to a
-uniform one (:meth:`ucse.uncertainty.calibration.Calibrator.for_prior`). What that changes is judged on the
-rows the profile is calibrated on (validation, or the out-of-fold rows of a cross-validated head), never on
-test, and saved in the profile's ``info["class_prior"]``; the summary reads it back from there.
+uniform one, ``prior=target`` to the shares a user gives
+(:meth:`ucse.uncertainty.calibration.Calibrator.for_prior`).
+What that changes is judged on the rows the profile is calibrated on (validation, or the out-of-fold rows of a
+cross-validated head), never on test, and saved in the profile's ``info["class_prior"]``; the summary reads it
+back from there. Those rows are mixed like the training rows: under the target mix each row is weighted by
+its label's target share over its training share (importance weights for a label shift), which estimates the
+accuracy on texts mixed like the target.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from sklearn.metrics import accuracy_score, balanced_accuracy_score, f1_score
 
-from ucse.config.uncertainty import ClassPrior
+from ucse.config.uncertainty import ClassPrior, check_target_shares, target_shares
 from ucse.uncertainty.calibration import Calibrator
 from ucse.uncertainty.scores import Array
 
@@ -23,7 +28,21 @@ def class_counts(labels: Array, num_classes: int) -> np.ndarray:
     return np.bincount(np.asarray(labels, dtype=np.int64), minlength=num_classes)[:num_classes]
 
 
-def decision_figures(base: Calibrator, logits: Array, labels: Array, counts: Array) -> dict[str, Any]:
+def resolve_target(cfg: Any, label_names: Sequence[str] | None, counts: Array) -> np.ndarray | None:
+    """The (C,) target mix of a :class:`CalibrationConfig` (``None`` unless ``prior=target``).
+
+    ``label_names`` ``None`` names the labels by their ids (``"0"``, ``"1"``...).
+    """
+    if ClassPrior(cfg.prior) is not ClassPrior.target:
+        return None
+    check_target_shares(cfg)
+    names = [str(i) for i in range(len(counts))] if label_names is None else label_names
+    return np.asarray(target_shares(cfg.target_shares, names, [int(n) for n in np.asarray(counts)]))
+
+
+def decision_figures(
+    base: Calibrator, logits: Array, labels: Array, counts: Array, target: Array | None = None
+) -> dict[str, Any]:
     """Accuracy, balanced accuracy and macro-F1 of the top label under each prior, on held-out rows.
 
     Args:
@@ -31,24 +50,35 @@ def decision_figures(base: Calibrator, logits: Array, labels: Array, counts: Arr
         logits: (N, C) held-out logits.
         labels: (N,) their labels.
         counts: (C,) training rows per label.
+        target: (C,) a target mix: adds ``"target"`` (the rows weighted to that mix) and ``"target_shares"``.
 
     Returns:
         ``{"counts": [...], "train": {...}, "balanced": {...}}``; macro-F1 over the labels the rows hold.
     """
     out: dict[str, Any] = {"counts": [int(n) for n in np.asarray(counts)]}
-    for prior in ClassPrior:
+    for prior in (ClassPrior.train, ClassPrior.balanced):
         out[prior.value] = decision_scores(labels, base.for_prior(prior, counts).probs(logits).argmax(1))
+    if target is not None:
+        y = np.asarray(labels, dtype=np.int64)
+        n = np.asarray(counts, dtype=np.float64).clip(min=1.0)
+        weights = (np.asarray(target) / (n / n.sum()))[y]  # (N,) target share / training share of each row
+        pred = {p: base.for_prior(p, counts, target).probs(logits).argmax(1) for p in ClassPrior}
+        out["target"] = {p.value: decision_scores(y, pred[p], weights) for p in ClassPrior}
+        out["target_shares"] = [float(v) for v in np.asarray(target)]
     return out
 
 
-def decision_scores(labels: Array, pred: Array) -> dict[str, float]:
+def decision_scores(labels: Array, pred: Array, weights: Array | None = None) -> dict[str, float]:
     """Accuracy, balanced accuracy (mean per-label recall) and macro-F1 of (N,) top labels ``pred``.
 
-    Macro-F1 is over the labels ``labels`` hold (a label absent from a small split has no F1).
+    Macro-F1 is over the labels ``labels`` hold (a label absent from a small split has no F1). ``weights``:
+    (N,) per-row weights (scikit-learn's ``sample_weight``), e.g. to score the rows as if mixed otherwise.
     """
     y, p = np.asarray(labels), np.asarray(pred)
     return {
-        "accuracy": float(accuracy_score(y, p)),
-        "balanced_accuracy": float(balanced_accuracy_score(y, p)),
-        "f1_macro": float(f1_score(y, p, labels=np.unique(y), average="macro", zero_division=0)),
+        "accuracy": float(accuracy_score(y, p, sample_weight=weights)),
+        "balanced_accuracy": float(balanced_accuracy_score(y, p, sample_weight=weights)),
+        "f1_macro": float(
+            f1_score(y, p, labels=np.unique(y), average="macro", zero_division=0, sample_weight=weights)
+        ),
     }

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +39,7 @@ from ucse.training.auto_run import read_heldout
 from ucse.training.run import build_states, resolve_device
 from ucse.uncertainty import conformal
 from ucse.uncertainty.calibration import fit_calibrator, out_of_fold_probs
-from ucse.uncertainty.class_prior import class_counts, decision_figures
+from ucse.uncertainty.class_prior import class_counts, decision_figures, resolve_target
 from ucse.uncertainty.density import ClassGaussians, fit_class_gaussians
 from ucse.uncertainty.ood_detector import OodStats, needed_stats, reads_mean, rethreshold
 from ucse.uncertainty.ood_examples import apply_examples, read_ood_texts
@@ -71,6 +72,7 @@ def fit_profile(
     gaussians: ClassGaussians | None = None,
     run: str | Path | None = None,
     counts: np.ndarray | None = None,
+    label_names: Sequence[str] | None = None,
 ) -> UncertaintyProfile:
     """Fit calibration, default score, abstention threshold, conformal quantile and feature Gaussians.
 
@@ -86,6 +88,7 @@ def fit_profile(
         run: the run folder, named in the ``ucse calibrate`` command a warning offers (``<run>`` if unknown).
         counts: (C,) rows per label the head trained on, for ``calibration.prior`` (default: the counts of
             ``train_labels``, else of ``val_labels``).
+        label_names: the labels in id order, which ``calibration.target_shares`` names (default: the ids).
 
     Returns:
         The fitted :class:`UncertaintyProfile` (not yet saved).
@@ -95,7 +98,8 @@ def fit_profile(
     base = fit_calibrator(val.logits, val_labels, cfg.calibration.method)  # for the training mix
     if counts is None:
         counts = class_counts(train_labels if train_labels is not None else val_labels, c)
-    calibrator = base.for_prior(cfg.calibration.prior, counts)
+    target = resolve_target(cfg.calibration, label_names, counts)  # (C,) or None
+    calibrator = base.for_prior(cfg.calibration.prior, counts, target)
     if train is not None and train_labels is not None:
         gaussians = fit_class_gaussians(train.mean, train_labels, c)
     profile = UncertaintyProfile(
@@ -156,7 +160,9 @@ def fit_profile(
     k = cfg.conformal
     if cfg.calibration.method == CalibrationMethod.vector:  # 2C parameters: cross-fit the quantile's probs
         method, prior = cfg.calibration.method, calibrator.prior
-        probs = out_of_fold_probs(val.logits, val_labels, method, seed=cfg.seed, prior=prior, counts=counts)
+        probs = out_of_fold_probs(
+            val.logits, val_labels, method, seed=cfg.seed, prior=prior, counts=counts, target=target
+        )
     rand = row_uniforms(probs, cfg.seed) if k.randomized else None
     lam, k_reg = (k.raps_lambda, k.raps_k_reg) if k.method == ConformalMethod.raps else (0.0, 0)
     profile.conformal = k
@@ -168,7 +174,7 @@ def fit_profile(
         "validation_aurc": val_aurc,
         "abstain_delta_per_candidate": delta,
     }
-    figures = decision_figures(base, val.logits, val_labels, counts)
+    figures = decision_figures(base, val.logits, val_labels, counts, target)
     profile.info["class_prior"] = {"prior": calibrator.prior.value, **figures}
     return profile
 
@@ -236,7 +242,16 @@ def fit_for_run(
     # The class mix the shipped head learned: its training rows (train + validation after a refit on both).
     trained = [data.labels("train")] + ([data.labels("validation")] if heldout is not None else [])
     counts = class_counts(np.concatenate(trained), c)
-    profile = fit_profile(val, val_labels, ucfg, weight, gaussians=class_gaussians, run=named, counts=counts)
+    profile = fit_profile(
+        val,
+        val_labels,
+        ucfg,
+        weight,
+        gaussians=class_gaussians,
+        run=named,
+        counts=counts,
+        label_names=data.label_names,
+    )
     if "mean" in streamed:
         profile.info["n_train"] = len(data.labels("train"))
     elif gaussians is not None:
@@ -374,6 +389,8 @@ def refit_run_profile(
     before = load_uncertainty_profile(folder.head, num_classes=len(encoder.label_names) or None)
     data = load_classification(train_cfg.task, train_cfg.data, train_cfg.seed)
     check_same_splits(run, data, ("train", "validation"), refuse=True)  # before anything is replaced
+    c = len(data.label_names)
+    resolve_target(ucfg.calibration, data.label_names, class_counts(data.labels("train"), c))  # names checked
     profile = fit_for_run(run, train_cfg, ucfg, data, encoder, previous=before)
     train_cfg.uncertainty = ucfg
     train_cfg.data.root = recorded_root  # the run's record keeps its own
