@@ -220,7 +220,7 @@ def test_a_target_prior_multiplies_the_probabilities_by_the_target_over_the_trai
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "'jazz' is not one of the run's 3 labels" in err[0], err
     assert _profile(run) == saved
-    shares = "uncertainty.calibration.target_shares={music: 0.6}"  # money and pets share the other 0.4
+    shares = "uncertainty.calibration.target_shares.music=0.6"  # money and pets share the other 0.4
     assert main(["calibrate", f"run={run}", *prior, shares]) == 0
     assert "class prior: train -> target (held-out rows weighted to the target mix: macro-F1 " in (
         capsys.readouterr().out
@@ -250,7 +250,7 @@ def test_training_with_a_target_prior_checks_its_labels_before_anything_is_writt
     out = tmp_path / "never"
     args = ["train", f"data.path={data}", f"backbone.model={tiny_bert_dir}", f"output_dir={out}"]
     assert main([*args, "uncertainty.calibration.prior=target"]) == 2
-    assert "needs uncertainty.calibration.target_shares=" in capsys.readouterr().err
+    assert "needs uncertainty.calibration.target_shares.<label>=<share>" in capsys.readouterr().err
     assert (
         main(
             [*args, "uncertainty.calibration.prior=target", "uncertainty.calibration.target_shares={cats: 1}"]

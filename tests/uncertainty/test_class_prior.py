@@ -173,13 +173,15 @@ def test_target_shares_are_checked_and_resolved_by_label_name():
         ({"a": 0.6, "b": 0.4}, "leaving nothing for the 1 left out (e.g. 'c')"),
         ({"a": 0.2, "b": 0.2, "c": 0.2}, "the shares add up to 0.6, not 1"),
     ]
+    with pytest.raises(ValueError, match=r"the run's 2 labels \(ham, spam\)\. Did you mean 'spam'"):
+        target_shares({"Spam": 0.1}, ["ham", "spam"], [5, 5])
     for spec, message in bad:
         with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
             target_shares(spec, ["a", "b", "c"], [3, 3, 3])
     wrong = [
         (ClassPrior.train, {"a": 0.5}, "add uncertainty.calibration.prior=target"),
-        (ClassPrior.target, None, "needs uncertainty.calibration.target_shares="),
-        (ClassPrior.target, {True: 0.2}, "read as a boolean; quote it"),
+        (ClassPrior.target, None, "needs uncertainty.calibration.target_shares.<label>=<share>"),
+        (ClassPrior.target, {True: 0.2}, "read as the boolean True; quote it"),
         (ClassPrior.target, {"a": 0}, "a=0 must be a share in"),
         (ClassPrior.target, {"a": "x"}, "a='x' must be a share in"),
         (ClassPrior.target, {"a": 0.7, "b": 0.7}, "add up to 1.4"),

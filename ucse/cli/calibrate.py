@@ -6,7 +6,7 @@ Usage:
     ucse calibrate run=runs/reviews uncertainty.calibration.method=vector data_root=/data/moved
     ucse calibrate run=runs/reviews uncertainty.calibration.prior=balanced   # rare labels count as much
     ucse calibrate run=runs/reviews uncertainty.calibration.prior=target \
-        "uncertainty.calibration.target_shares={positive: 0.8, negative: 0.2}"   # a known deployment mix
+        uncertainty.calibration.target_shares.negative=0.2   # new texts: 20 % negative, the rest as trained
     ucse calibrate run=runs/reviews            # the run's own settings (e.g. its profile was never written)
 
 The head's outputs come from the hidden states the run cached, so this takes seconds; the calibration,

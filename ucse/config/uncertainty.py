@@ -1,8 +1,9 @@
 """Typed configuration of the uncertainty profile fitted after training (``uncertainty.*`` in a run's config).
 
-This module imports nothing from ucse: ``ucse.config`` nests :class:`UncertaintyConfig` in ``TrainConfig``
-so that ``train.py uncertainty.abstain.target_error=0.05`` is validated like every other key and recorded in
-the run's ``config.yaml``, which is what :func:`ucse.uncertainty.fit.fit_run_uncertainty` reads back.
+This module imports nothing from ucse at load time: ``ucse.config`` nests :class:`UncertaintyConfig` in
+``TrainConfig`` so that ``train.py uncertainty.abstain.target_error=0.05`` is validated like every other key
+and recorded in the run's ``config.yaml``, which is what
+:func:`ucse.uncertainty.fit.fit_run_uncertainty` reads back.
 """
 
 from __future__ import annotations
@@ -97,8 +98,9 @@ class CalibrationConfig:
     the label shares given in ``calibration.target_shares`` (a known deployment mix, e.g. balanced labelled
     rows for traffic that is 80 % one label)."""
     target_shares: Any = None
-    """With ``prior=target``: each label's expected share of new texts, ``{label: share}`` (quote names YAML
-    reads as booleans or numbers: ``{'yes': 0.2, 'no': 0.8}``). Labels left out share what is left in
+    """With ``prior=target``: each label's expected share of new texts, one key per label
+    (``uncertainty.calibration.target_shares.spam=0.1``) or a mapping (``target_shares={spam: 0.1}``, where
+    names YAML reads as booleans need quotes: ``{'yes': 0.2}``). Labels left out share what is left in
     proportion to their training rows; naming every label, the shares must add up to 1."""
 
 
@@ -249,19 +251,20 @@ def check_target_shares(cfg: CalibrationConfig) -> None:
                 "uncertainty.calibration.prior=target to use the shares."
             )
         return
-    example = "{refund: 0.5, card_lost: 0.1}"
+    example = f"{key}.<label>=<share> (one per label, e.g. {key}.refund=0.5)"
     if not isinstance(shares, dict) or not shares:
         raise ValueError(
-            f"uncertainty.calibration.prior=target needs {key}={example} (each label's share of new texts)."
+            f"uncertainty.calibration.prior=target needs {example}: each label's share of new texts."
         )
     for name, share in shares.items():
         if isinstance(name, bool):
             raise ValueError(
-                f"{key}: the label {name} was read as a boolean; quote it: {{'yes': 0.2, 'no': 0.8}}."
+                f"{key}: a label was read as the boolean {name}; quote it ({{'yes': 0.2}}) or give one key "
+                f"per label ({key}.yes=0.2)."
             )
         ok = isinstance(share, (int, float)) and not isinstance(share, bool) and 0 < share <= 1
         if not ok:
-            raise ValueError(f"{key}: {name}={share!r} must be a share in (0, 1], e.g. {example}.")
+            raise ValueError(f"{key}: {name}={share!r} must be a share in (0, 1], e.g. {key}.{name}=0.5.")
     total = float(sum(shares.values()))
     if total > 1 + 1e-6:
         raise ValueError(f"{key}: the shares add up to {total:.4g}; they must add up to at most 1.")
@@ -287,7 +290,12 @@ def target_shares(spec: Any, label_names: Sequence[str], counts: Sequence[int]) 
     unknown = [k for k in given if k not in names]
     if unknown:
         shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
-        raise ValueError(f"{key}: {unknown[0]!r} is not one of the run's {len(names)} labels ({shown}).")
+        from ucse.config.build import did_you_mean  # at call time: ucse.config.build imports this module
+
+        hint = did_you_mean(unknown[0], names)
+        raise ValueError(
+            f"{key}: {unknown[0]!r} is not one of the run's {len(names)} labels ({shown}).{hint}"
+        )
     rest = [i for i, name in enumerate(names) if name not in given]
     total = sum(given.values())
     if not rest:
