@@ -1,6 +1,6 @@
 """Typed configuration of the uncertainty profile fitted after training (``uncertainty.*`` in a run's config).
 
-This module imports nothing from ucse at load time: ``ucse.config`` nests :class:`UncertaintyConfig` in
+This module imports nothing from ucse: ``ucse.config`` nests :class:`UncertaintyConfig` in
 ``TrainConfig`` so that ``train.py uncertainty.abstain.target_error=0.05`` is validated like every other key
 and recorded in the run's ``config.yaml``, which is what
 :func:`ucse.uncertainty.fit.fit_run_uncertainty` reads back.
@@ -8,6 +8,7 @@ and recorded in the run's ``config.yaml``, which is what
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -290,9 +291,9 @@ def target_shares(spec: Any, label_names: Sequence[str], counts: Sequence[int]) 
     unknown = [k for k in given if k not in names]
     if unknown:
         shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
-        from ucse.config.build import did_you_mean  # at call time: ucse.config.build imports this module
-
-        hint = did_you_mean(unknown[0], names)
+        # ucse.config.build.did_you_mean's rule; not imported: ucse.config.build imports this module.
+        close = difflib.get_close_matches(unknown[0], names, n=1, cutoff=0.5)
+        hint = f" Did you mean '{close[0]}'?" if close else ""
         raise ValueError(
             f"{key}: {unknown[0]!r} is not one of the run's {len(names)} labels ({shown}).{hint}"
         )
