@@ -136,8 +136,8 @@ def test_target_probabilities_are_the_target_mix_posterior():
 
 def test_the_target_shift_and_the_weighted_held_out_figures_by_hand():
     rng = np.random.default_rng(4)
-    counts = np.array([300, 80, 20])  # validation drawn in the training mix exactly: 300 / 80 / 20 rows
-    yv = np.repeat(np.arange(3), counts)
+    counts = np.array([300, 80, 20])  # the training rows; the validation rows are mixed otherwise
+    yv = np.repeat(np.arange(3), [200, 100, 100])
     x = rng.normal(MEANS[yv], 1.0)
     logits = (2.0 * (norm.logpdf(x[:, None], MEANS[None, :], 1.0) + np.log(PRIOR))).astype(np.float32)
     val = EncodedBatch(np.zeros((len(yv), 2), np.float32), None, logits)
@@ -148,7 +148,7 @@ def test_the_target_shift_and_the_weighted_held_out_figures_by_hand():
     np.testing.assert_allclose(profile.calibrator.probs(logits).numpy(), want, atol=1e-9)
     info = profile.info["class_prior"]
     np.testing.assert_allclose(info["target_shares"], q)
-    # Rows mixed like training, each weighted q / pi: the accuracy is sum_c q_c * recall_c.
+    # Each row weighted by q over its label's share of the rows: the accuracy is sum_c q_c * recall_c.
     pred = want.argmax(1)
     recall = np.array([(pred[yv == c] == c).mean() for c in range(3)])
     assert info["target"]["target"]["accuracy"] == pytest.approx(float(q @ recall))

@@ -6,8 +6,8 @@ uniform one, ``prior=target`` to the shares a user gives
 What that changes is judged on the rows the profile is calibrated on (validation, or the out-of-fold rows of a
 cross-validated head), never on test, and saved in the profile's ``info["class_prior"]``; the summary reads it
 back from there. Those rows are mixed like the training rows: under the target mix each row is weighted by
-its label's target share over its training share (importance weights for a label shift), which estimates the
-accuracy on texts mixed like the target.
+its label's target share over its share of those rows (importance weights for a label shift), so the weighted
+accuracy is sum_c q_c * recall_c, the accuracy on texts mixed like the target (labels the rows lack left out).
 """
 
 from __future__ import annotations
@@ -60,8 +60,8 @@ def decision_figures(
         out[prior.value] = decision_scores(labels, base.for_prior(prior, counts).probs(logits).argmax(1))
     if target is not None:
         y = np.asarray(labels, dtype=np.int64)
-        n = np.asarray(counts, dtype=np.float64).clip(min=1.0)
-        weights = (np.asarray(target) / (n / n.sum()))[y]  # (N,) target share / training share of each row
+        held = np.bincount(y, minlength=len(target)).clip(min=1) / len(y)  # (C,) the rows' own mix
+        weights = (np.asarray(target) / held)[y]  # (N,): the weighted rows are mixed like the target
         pred = {p: base.for_prior(p, counts, target).probs(logits).argmax(1) for p in ClassPrior}
         out["target"] = {p.value: decision_scores(y, pred[p], weights) for p in ClassPrior}
         out["target_shares"] = [float(v) for v in np.asarray(target)]
