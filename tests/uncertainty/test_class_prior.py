@@ -209,3 +209,15 @@ def test_the_target_prior_is_saved_and_read_back_and_summarised(tmp_path):
     assert line.startswith("  class prior: target (the shares you gave)")
     assert f"accuracy {w['train']} for the training mix, {w['target']} for the target" in line
     assert prior_line({**info, "target": None}, "runs/x") is None  # read back from disk: may be damaged
+
+
+def test_python_overrides_keep_label_names_yaml_would_read_as_booleans():
+    from ucse.config import build_config
+    from ucse.pipeline import overrides_to_tokens
+
+    shares = {"yes": 0.2, "no": 0.8}  # YAML 1.1 reads both as booleans when written as a mapping
+    tokens = overrides_to_tokens(
+        {"uncertainty.calibration.prior": "target", "uncertainty.calibration.target_shares": shares}
+    )
+    cal = build_config(tokens).uncertainty.calibration
+    assert cal.prior is ClassPrior.target and dict(cal.target_shares) == shares
