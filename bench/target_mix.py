@@ -13,11 +13,14 @@ Per task, size and seed it reports accuracy, balanced accuracy and macro-F1 on t
 - ``auto+target``: the same run's head, its profile refitted with ``prior=target`` and the pool's shares (what
   ``ucse calibrate run=... uncertainty.calibration.prior=target uncertainty.calibration.target_shares=...``
   does; no retraining);
+- ``auto+em`` (``--em N``, once the runs above exist): the same head, the mix estimated instead of given, by
+  EM (Saerens et al. 2002) on the calibrated probabilities of N unlabelled texts drawn from the pool;
 - ``logreg`` / ``logreg+target``: ``bench/peers.py``'s independent baseline (unit vectors,
   ``LogisticRegressionCV(Cs=10)``, stratified 5-fold CV) on the same rows, its probabilities as they are and
   multiplied by the target share over the training rows' share, renormalised (the same Bayes correction).
 
     UCSE_DATA_DIR=../shared/data python bench/target_mix.py --shots 8 32 --seeds 0 1 2
+    UCSE_DATA_DIR=../shared/data python bench/target_mix.py --shots 8 32 --seeds 0 1 2 --em 3000   # then
 
 Rows are saved as JSON under ``<out>/rows`` (a rerun skips rows already there); the table is printed.
 """
@@ -36,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from imbalance import figures, logreg  # noqa: E402
 from peers import TASKS, outputs_on_test, read, sample, train_ucse  # noqa: E402
 
-METHODS = ("logreg", "logreg+target", "auto", "auto+target")
+METHODS = ("logreg", "logreg+target", "auto", "auto+target", "auto+em")
 
 
 def ucse_both(task, texts, y, test, seed, out, tag, shares) -> tuple[np.ndarray, np.ndarray, dict]:
@@ -57,6 +60,43 @@ def ucse_both(task, texts, y, test, seed, out, tag, shares) -> tuple[np.ndarray,
     held = target.info["class_prior"]["target"]  # held-out rows weighted to the mix, under each prior
     info = {"head": m.get("head"), "weight": m.get("selection", {}).get("weight"), "heldout_weighted": held}
     return plain, target.calibrator.probs(outputs.logits).numpy(), info
+
+
+def em_mix(probs: np.ndarray, train_mix: np.ndarray, iters: int = 1000) -> np.ndarray:
+    """(C,) the mix of unlabelled texts by EM (Saerens et al. 2002): q <- mean posterior under q, from pi.
+
+    ``probs``: (N, C) calibrated probabilities for the training mix ``train_mix``. Tried here, not built into
+    ucse (few lines; no library of the stack has it).
+    """
+    q = train_mix.copy()
+    for _ in range(iters):
+        post = probs * (q / train_mix)
+        new = (post / post.sum(1, keepdims=True)).mean(0)
+        if np.abs(new - q).max() < 1e-8:
+            return new
+        q = new
+    return q
+
+
+def ucse_em(task, texts, y, test, seed, out, tag, pool: list[str], n: int) -> tuple[np.ndarray, dict]:
+    """Test probabilities of an earlier run's head, its profile refitted for an estimated mix.
+
+    The mix is what EM reads off ``n`` unlabelled pool texts drawn with ``seed``.
+    """
+    from ucse.config.uncertainty import ClassPrior
+    from ucse.pipeline import fit_uncertainty
+
+    train = {"texts": texts, "y": y, "shots": tag}
+    run, cfg, data, _, profile = train_ucse(task, train, test, seed, "auto", out, retrain=False)
+    enc, outputs = outputs_on_test(run, cfg, data)
+    picked = np.random.default_rng(seed).choice(len(pool), min(n, len(pool)), replace=False)
+    unlabelled = enc.run_texts([pool[i] for i in picked]).logits
+    counts = np.asarray(profile.info["class_prior"]["counts"], dtype=np.float64).clip(min=1.0)
+    q = em_mix(profile.calibrator.probs(unlabelled).numpy(), counts / counts.sum())
+    cfg.uncertainty.calibration.prior = ClassPrior.target
+    cfg.uncertainty.calibration.target_shares = {str(c): float(v) for c, v in enumerate(q) if v > 0}
+    target = fit_uncertainty(run, cfg, data)
+    return target.calibrator.probs(outputs.logits).numpy(), {"em_shares": q.tolist(), "em_texts": len(picked)}
 
 
 def shifted(probs: np.ndarray, y: np.ndarray, shares: np.ndarray) -> np.ndarray:
@@ -89,6 +129,9 @@ def main() -> None:
     ap.add_argument("--shots", nargs="+", default=["8", "32"])
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     ap.add_argument("--out", type=Path, default=Path("bench/out/target-mix"))
+    ap.add_argument(
+        "--em", type=int, default=0, help="also: the mix estimated by EM from this many unlabelled pool texts"
+    )
     args = ap.parse_args()
     (args.out / "rows").mkdir(parents=True, exist_ok=True)
     (args.out / "features").mkdir(parents=True, exist_ok=True)
@@ -100,9 +143,16 @@ def main() -> None:
         for shots in args.shots:
             for seed in args.seeds:
                 f = args.out / "rows" / f"{task}-{shots}-s{seed}.json"
+                fe = args.out / "rows" / f"{task}-{shots}-s{seed}-em.json"
+                texts, y = sample(pool_texts, pool_y, shots, seed)
+                if args.em and f.is_file() and not fe.is_file():  # after the run below: its head is reused
+                    probs, info = ucse_em(task, texts, y, test, seed, args.out, shots, pool_texts, args.em)
+                    base = {"task": task, "shots": shots, "seed": seed, "n_train": len(y)}
+                    row = {**base, "method": "auto+em", **figures(probs, test[1]), **info}
+                    fe.write_text(json.dumps([row]))
+                    print(json.dumps({k: v for k, v in row.items() if k != "em_shares"}), flush=True)
                 if f.is_file():
                     continue
-                texts, y = sample(pool_texts, pool_y, shots, seed)
                 base = {"task": task, "shots": shots, "seed": seed, "n_train": len(y)}
                 t0 = time.perf_counter()
                 plain, target, info = ucse_both(task, texts, y, test, seed, args.out, shots, shares)
