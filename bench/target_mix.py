@@ -118,7 +118,9 @@ def table(rows: list[dict]) -> str:
         for m in METHODS:
             got = [r for r in mine if r["method"] == m]
             mean = [f"{100 * np.mean([r[k] for r in got]):.2f}" for k in keys] if got else ["—"]
-            cells.append(" / ".join(mean))
+            own = sorted({r["seed"] for r in got})
+            note = f" (seeds {','.join(map(str, own))})" if got and own != seeds else ""
+            cells.append(" / ".join(mean) + note)
         lines.append(f"| {key[0]} | {key[1]} | {','.join(map(str, seeds))} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
