@@ -172,8 +172,9 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
                 f"error {pct(a.val_error)}{met}"
             )
         if profile.conformal is not None and profile.qhat is not None:
+            mix = ", weighted to the target mix" if isinstance(profile.qhat, list) else ""
             lines.append(
-                f"  conformal sets: {profile.conformal.method.value}, alpha {profile.conformal.alpha}"
+                f"  conformal sets: {profile.conformal.method.value}, alpha {profile.conformal.alpha}{mix}"
             )
         if profile.ood is not None:
             o = profile.ood

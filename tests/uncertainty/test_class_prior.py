@@ -5,6 +5,7 @@ a hand computation, and a save / load round trip."""
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -202,8 +203,10 @@ def test_the_target_prior_is_saved_and_read_back_and_summarised(tmp_path):
     back = load_uncertainty_profile(folder)
     assert back.calibrator.prior is ClassPrior.target
     torch.testing.assert_close(back.calibrator.probs(val.logits), profile.calibrator.probs(val.logits))
-    info = json.loads((folder / "calibration.json").read_text())["info"]["class_prior"]
+    saved = json.loads((folder / "calibration.json").read_text())
+    info = saved["info"]["class_prior"]
     assert info["prior"] == "target" and info["target_shares"] == pytest.approx([0.3, 0.3, 0.4])
+    assert len(profile.qhat) == 3 and back.qhat == profile.qhat  # one quantile per label, read back
     line = prior_line(info, "runs/x")
     w = {k: f"{v['accuracy']:.3f}" for k, v in info["target"].items()}
     assert line.startswith("  class prior: target (the shares you gave)")
@@ -221,3 +224,34 @@ def test_python_overrides_keep_label_names_yaml_would_read_as_booleans():
     )
     cal = build_config(tokens).uncertainty.calibration
     assert cal.prior is ClassPrior.target and dict(cal.target_shares) == shares
+
+
+def _target_coverage(reps=40, n=600, nt=3000):
+    q = np.array([0.1, 0.3, 0.6])
+    cfg = _target_cfg({"0": 0.1, "1": 0.3, "2": 0.6})
+    cfg.conformal.include_top = False  # the textbook randomised sets: coverage as the quantile gives
+    out = []
+    for r in range(reps):
+        rng = np.random.default_rng(100 + r)
+        _, val, yv = _draw(rng, n, PRIOR)
+        _, test, yt = _draw(rng, nt, q)  # new texts come in the target mix
+        cfg.seed = r  # fresh uniforms per draw
+        res = fit_profile(val, yv, cfg, counts=np.bincount(yv, minlength=3)).apply(
+            test.mean, None, test.logits, sets=True
+        )
+        out.append(res.sets[np.arange(nt), yt].mean())
+    return np.asarray(out)
+
+
+def test_sets_under_a_target_prior_cover_texts_drawn_from_the_target_mix(monkeypatch):
+    from ucse.uncertainty import fit as fit_module
+
+    weighted = _target_coverage()
+    # One draw's coverage: the weighted quantile's sd ~ 0.02 at 600 rows (most of the weight on the rare
+    # label's ~30 rows) plus test noise ~ 0.005; over 40 draws the mean's sd is ~ 0.0035.
+    sd = math.hypot(0.02, 0.005) / math.sqrt(len(weighted))
+    assert 0.9 - 3 * sd <= weighted.mean() <= 0.9 + 0.02  # exact up to the (n + 1) rounding
+    # The same profile with one quantile from the rows mixed like training (weights ignored): its sets are
+    # the wrong size for the target mix.
+    monkeypatch.setattr(fit_module, "shift_weights", lambda *a: None)
+    assert abs(_target_coverage().mean() - 0.9) > 0.02 + 3 * sd

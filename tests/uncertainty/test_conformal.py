@@ -80,3 +80,24 @@ def test_include_top_never_leaves_a_set_empty_and_only_adds_the_top_label():
     assert (added.sum(1) <= 1).all() and (added.argmax(1)[added.any(1)] == pt.argmax(1)[added.any(1)]).all()
     cov = lambda s: s[np.arange(n), yt].mean()  # noqa: E731
     assert cov(topped) >= cov(plain)
+
+
+def _weighted_quantile_by_definition(s, y, w, label, alpha):
+    """inf{t : F(t) >= 1 - alpha}, F the CDF of sum_i w(y_i) delta(s_i) + w(label) delta(+inf), normalised."""
+    total = w[y].sum() + w[label]
+    for t in sorted(s):
+        if w[y][s <= t].sum() / total >= 1 - alpha - 1e-12:
+            return t
+    return math.inf
+
+
+def test_weighted_quantiles_match_the_definition_and_equal_weights_the_plain_quantile():
+    rng = np.random.default_rng(7)
+    for n, alpha in ((5, 0.1), (40, 0.2), (300, 0.05)):
+        s = np.round(rng.random(n), 2)  # ties included
+        y = rng.integers(0, 4, n)
+        w = rng.uniform(0.1, 5.0, 4)
+        got = conformal.weighted_quantiles(s, y, w, alpha)
+        assert got == [_weighted_quantile_by_definition(s, y, w, c, alpha) for c in range(4)]
+        plain = conformal.weighted_quantiles(s, y, np.ones(4), alpha)
+        assert plain == [conformal.conformal_quantile(s, alpha)] * 4

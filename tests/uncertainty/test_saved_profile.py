@@ -72,6 +72,8 @@ def _set(key, value):
         ("conformal.qhat", 1.5, "a number in [0, 1.4]"),
         ("conformal.qhat", "nan", "a number in [0, 1.4]"),
         ("conformal.qhat", "-inf", "a number in [0, 1.4]"),
+        ("conformal.qhat", [0.5, 0.5], "a number in [0, 1.4]"),  # a list needs one per label (C = 3)
+        ("conformal.qhat", [0.5, "nan", 0.5], "a number in [0, 1.4]"),
         ("abstain.threshold", "nan", 'a finite number, "inf" (never abstain) or "-inf" (always abstain)'),
         ("abstain.threshold", None, 'a finite number, "inf"'),
         ("calibration.temperature", 0, "a finite number > 0"),

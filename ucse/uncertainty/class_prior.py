@@ -60,12 +60,22 @@ def decision_figures(
         out[prior.value] = decision_scores(labels, base.for_prior(prior, counts).probs(logits).argmax(1))
     if target is not None:
         y = np.asarray(labels, dtype=np.int64)
-        held = np.bincount(y, minlength=len(target)).clip(min=1) / len(y)  # (C,) the rows' own mix
-        weights = (np.asarray(target) / held)[y]  # (N,): the weighted rows are mixed like the target
+        weights = shift_weights(target, y)[y]  # (N,): the weighted rows are mixed like the target
         pred = {p: base.for_prior(p, counts, target).probs(logits).argmax(1) for p in ClassPrior}
         out["target"] = {p.value: decision_scores(y, pred[p], weights) for p in ClassPrior}
         out["target_shares"] = [float(v) for v in np.asarray(target)]
     return out
+
+
+def shift_weights(target: Array | None, labels: Array) -> np.ndarray | None:
+    """(C,) each label's target share over its share of ``labels`` (``None`` without a target).
+
+    A label the rows lack counts as one row (a finite weight).
+    """
+    if target is None:
+        return None
+    y = np.asarray(labels, dtype=np.int64)
+    return np.asarray(target) / (np.bincount(y, minlength=len(target)).clip(min=1) / len(y))
 
 
 def decision_scores(labels: Array, pred: Array, weights: Array | None = None) -> dict[str, float]:

@@ -65,9 +65,42 @@ def conformal_quantile(scores: Array, alpha: float) -> float:
     return math.inf if k > s.numel() else float(s[k - 1])
 
 
+def weighted_quantiles(scores: Array, labels: Array, weights: Array, alpha: float) -> list[float]:
+    """Per candidate label y, q-hat under a label shift (Podkopaev & Ramdas 2021, weighted split conformal).
+
+    The ``1 - alpha`` quantile of ``sum_i w(y_i) delta(s_i) + w(y) delta(+inf)``, normalised, where ``w`` is
+    the target mix over the calibration rows' mix: a test text drawn from the target mix has its true label's
+    score at most that label's q-hat with probability >= 1 - alpha. Equal weights give
+    :func:`conformal_quantile` for every label.
+
+    Args:
+        scores: (n,) true-label scores of the calibration texts.
+        labels: (n,) their class ids.
+        weights: (C,) positive weight of each label.
+        alpha: miscoverage in (0, 1).
+
+    Returns:
+        C thresholds (+inf where the weight left above the scores exceeds alpha).
+    """
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
+    s, order = torch.sort(as_f64(scores))
+    w = torch.as_tensor(weights, dtype=torch.float64)  # (C,)
+    cum = torch.cumsum(w[torch.as_tensor(labels).long()][order], 0)  # (n,) weight up to each sorted score
+    need = (1 - alpha) * (cum[-1] + w)  # (C,): the mass the quantile must reach, the test point's included
+    k = torch.searchsorted(cum, need)  # first sorted score whose cumulative weight reaches it
+    return [math.inf if int(i) >= len(s) else float(s[i]) for i in k]
+
+
 def calibrate(
-    probs: Array, labels: Array, alpha: float, u: Array | None = None, lam: float = 0.0, k_reg: int = 0
-) -> float:
+    probs: Array,
+    labels: Array,
+    alpha: float,
+    u: Array | None = None,
+    lam: float = 0.0,
+    k_reg: int = 0,
+    weights: Array | None = None,
+) -> float | list[float]:
     """q-hat from calibration texts: the conformal quantile of their true-label scores.
 
     Args:
@@ -77,18 +110,20 @@ def calibrate(
         u: (n,) uniforms for the randomised version, or ``None``.
         lam: RAPS penalty.
         k_reg: RAPS free ranks.
+        weights: (C,) label-shift weights (target share / calibration share): one q-hat per label
+            (:func:`weighted_quantiles`); ``None``: one for all.
 
     Returns:
-        q-hat.
+        q-hat, or C of them.
     """
     y = torch.as_tensor(labels).long()
     true = label_scores(probs, u, lam, k_reg).gather(1, y[:, None])[:, 0]  # (n,)
-    return conformal_quantile(true, alpha)
+    return conformal_quantile(true, alpha) if weights is None else weighted_quantiles(true, y, weights, alpha)
 
 
 def prediction_sets(
     probs: Array,
-    qhat: float,
+    qhat: float | list[float],
     u: Array | None = None,
     lam: float = 0.0,
     k_reg: int = 0,
@@ -98,7 +133,7 @@ def prediction_sets(
 
     Args:
         probs: (N, C) calibrated probabilities.
-        qhat: from :func:`calibrate`.
+        qhat: from :func:`calibrate` (one per label under a label shift).
         u: (N,) uniforms (randomised version), or ``None``.
         lam: RAPS penalty.
         k_reg: RAPS free ranks.
@@ -107,7 +142,7 @@ def prediction_sets(
     Returns:
         (N, C) bool membership.
     """
-    member = label_scores(probs, u, lam, k_reg) <= qhat  # (N, C)
+    member = label_scores(probs, u, lam, k_reg) <= torch.as_tensor(qhat, dtype=torch.float64)  # (N, C)
     if include_top:
         p = torch.as_tensor(probs)
         member[torch.arange(p.shape[0]), p.argmax(dim=1)] = True

@@ -39,7 +39,7 @@ from ucse.training.auto_run import read_heldout
 from ucse.training.run import build_states, resolve_device
 from ucse.uncertainty import conformal
 from ucse.uncertainty.calibration import fit_calibrator, out_of_fold_probs
-from ucse.uncertainty.class_prior import class_counts, decision_figures, resolve_target
+from ucse.uncertainty.class_prior import class_counts, decision_figures, resolve_target, shift_weights
 from ucse.uncertainty.density import ClassGaussians, fit_class_gaussians
 from ucse.uncertainty.ood_detector import OodStats, needed_stats, reads_mean, rethreshold
 from ucse.uncertainty.ood_examples import apply_examples, read_ood_texts
@@ -166,7 +166,8 @@ def fit_profile(
     rand = row_uniforms(probs, cfg.seed) if k.randomized else None
     lam, k_reg = (k.raps_lambda, k.raps_k_reg) if k.method == ConformalMethod.raps else (0.0, 0)
     profile.conformal = k
-    profile.qhat = conformal.calibrate(probs, val_labels, k.alpha, rand, lam, k_reg)
+    weights = shift_weights(target, val_labels)  # sets for the target mix (weighted conformal)
+    profile.qhat = conformal.calibrate(probs, val_labels, k.alpha, rand, lam, k_reg, weights)
     profile.info |= {
         "n_validation": len(val_labels),
         "n_train": None if train_labels is None else len(train_labels),

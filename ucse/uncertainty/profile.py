@@ -117,7 +117,7 @@ class UncertaintyProfile:
         score: the default score.
         abstain: the abstention rule, or ``None`` (never abstain).
         conformal: the conformal settings, or ``None`` (no sets).
-        qhat: the conformal quantile (with ``conformal``).
+        qhat: the conformal quantile (with ``conformal``); one per label under a target class mix.
         weight: (C, D) classifier weight, for the predictive scores (``None`` without a variance branch).
         gaussians: training-feature Gaussians on mu, for the density scores.
         samples: Monte-Carlo samples of the predictive scores (0 = probit).
@@ -131,7 +131,7 @@ class UncertaintyProfile:
     score: ScoreName = ScoreName.msp
     abstain: AbstainThreshold | None = None
     conformal: ConformalConfig | None = None
-    qhat: float | None = None
+    qhat: float | list[float] | None = None
     weight: torch.Tensor | None = None
     gaussians: density.ClassGaussians | None = None
     samples: int = 32
@@ -288,8 +288,10 @@ class UncertaintyProfile:
         save_calibration(head_dir, config, arrays)
 
 
-def _num(x: float | None) -> float | str | None:
-    """JSON has no infinity: store +-inf as strings."""
+def _num(x: Any) -> Any:
+    """JSON has no infinity: store +-inf as strings (in a list too)."""
+    if isinstance(x, list):
+        return [_num(v) for v in x]
     return x if x is None or math.isfinite(x) else ("inf" if x > 0 else "-inf")
 
 
@@ -367,7 +369,8 @@ def load_uncertainty_profile(
     k = cfg.get("conformal")
     conf = qhat = None
     if k is not None:
-        qhat = threshold(k["qhat"])  # the quantile lives on the profile, the settings in ConformalConfig
+        q = k["qhat"]  # the quantile lives on the profile, the settings in ConformalConfig
+        qhat = [threshold(v) for v in q] if isinstance(q, list) else threshold(q)
         settings = {key: v for key, v in k.items() if key != "qhat"}
         conf = ConformalConfig(**{**settings, "method": ConformalMethod(k["method"])})
     gaussians = None

@@ -180,12 +180,16 @@ def _conformal(c: _Checker, k: Any, num_classes: int) -> None:
         lam, k_reg = 0.0, 0
     # A label's conformal score is a probability mass (<= 1) plus the RAPS penalty lam * (rank - k_reg).
     top = 1.0 + lam * max(0, num_classes - k_reg)
-    q = threshold(k["qhat"])
+    raw = k["qhat"]  # one quantile, or one per label (sets weighted to a target class mix)
+    many = isinstance(raw, list)
+    qs = [threshold(v) for v in raw] if many else [threshold(raw)]
     c.check(
-        q == math.inf or (q is not None and 0 <= q <= top + QHAT_SLACK),
+        (not many or len(qs) == num_classes)
+        and all(q == math.inf or (q is not None and 0 <= q <= top + QHAT_SLACK) for q in qs),
         "conformal.qhat",
-        k["qhat"],
-        f'a number in [0, {top:g}] (the range of the conformal scores) or "inf" (every label)',
+        raw,
+        f'a number in [0, {top:g}] (the range of the conformal scores) or "inf" (every label), or a '
+        f"list of {num_classes} of them",
     )
 
 
