@@ -101,3 +101,4 @@ def test_weighted_quantiles_match_the_definition_and_equal_weights_the_plain_qua
         assert got == [_weighted_quantile_by_definition(s, y, w, c, alpha) for c in range(4)]
         plain = conformal.weighted_quantiles(s, y, np.ones(4), alpha)
         assert plain == [conformal.conformal_quantile(s, alpha)] * 4
+    assert conformal.weighted_quantiles(np.zeros(0), np.zeros(0, int), np.ones(3), 0.1) == [math.inf] * 3

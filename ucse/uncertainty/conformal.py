@@ -86,6 +86,8 @@ def weighted_quantiles(scores: Array, labels: Array, weights: Array, alpha: floa
         raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
     s, order = torch.sort(as_f64(scores))
     w = torch.as_tensor(weights, dtype=torch.float64)  # (C,)
+    if s.numel() == 0:  # no calibration texts: every label in every set
+        return [math.inf] * len(w)
     cum = torch.cumsum(w[torch.as_tensor(labels).long()][order], 0)  # (n,) weight up to each sorted score
     need = (1 - alpha) * (cum[-1] + w)  # (C,): the mass the quantile must reach, the test point's included
     k = torch.searchsorted(cum, need)  # first sorted score whose cumulative weight reaches it
