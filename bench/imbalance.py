@@ -83,28 +83,42 @@ def logreg(task, texts, y, test, seed, cache, class_weight) -> np.ndarray:
     return probs
 
 
-def ucse_both(task, texts, y, test, seed, out, tag) -> tuple[np.ndarray, np.ndarray, dict]:
-    """Probabilities on test of the default run, then of its profile refitted for a balanced prior."""
-    from ucse.config.uncertainty import ClassPrior
+def run_and_refit(task, texts, y, test, seed, out, tag, **calibration):
+    """Train ucse's default on the rows, then refit its profile with other calibration settings.
+
+    ``calibration``: ``uncertainty.calibration`` fields (what ``ucse calibrate`` does; no retraining).
+
+    Returns:
+        (test probabilities before, after, the run's metrics, the profile before, the profile after).
+    """
     from ucse.pipeline import fit_uncertainty
     from ucse.uncertainty.profile import load_uncertainty_profile
 
     train = {"texts": texts, "y": y, "shots": tag}
     run, cfg, data, result, _ = train_ucse(task, train, test, seed, "auto", out)
     _, outputs = outputs_on_test(run, cfg, data)
-    c = len(data.label_names)
-    profile = load_uncertainty_profile(run / "head", c)
-    plain = profile.calibrator.probs(outputs.logits).numpy()
-    cfg.uncertainty.calibration.prior = ClassPrior.balanced
-    balanced = fit_uncertainty(run, cfg, data).calibrator.probs(outputs.logits).numpy()
-    m = result.metrics
+    before = load_uncertainty_profile(run / "head", len(data.label_names))
+    for key, value in calibration.items():
+        setattr(cfg.uncertainty.calibration, key, value)
+    after = fit_uncertainty(run, cfg, data)
+    probs = [p.calibrator.probs(outputs.logits).numpy() for p in (before, after)]
+    return probs[0], probs[1], result.metrics, before, after
+
+
+def choice(metrics: dict) -> dict:
+    """The head auto shipped and its blend weight, from a run's metrics."""
+    return {"head": metrics.get("head"), "weight": metrics.get("selection", {}).get("weight")}
+
+
+def ucse_both(task, texts, y, test, seed, out, tag) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Probabilities on test of the default run, then of its profile refitted for a balanced prior."""
+    from ucse.config.uncertainty import ClassPrior
+
+    balanced = {"prior": ClassPrior.balanced}
+    plain, shifted, m, profile, _ = run_and_refit(task, texts, y, test, seed, out, tag, **balanced)
     # the held-out figures the summary's offer reads (ucse.summary.prior_line), under each prior
     held = {k: v for k, v in profile.info["class_prior"].items() if k in ("train", "balanced")}
-    return (
-        plain,
-        balanced,
-        {"head": m.get("head"), "weight": m.get("selection", {}).get("weight"), "heldout": held},
-    )
+    return plain, shifted, {**choice(m), "heldout": held}
 
 
 def seen(rows: list[dict]) -> set[str]:

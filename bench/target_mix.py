@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from imbalance import figures, logreg  # noqa: E402
+from imbalance import choice, figures, logreg, run_and_refit  # noqa: E402
 from peers import TASKS, outputs_on_test, read, sample, train_ucse  # noqa: E402
 
 METHODS = ("logreg", "logreg+target", "auto", "auto+target", "auto+em")
@@ -45,21 +45,13 @@ METHODS = ("logreg", "logreg+target", "auto", "auto+target", "auto+em")
 def ucse_both(task, texts, y, test, seed, out, tag, shares) -> tuple[np.ndarray, np.ndarray, dict]:
     """Probabilities on test of the default run, then of its profile refitted for the target mix."""
     from ucse.config.uncertainty import ClassPrior
-    from ucse.pipeline import fit_uncertainty
-    from ucse.uncertainty.profile import load_uncertainty_profile
 
-    train = {"texts": texts, "y": y, "shots": tag}
-    run, cfg, data, result, _ = train_ucse(task, train, test, seed, "auto", out)
-    _, outputs = outputs_on_test(run, cfg, data)
-    profile = load_uncertainty_profile(run / "head", len(data.label_names))
-    plain = profile.calibrator.probs(outputs.logits).numpy()
-    cfg.uncertainty.calibration.prior = ClassPrior.target
-    cfg.uncertainty.calibration.target_shares = {str(c): float(q) for c, q in enumerate(shares)}
-    target = fit_uncertainty(run, cfg, data)
-    m = result.metrics
-    held = target.info["class_prior"]["target"]  # held-out rows weighted to the mix, under each prior
-    info = {"head": m.get("head"), "weight": m.get("selection", {}).get("weight"), "heldout_weighted": held}
-    return plain, target.calibrator.probs(outputs.logits).numpy(), info
+    mix = {str(c): float(q) for c, q in enumerate(shares)}
+    plain, target, m, _, after = run_and_refit(
+        task, texts, y, test, seed, out, tag, prior=ClassPrior.target, target_shares=mix
+    )
+    held = after.info["class_prior"]["target"]  # held-out rows weighted to the mix, under each prior
+    return plain, target, {**choice(m), "heldout_weighted": held}
 
 
 def em_mix(probs: np.ndarray, train_mix: np.ndarray, iters: int = 1000) -> np.ndarray:

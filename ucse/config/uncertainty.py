@@ -271,6 +271,17 @@ def check_target_shares(cfg: CalibrationConfig) -> None:
         raise ValueError(f"{key}: the shares add up to {total:.4g}; they must add up to at most 1.")
 
 
+def check_target_labels(cfg: CalibrationConfig, label_names: Sequence[str]) -> None:
+    """With ``prior=target``, the shares checked against the run's labels, before training or refitting.
+
+    Raises:
+        ValueError: as :func:`check_target_shares` and :func:`target_shares` do.
+    """
+    if ClassPrior(cfg.prior) is ClassPrior.target:
+        check_target_shares(cfg)
+        target_shares(cfg.target_shares, label_names, [1] * len(label_names))  # counts only split the rest
+
+
 def target_shares(spec: Any, label_names: Sequence[str], counts: Sequence[int]) -> list[float]:
     """The target mix of ``calibration.target_shares``, in label-id order, adding up to 1.
 

@@ -19,7 +19,7 @@ from ucse.backbone.cache_folder import check_cache_root
 from ucse.backbone.device import resolve_device
 from ucse.config import ConfigError, Device, HeadType, Recipe, Strategy, TrainConfig
 from ucse.config.checks import validate_config
-from ucse.config.uncertainty import ClassPrior, target_shares
+from ucse.config.uncertainty import check_target_labels
 from ucse.data.checks import shown
 from ucse.data.tasks import SPLITS, TaskData
 from ucse.training.run_folder import check_run_dir
@@ -125,7 +125,5 @@ def check_label_rows(head_type: HeadType, labels: dict[str, np.ndarray], names: 
 def check_data_rows(cfg: TrainConfig, data: TaskData) -> None:
     """:func:`check_label_rows` for ``cfg``'s head on the loaded ``data``'s splits; the target mix's names."""
     check_label_rows(HeadType(cfg.head.type), {s: data.labels(s) for s in SPLITS}, data.label_names)
-    cal = cfg.uncertainty.calibration
-    if cfg.uncertainty.enabled and ClassPrior(cal.prior) is ClassPrior.target:
-        counts = np.bincount(data.labels("train"), minlength=len(data.label_names))
-        target_shares(cal.target_shares, data.label_names, counts.tolist())
+    if cfg.uncertainty.enabled:
+        check_target_labels(cfg.uncertainty.calibration, data.label_names)

@@ -30,6 +30,7 @@ from ucse.config.uncertainty import (
     ScoreName,
     UncertaintyConfig,
     Uncertifiable,
+    check_target_labels,
     check_uncertainty_config,
 )
 from ucse.core.encoder import EncodedBatch, UcseEncoder
@@ -159,10 +160,8 @@ def fit_profile(
             )
     k = cfg.conformal
     if cfg.calibration.method == CalibrationMethod.vector:  # 2C parameters: cross-fit the quantile's probs
-        method, prior = cfg.calibration.method, calibrator.prior
-        probs = out_of_fold_probs(
-            val.logits, val_labels, method, seed=cfg.seed, prior=prior, counts=counts, target=target
-        )
+        shift = {"prior": calibrator.prior, "counts": counts, "target": target}  # the same class mix
+        probs = out_of_fold_probs(val.logits, val_labels, cfg.calibration.method, seed=cfg.seed, **shift)
     rand = row_uniforms(probs, cfg.seed) if k.randomized else None
     lam, k_reg = (k.raps_lambda, k.raps_k_reg) if k.method == ConformalMethod.raps else (0.0, 0)
     profile.conformal = k
@@ -390,8 +389,7 @@ def refit_run_profile(
     before = load_uncertainty_profile(folder.head, num_classes=len(encoder.label_names) or None)
     data = load_classification(train_cfg.task, train_cfg.data, train_cfg.seed)
     check_same_splits(run, data, ("train", "validation"), refuse=True)  # before anything is replaced
-    c = len(data.label_names)
-    resolve_target(ucfg.calibration, data.label_names, class_counts(data.labels("train"), c))  # names checked
+    check_target_labels(ucfg.calibration, data.label_names)
     profile = fit_for_run(run, train_cfg, ucfg, data, encoder, previous=before)
     train_cfg.uncertainty = ucfg
     train_cfg.data.root = recorded_root  # the run's record keeps its own
