@@ -12,6 +12,11 @@ the official test split:
   and the share of empty sets (goal: 0 by default);
 - the out-of-scope flag: share of in-scope test texts kept (target: tpr 0.95).
 
+``--target-mix`` also refits each run's profile with ``uncertainty.calibration.prior=target`` and the
+official train split's label mix as the target (as bench/target_mix.py does; the MASSIVE test splits share
+that mix) and measures it the same way, with the flag's keep rate at the weighted threshold and at the plain
+quantile of the same held-out scores.
+
     python -m bench.small_data --tasks Banking77Classification --shots 8 32 --seeds 0
 
 Rows go to ``<out>/rows/*.json`` (a rerun skips rows already there); the table to ``<out>/small_data.md``.
@@ -65,7 +70,9 @@ def measure(profile, outputs, y: np.ndarray) -> dict:
     }
 
 
-def run_row(task: str, shots: str, seed: int, out: Path, retrain: bool = True) -> dict:
+def run_row(
+    task: str, shots: str, seed: int, out: Path, retrain: bool = True, target_mix: bool = False
+) -> dict:
     from ucse.uncertainty.fit import fit_for_run
 
     test = read(task, "test")
@@ -86,7 +93,34 @@ def run_row(task: str, shots: str, seed: int, out: Path, retrain: bool = True) -
         )
         refit = fit_for_run(run, cfg, ucfg, data, enc, previous=profile)
         row["offered"] = measure(refit, outputs, y)
+    if target_mix:
+        row["target"] = target_measure(task, run, cfg, data, enc, outputs, y, offer, profile)
     return row
+
+
+def target_measure(task, run, cfg, data, enc, outputs, y, offer, previous) -> dict:
+    """The run's profile refitted for the pool's label mix (``ucse calibrate ... prior=target``), measured."""
+    from ucse.config.uncertainty import ClassPrior
+    from ucse.uncertainty.fit import fit_for_run
+    from ucse.uncertainty.keep_threshold import keep_threshold
+
+    pool_y = read(task, "train")[1]
+    c = int(max(pool_y.max(), y.max())) + 1
+    shares = np.bincount(pool_y, minlength=c).clip(min=1) / len(pool_y)
+    u = cfg.uncertainty
+    cal = dataclasses.replace(
+        u.calibration, prior=ClassPrior.target, target_shares={str(i): float(q) for i, q in enumerate(shares)}
+    )
+    abstain = u.abstain if offer is None else dataclasses.replace(u.abstain, target_error=offer)
+    refit = fit_for_run(
+        run, cfg, dataclasses.replace(u, calibration=cal, abstain=abstain), data, enc, previous
+    )
+    m = measure(refit, outputs, y)
+    res = refit.apply(outputs.mean, outputs.var, outputs.logits, sets=False, pooled=outputs.pooled)
+    plain = keep_threshold(refit.ood.heldout_scores, refit.ood.tpr)
+    m["ood_keep_plain"] = float((res.ood_score <= plain).mean())
+    m["ood_threshold"], m["ood_threshold_plain"] = refit.ood.threshold, plain
+    return m
 
 
 def table(rows: list[dict]) -> str:
@@ -141,6 +175,38 @@ def summary(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def target_summary(rows: list[dict]) -> str:
+    """Per task and size, the default profile against the same head's refitted for the target mix."""
+    head = (
+        "| task | shots | seeds | accuracy default / target | ood keep default |"
+        " ood keep target: plain quantile / weighted (within 2 pts) | coverage default / target |"
+        " abstain default / target |"
+        " answered error default / target |\n|" + "---|" * 9
+    )
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        if "target" in r:
+            groups.setdefault((r["task"], str(r["shots"])), []).append(r)
+    lines = [head]
+    for (task, shots), rs in sorted(groups.items(), key=lambda kv: (kv[0][0], int(kv[0][1]))):
+        d, t = [r.get("offered") or r["default"] for r in rs], [r["target"] for r in rs]
+
+        def mean(ms, key, scale=1.0):
+            vals = [m[key] for m in ms if m[key] is not None]
+            return scale * float(np.mean(vals)) if vals else float("nan")
+
+        ok = sum(abs(m["ood_keep"] - 0.95) <= 0.02 for m in t)
+        lines.append(
+            f"| {task.removesuffix('Classification')} | {shots} | {len(rs)} | "
+            f"{mean(d, 'accuracy', 100):.2f} / {mean(t, 'accuracy', 100):.2f} | {mean(d, 'ood_keep'):.3f} | "
+            f"{mean(t, 'ood_keep_plain'):.3f} / {mean(t, 'ood_keep'):.3f} ({ok} of {len(t)}) | "
+            f"{mean(d, 'coverage'):.3f} / {mean(t, 'coverage'):.3f} | "
+            f"{mean(d, 'abstain_share', 100):.1f} / {mean(t, 'abstain_share', 100):.1f} % | "
+            f"{mean(d, 'answered_error', 100):.1f} / {mean(t, 'answered_error', 100):.1f} % |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", nargs="+", default=TASKS)
@@ -150,6 +216,7 @@ def main() -> None:
     ap.add_argument(
         "--refit", action="store_true", help="rows already there: refit their profiles, do not retrain"
     )
+    ap.add_argument("--target-mix", action="store_true", help="also refit for the pool's mix (docstring)")
     args = ap.parse_args()
     (args.out / "rows").mkdir(parents=True, exist_ok=True)
     for seed in args.seeds:
@@ -160,13 +227,15 @@ def main() -> None:
                     continue
                 old = json.loads(f.read_text()) if args.refit else {}
                 row = {"task": task, "shots": shots, "seed": seed}
-                row |= run_row(task, shots, seed, args.out, retrain=not args.refit)
+                row |= run_row(task, shots, seed, args.out, not args.refit, args.target_mix)
                 if args.refit:
                     row["train_s"] = old["train_s"]  # the training measured when the head was trained
                 f.write_text(json.dumps(row))
                 print(json.dumps(row), flush=True)
     rows = [json.loads(p.read_text()) for p in sorted((args.out / "rows").glob("*.json"))]
     text = table(rows) + "\n\n" + summary(rows)
+    if any("target" in r for r in rows):
+        text += "\n\nTarget mix (the official train split's), the same heads:\n\n" + target_summary(rows)
     (args.out / "small_data.md").write_text(text + "\n")
     print(text)
 

@@ -11,7 +11,7 @@ import pytest
 
 from ucse.config.uncertainty import OodScore
 from ucse.summary import describe_flag
-from ucse.uncertainty.ood_detector import keep_threshold
+from ucse.uncertainty.keep_threshold import keep_threshold
 
 
 @pytest.mark.parametrize("n", [1, 2, 5, 8, 9, 13, 18, 19, 40])
@@ -31,3 +31,32 @@ def test_an_infinite_threshold_is_named_with_the_tpr_that_sets_a_finite_one(n, t
     offered = float(re.search(r"uncertainty\.ood\.tpr=([0-9.]+) sets one", text).group(1))
     assert 0 < offered < tpr and math.isfinite(keep_threshold(scores, offered))
     assert math.isinf(keep_threshold(scores, offered + 0.01)) or offered + 0.01 >= tpr
+
+
+@pytest.mark.parametrize("share", [0.7, 0.9])
+def test_a_target_mix_too_far_from_the_held_out_rows_names_the_tpr_that_sets_a_threshold(share):
+    # 28 held-out rows, a third of them the label the target gives `share` of new texts (weight 3 * share):
+    # 0.95 of the weight, the new text's included, is out of reach; the named tpr is the largest on the grid
+    # with a finite threshold (brute force over the grid).
+    import torch
+
+    from ucse.uncertainty.keep_threshold import target_keep_threshold
+    from ucse.uncertainty.ood_detector import OodDetector, OodStats, weight_to_target
+
+    y = np.arange(28) % 3
+    weights = np.array([3 * share, 1.5 * (1 - share), 1.5 * (1 - share)])
+    det = OodDetector(OodScore.joint_knn, 0.95, math.inf, OodStats())
+    det.heldout_scores = torch.arange(28, dtype=torch.float64)
+    weight_to_target(det, y, weights)
+    assert math.isinf(det.threshold)
+    text = describe_flag(det)
+    assert (
+        "flags no text: the held-out texts are too few to keep 95.00 % of in-scope texts mixed like" in text
+    )
+    named = float(re.search(r"uncertainty\.ood\.tpr=([0-9.]+) or more held-out texts", text).group(1))
+    finite = [
+        t / 100
+        for t in range(1, 96)
+        if math.isfinite(target_keep_threshold(det.heldout_scores, y, weights, t / 100))
+    ]
+    assert named == max(finite) < 0.95

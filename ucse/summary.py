@@ -22,14 +22,23 @@ gains below a point on the held-out rows came with test gains of -1.1 to +1.5 po
 def describe_flag(ood: Any) -> str:
     """How the out-of-scope threshold was set, in one phrase (for the summary and ``ucse calibrate``)."""
     info = ood.info  # read back from disk for `ucse calibrate`: every field may be missing
+    mix = " (weighted to the target mix)" if info.get("mix") == "target" else ""
     if info.get("threshold_from") == "examples":
         return (
             f"{ood.score.value}, threshold set by {info.get('n_examples')} out-of-scope examples: keeps "
-            f"{pct(info.get('inscope_kept'))} of the held-out in-scope texts, flags "
+            f"{pct(info.get('inscope_kept'))} of the held-out in-scope texts{mix}, flags "
             f"{pct(info.get('examples_flagged'))} of the examples"
         )
+    if ood.threshold == math.inf and mix:  # a label far rarer in the held-out rows than in the target
+        tpr = info.get("keepable_tpr")
+        lower = f"uncertainty.ood.tpr={tpr:.2f}" if isinstance(tpr, float) else "a lower uncertainty.ood.tpr"
+        return (
+            f"{ood.score.value}, flags no text: the held-out texts are too few to keep {pct(ood.tpr)} of "
+            "in-scope texts mixed like the target (a label's target share is far above its held-out share; "
+            f"{lower} or more held-out texts of that label set one)"
+        )
     if ood.threshold == math.inf:  # too few held-out texts for the tpr rule's order statistic: keeps all
-        from ucse.uncertainty.ood_detector import keepable_tpr, rows_to_keep  # torch is loaded with a flag
+        from ucse.uncertainty.keep_threshold import keepable_tpr, rows_to_keep  # torch is loaded with a flag
 
         n = info.get("n_heldout")
         text = (
@@ -40,6 +49,7 @@ def describe_flag(ood: Any) -> str:
             text += f", {n} here (uncertainty.ood.tpr={keepable_tpr(n):.2f} sets one)"
         return text
     text = f"{ood.score.value}, keeps {pct(ood.tpr)} of in-scope texts"
+    text += " mixed like the target" if mix else ""
     if "examples_flagged" in info:
         text += f", flags {pct(info.get('examples_flagged'))} of your out-of-scope examples"
     return text

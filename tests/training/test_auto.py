@@ -27,7 +27,7 @@ from ucse.training.logreg import fit_probe
 from ucse.training.neighbours import MAX_K
 from ucse.training.run import schedule
 from ucse.uncertainty.fit import fit_run_uncertainty
-from ucse.uncertainty.ood_detector import keep_threshold
+from ucse.uncertainty.keep_threshold import keep_threshold
 
 
 def test_step_budget_by_hand():

@@ -9,12 +9,12 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from ucse.config.uncertainty import OodConfig, OodScore
+from ucse.uncertainty.keep_threshold import keep_threshold
 from ucse.uncertainty.ood import ood_auroc
 from ucse.uncertainty.ood_detector import (
     fit_ood,
     fit_stats,
     from_saved,
-    keep_threshold,
     rethreshold,
     to_saved,
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -132,18 +133,25 @@ def test_streamed_training_statistics_equal_those_of_the_whole_split(
     assert profile.info["n_train"] == len(y) and profile.ood.info["n_train"] == len(y)
 
 
-def test_youden_threshold_is_the_brute_force_best_cut():
+@pytest.mark.parametrize("weighted", [False, True])
+def test_youden_threshold_is_the_brute_force_best_cut(weighted):
     rng = np.random.default_rng(0)
     for ties in (False, True):
         ins, ex = rng.normal(size=60), rng.normal(1.2, 1.0, size=25)
+        # A target mix weights the in-scope rows (3 labels, weights 0.2 / 1 / 4); equal weights otherwise.
+        w = np.array([0.2, 1.0, 4.0])[rng.integers(0, 3, size=60)] if weighted else np.ones(60)
         if ties:
             ins, ex = np.round(ins, 1), np.round(ex, 1)  # shared values: the cut counts both sides at once
-        t, rec = youden_threshold(torch.as_tensor(ins), torch.as_tensor(ex))
+        t, rec = youden_threshold(
+            torch.as_tensor(ins), torch.as_tensor(ex), torch.as_tensor(w) if weighted else None
+        )
         cuts = np.unique(np.concatenate([ins, ex]))
-        j = np.array([np.mean(ins <= c) + np.mean(ex > c) - 1 for c in cuts])
+        kept = np.array([w[ins <= c].sum() / w.sum() for c in cuts])
+        j = kept + np.array([np.mean(ex > c) for c in cuts]) - 1
         assert rec["youden_j"] == pytest.approx(j.max(), abs=1e-12)
-        assert t == cuts[np.flatnonzero(j == j.max()).max()]  # ties: the largest cut keeps the most in scope
-        assert rec["inscope_kept"] == pytest.approx(np.mean(ins <= t))
+        best = np.flatnonzero(np.isclose(j, j.max(), rtol=0, atol=1e-12)).max()
+        assert t == cuts[best]  # ties: the largest cut keeps the most in scope
+        assert rec["inscope_kept"] == pytest.approx(w[ins <= t].sum() / w.sum())
         assert rec["examples_flagged"] == pytest.approx(np.mean(ex > t))
 
 
@@ -183,3 +191,59 @@ def test_a_missing_examples_file_fails_before_training(tmp_path):
         build_config([f"data.ood_path={tmp_path / 'nope.txt'}"])
     with pytest.raises(ConfigError, match="threshold=examples needs out-of-scope examples"):
         build_config(["uncertainty.ood.threshold=examples"])
+
+
+def test_under_a_target_prior_the_threshold_is_weighted_to_the_target_mix(tmp_path, tiny_bert_dir, capsys):
+    # The validation texts' scores, recomputed through the saved model, weighted by target share over their
+    # share of those texts: the saved threshold is their largest per-label weighted quantile (a score moves by
+    # <= 2e-3 between the fp16 cache and a fresh fp32 pass, and a weighted quantile moves by no more).
+    from ucse.cli.main import main
+    from ucse.summary import describe_flag
+    from ucse.uncertainty.class_prior import shift_weights
+    from ucse.uncertainty.keep_threshold import keep_threshold, target_keep_threshold
+
+    shares = "uncertainty.calibration.target_shares.music=0.8"
+    _, profile = _train(
+        tmp_path,
+        tiny_bert_dir,
+        "head=logreg",
+        "uncertainty.ood.score=knn",
+        "uncertainty.ood.tpr=0.8",  # 24 validation texts: 0.95 of a mix this far from theirs needs ~46
+        "uncertainty.calibration.prior=target",
+        shares,
+    )
+    det = profile.ood
+    assert det.info["mix"] == "target" and "of in-scope texts mixed like the target" in describe_flag(det)
+    cfg = from_yaml(tmp_path / "run" / "config.yaml")
+    data = load_classification(cfg.task, cfg.data, cfg.seed)
+    clf = UcseClassifier.from_pretrained(tmp_path / "run", device="cpu")
+    s = np.array([r["ood_score"] for r in clf.predict_with_uncertainty(data.texts("validation"))])
+    y = data.labels("validation")
+    target = np.asarray(profile.info["class_prior"]["target_shares"])
+    weighted = target_keep_threshold(
+        torch.as_tensor(s), torch.as_tensor(y), shift_weights(target, y), det.tpr
+    )
+    assert det.threshold == pytest.approx(weighted, abs=2e-3)
+    plain = keep_threshold(s, det.tpr)
+    assert (
+        math.isfinite(weighted) and abs(weighted - plain) > 4e-3
+    )  # the mix moves the cut by more than the scores' tolerance
+    # Back to the training mix with `ucse calibrate`: the plain quantile, and the summary drops the mix.
+    assert (
+        main(
+            [
+                "calibrate",
+                f"run={tmp_path / 'run'}",
+                "uncertainty.calibration.prior=train",
+                "uncertainty.calibration.target_shares=null",
+            ]
+        )
+        == 0
+    )
+    shown = capsys.readouterr().out  # before -> after
+    assert (
+        "texts mixed like the target: threshold" in shown
+        and "-> knn, keeps 80.00 % of in-scope texts:" in shown
+    )
+    saved = json.loads((tmp_path / "run" / "head" / "calibration.json").read_text())["ood"]
+    assert "mix" not in saved["info"] and saved["threshold"] == pytest.approx(plain, abs=2e-3)

@@ -97,7 +97,8 @@ class CalibrationConfig:
     training rows; abstention, sets and the out-of-scope flag are fitted on the shifted probabilities. Set it
     without retraining: ``ucse calibrate run=<run> uncertainty.calibration.prior=balanced``. ``target``:
     the label shares given in ``calibration.target_shares`` (a known deployment mix, e.g. balanced labelled
-    rows for traffic that is 80 % one label)."""
+    rows for traffic that is 80 % one label); the sets and the out-of-scope flag's keep rate are then
+    weighted to that mix, the abstention threshold is certified on the held-out rows as they are."""
     target_shares: Any = None
     """With ``prior=target``: each label's expected share of new texts, one key per label
     (``uncertainty.calibration.target_shares.spam=0.1``) or a mapping (``target_shares={spam: 0.1}``, where
@@ -163,7 +164,9 @@ class OodConfig:
     tpr: float = 0.95
     """Share of in-scope texts the threshold keeps (``ood`` false): the threshold is the
     ceil((n + 1) * tpr)-th smallest score of n held-out in-scope texts, so on exchangeable in-scope data at
-    least this share is kept on average."""
+    least this share is kept on average. Under ``calibration.prior=target`` the held-out texts are weighted
+    to the target mix (weighted split conformal; the largest of the per-label quantiles, since a new text's
+    label is unknown), so the share holds for in-scope texts mixed like the target."""
     k: int = 1
     """``knn``, ``joint_knn``: which nearest neighbour's distance is the score (1 ranked out-of-scope texts
     better than 10 or 50 in bench/uncertainty.py; at most 50 for ``joint_knn`` after ``head=auto``'s
@@ -249,7 +252,7 @@ def check_target_shares(cfg: CalibrationConfig) -> None:
         if shares is not None:
             raise ValueError(
                 f"{key} is set but uncertainty.calibration.prior={ClassPrior(cfg.prior).value}; add "
-                "uncertainty.calibration.prior=target to use the shares."
+                f"uncertainty.calibration.prior=target to use the shares, or {key}=null to drop them."
             )
         return
     example = f"{key}.<label>=<share> (one per label, e.g. {key}.refund=0.5)"

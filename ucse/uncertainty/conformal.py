@@ -60,8 +60,17 @@ def conformal_quantile(scores: Array, alpha: float) -> float:
     """
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
+    return order_statistic(scores, 1 - alpha)
+
+
+def order_statistic(scores: Array, level: float) -> float:
+    """The ``ceil((n + 1) * level)``-th smallest of n scores (+inf when that exceeds n).
+
+    The split-conformal quantile at ``level`` (1 - alpha for sets, the keep rate for the out-of-scope flag):
+    an exchangeable new score is at most it with probability >= ``level``.
+    """
     s = torch.sort(as_f64(scores)).values
-    k = math.ceil((s.numel() + 1) * (1 - alpha))
+    k = math.ceil((s.numel() + 1) * level)
     return math.inf if k > s.numel() else float(s[k - 1])
 
 
@@ -84,12 +93,29 @@ def weighted_quantiles(scores: Array, labels: Array, weights: Array, alpha: floa
     """
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
+    return weighted_order_statistics(scores, labels, weights, 1 - alpha)
+
+
+def weighted_order_statistics(scores: Array, labels: Array, weights: Array, level: float) -> list[float]:
+    """Per candidate label y, the ``level`` quantile of ``sum_i w(y_i) delta(s_i) + w(y) delta(+inf)``.
+
+    :func:`order_statistic` under a label shift (:func:`weighted_quantiles` at ``level = 1 - alpha``).
+
+    Args:
+        scores: (n,) scores of the calibration texts.
+        labels: (n,) their class ids.
+        weights: (C,) positive weight of each label.
+        level: the share of new texts the quantile must bound, in (0, 1).
+
+    Returns:
+        C thresholds (+inf where the weight left above the scores exceeds 1 - level).
+    """
     s, order = torch.sort(as_f64(scores))
     w = torch.as_tensor(weights, dtype=torch.float64)  # (C,)
     if s.numel() == 0:  # no calibration texts: every label in every set
         return [math.inf] * len(w)
     cum = torch.cumsum(w[torch.as_tensor(labels).long()][order], 0)  # (n,) weight up to each sorted score
-    need = (1 - alpha) * (cum[-1] + w)  # (C,): the mass the quantile must reach, the test point's included
+    need = level * (cum[-1] + w)  # (C,): the mass the quantile must reach, the test point's included
     k = torch.searchsorted(cum, need)  # first sorted score whose cumulative weight reaches it
     return [math.inf if int(i) >= len(s) else float(s[i]) for i in k]
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -29,7 +28,6 @@ from ucse.config.uncertainty import (
     OodThreshold,
     ScoreName,
     UncertaintyConfig,
-    Uncertifiable,
     check_target_labels,
     check_uncertainty_config,
 )
@@ -39,19 +37,14 @@ from ucse.data import TaskData, load_classification
 from ucse.training.auto_run import read_heldout
 from ucse.training.run import build_states, resolve_device
 from ucse.uncertainty import conformal
+from ucse.uncertainty.abstain_rule import fit_abstain
 from ucse.uncertainty.calibration import fit_calibrator, out_of_fold_probs
 from ucse.uncertainty.class_prior import class_counts, decision_figures, resolve_target, shift_weights
 from ucse.uncertainty.density import ClassGaussians, fit_class_gaussians
-from ucse.uncertainty.ood_detector import OodStats, needed_stats, reads_mean, rethreshold
+from ucse.uncertainty.ood_detector import OodStats, needed_stats, reads_mean, rethreshold, weight_to_target
 from ucse.uncertainty.ood_examples import apply_examples, read_ood_texts
 from ucse.uncertainty.profile import UncertaintyProfile, row_uniforms
-from ucse.uncertainty.selective import (
-    aurc,
-    lowest_certifiable_error,
-    offered_target,
-    threshold_for_coverage,
-    threshold_for_error,
-)
+from ucse.uncertainty.selective import aurc
 from ucse.uncertainty.train_split import fit_run_ood, stream_bank, stream_train_gaussians
 
 log = logging.getLogger(__name__)
@@ -124,40 +117,11 @@ def fit_profile(
             f"{', '.join(val_scores)} or auto."
         )
     u = val_scores[profile.score.value]
-    a = cfg.abstain
     # score=auto chose the score on these same rows: the guarantee must hold whichever of the K candidates
     # won, so each candidate's SGR runs at delta / K (a union bound over the candidates).
-    delta = a.delta / len(val_scores) if cfg.score == ScoreName.auto else a.delta
-    if a.coverage is not None:
-        profile.abstain = threshold_for_coverage(u, correct, a.coverage)
-    elif a.target_error is not None:
-        profile.abstain = dataclasses.replace(
-            threshold_for_error(u, correct, a.target_error, delta), delta=a.delta
-        )
-        if not profile.abstain.achievable:
-            answer = a.if_uncertifiable == Uncertifiable.answer
-            if answer:  # no threshold: never abstain (the threshold -inf of the rule would abstain on all)
-                profile.abstain = dataclasses.replace(
-                    profile.abstain, threshold=math.inf, val_coverage=1.0, val_error=float(1 - correct.mean())
-                )
-            floor = lowest_certifiable_error(u, correct, delta)
-            offer = offered_target(u, correct, delta, floor)
-            profile.info["lowest_certifiable_error"] = floor
-            profile.info["offered_target_error"] = offer
-            log.warning(
-                "no threshold certifies error <= %.3f at delta %.2f on %d validation texts: %s. With these "
-                "texts no target below %.3f can be certified; %s, or uncertainty.abstain.coverage=0.9 "
-                "(answers ~90 %%, no error bound) or more validation data set one",
-                a.target_error,
-                a.delta,
-                len(u),
-                "no text will abstain" if answer else "every text will abstain",
-                floor,
-                "none below 0.99 is"
-                if offer is None
-                else f"the smallest that is, {offer:.2f}: `ucse calibrate run={run or '<run>'} "
-                f"uncertainty.abstain.target_error={offer:.2f}`",
-            )
+    delta = cfg.abstain.delta / len(val_scores) if cfg.score == ScoreName.auto else cfg.abstain.delta
+    profile.abstain, offer = fit_abstain(u, correct, cfg.abstain, delta, run)
+    profile.info |= offer
     k = cfg.conformal
     if cfg.calibration.method == CalibrationMethod.vector:  # 2C parameters: cross-fit the quantile's probs
         shift = {"prior": calibrator.prior, "counts": counts, "target": target}  # the same class mix
@@ -268,6 +232,9 @@ def fit_for_run(
             profile.ood = fit_run_ood(
                 ocfg, data, outs, val, probs, heldout is not None, ucfg.seed, stats, held_distances=dist
             )
+        target = resolve_target(ucfg.calibration, data.label_names, counts)
+        if target is not None:  # keep tpr of in-scope texts mixed like the target, not like these rows
+            weight_to_target(profile.ood, val_labels, shift_weights(target, val_labels))
         if train_cfg.data.ood_path:
             examples = read_ood_texts(train_cfg.data.ood_path, train_cfg.data.text_column)
             tune = ocfg.threshold is not OodThreshold.tpr  # tpr keeps the guarantee, reports the examples

@@ -8,6 +8,7 @@ The threshold is the ceil((n + 1) * tpr)-th smallest score of n in-scope texts h
 (the split-conformal quantile): for a new in-scope text exchangeable with them, P(kept) >= tpr. When the head
 was trained on every labelled row (``head=auto`` refits on train + validation), no row is held out from the
 head, so the feature statistics are cross-fitted: each row is scored by statistics fitted on the other folds.
+Under a target class mix the held-out rows are weighted to it (:mod:`ucse.uncertainty.keep_threshold`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from ucse.config.uncertainty import OodConfig, OodScore
 from ucse.training.neighbours import joint_features
 from ucse.uncertainty import ood_scores as S
 from ucse.uncertainty.density import ClassGaussians, fit_class_gaussians, mahalanobis
-from ucse.uncertainty.scores import Array, as_f64, entropy, msp
+from ucse.uncertainty.keep_threshold import keep_threshold, target_keep_threshold, target_keepable_tpr
+from ucse.uncertainty.scores import Array, entropy, msp
 
 STATS_OF = {
     OodScore.mahalanobis: {"gaussians"},
@@ -111,34 +113,6 @@ def base_score(
     raise ValueError(f"{name.value} is not a base score")
 
 
-def _keep_rank(n: int, tpr: float) -> int:
-    """Which order statistic of n in-scope scores keeps ``tpr`` of them: ceil((n + 1) * tpr)."""
-    return math.ceil((n + 1) * tpr)
-
-
-def keep_threshold(scores: Array, tpr: float) -> float:
-    """The ceil((n + 1) * tpr)-th smallest of n in-scope scores (+inf when that exceeds n: keep all)."""
-    s = np.sort(as_f64(scores).numpy())
-    r = _keep_rank(len(s), tpr)
-    return math.inf if r > len(s) else float(s[r - 1])
-
-
-def rows_to_keep(tpr: float) -> int:
-    """The fewest held-out texts for which :func:`keep_threshold` at ``tpr`` is finite."""
-    n = max(1, math.ceil(tpr / (1 - tpr) - 1e-9))
-    while _keep_rank(n, tpr) > n:  # the float product, as keep_threshold computes it
-        n += 1
-    return n
-
-
-def keepable_tpr(n: int) -> float:
-    """The largest tpr on a 0.01 grid for which :func:`keep_threshold` over ``n`` texts is finite."""
-    tpr = math.floor(100 * n / (n + 1)) / 100
-    while tpr > 0.01 and _keep_rank(n, tpr) > n:
-        tpr = round(tpr - 0.01, 2)
-    return tpr
-
-
 @dataclass
 class OodDetector:
     """A fitted out-of-scope flag.
@@ -162,6 +136,8 @@ class OodDetector:
     info: dict[str, Any] = field(default_factory=dict)
     heldout_scores: torch.Tensor | None = field(default=None, repr=False, compare=False)
     """(N,) the held-out in-scope scores the threshold was set on (in memory only, never saved)."""
+    heldout_weights: torch.Tensor | None = field(default=None, repr=False, compare=False)
+    """(N,) their weights under a target mix (:func:`weight_to_target`; in memory only)."""
 
     def to(self, device: torch.device | str) -> OodDetector:
         """Keep the neighbour bank on ``device``, where the classifier runs (the search runs where it is)."""
@@ -299,13 +275,31 @@ def set_threshold(det: OodDetector, parts: list[torch.Tensor]) -> None:
     det.threshold = keep_threshold(det.heldout_scores, det.tpr)
 
 
+def weight_to_target(det: OodDetector, labels: Array, weights: Array) -> None:
+    """Set ``det``'s threshold for in-scope texts mixed like a target, not like its held-out rows.
+
+    Args:
+        det: a fitted detector (``heldout_scores`` in memory).
+        labels: (N,) the held-out rows' labels, in the order of ``heldout_scores``.
+        weights: (C,) each label's target share over its share of those rows
+            (:func:`ucse.uncertainty.class_prior.shift_weights`).
+    """
+    y = torch.as_tensor(np.asarray(labels, dtype=np.int64))
+    det.threshold = target_keep_threshold(det.heldout_scores, y, weights, det.tpr)
+    det.heldout_weights = torch.as_tensor(np.asarray(weights), dtype=torch.float64)[y]  # (N,)
+    det.info["mix"] = "target"
+    if math.isinf(det.threshold):  # too little held-out weight: name the largest tpr that has a threshold
+        det.info["keepable_tpr"] = target_keepable_tpr(det.heldout_scores, y, weights, det.tpr)
+
+
 def rethreshold(det: OodDetector, cfg: OodConfig, x: Array, probs: Array, logits: Array) -> OodDetector:
     """The same statistics with a new ``tpr``, thresholded on held-out validation texts (calibrate)."""
     if det.info.get("heldout") != "validation" or det.score != cfg.score or det.k != cfg.k:
         raise ValueError(
             "only a validation-thresholded detector of the same score and k can be rethresholded"
         )
-    new = OodDetector(det.score, cfg.tpr, math.inf, det.stats, det.k, None, dict(det.info))
+    info = {k: v for k, v in det.info.items() if k != "mix"}  # the new profile's mix decides
+    new = OodDetector(det.score, cfg.tpr, math.inf, det.stats, det.k, None, info)
     set_threshold(new, [base_score(n, det.stats, x, probs, logits, det.k) for n in components(det.score)])
     new.info["n_heldout"] = len(np.asarray(logits))
     return new

@@ -9,7 +9,8 @@ balanced accuracy
 
 over the held-out in-scope scores (the ones the ``tpr`` threshold is set on: validation, or cross-fitted when
 the head was refitted on every labelled row) and the examples' scores. Ties go to the largest t (keep more
-in-scope texts). The examples are in-sample for this choice, so their flagged share is optimistic on few
+in-scope texts; under ``calibration.prior=target`` the held-out rows are weighted to the target mix). The
+examples are in-sample for this choice, so their flagged share is optimistic on few
 examples: the record says how many there were.
 """
 
@@ -34,19 +35,25 @@ def read_ood_texts(path: str | Path, text_column: str = "text") -> list[str]:
     return read_texts(str(path), text_column, "data.ood_path", "data.text_column")
 
 
-def youden_threshold(inscope: torch.Tensor, outscope: torch.Tensor) -> tuple[float, dict[str, Any]]:
+def youden_threshold(
+    inscope: torch.Tensor, outscope: torch.Tensor, weights: torch.Tensor | None = None
+) -> tuple[float, dict[str, Any]]:
     """The threshold maximising in-scope kept + out-of-scope flagged (a text is flagged when score > t).
 
     Args:
         inscope: (N,) held-out in-scope scores.
         outscope: (M,) out-of-scope examples' scores.
+        weights: (N,) the in-scope rows' weights (a target class mix), or ``None``: equal.
 
     Returns:
         (t, a record: the in-scope share kept and the examples' share flagged at t, J, the example count).
     """
-    a, b = torch.sort(inscope.double()).values, torch.sort(outscope.double()).values
+    a, order = torch.sort(inscope.double())
+    b = torch.sort(outscope.double()).values
+    w = torch.ones_like(a) if weights is None else weights.double()[order]  # (N,) in sorted order
+    mass = torch.cat([torch.zeros(1, dtype=torch.float64), torch.cumsum(w, 0)]) / w.sum()  # (N + 1,)
     cands = torch.unique(torch.cat([a, b]))  # every distinct score is a cut point; sorted ascending
-    kept = torch.searchsorted(a, cands, right=True).double() / len(a)  # (K,) share of in-scope <= t
+    kept = mass[torch.searchsorted(a, cands, right=True)]  # (K,) (weighted) share of in-scope <= t
     flagged = 1.0 - torch.searchsorted(b, cands, right=True).double() / len(b)  # share of examples > t
     j = kept + flagged - 1.0
     best = int(torch.nonzero(j == j.max()).max())  # the largest t among the best
@@ -78,7 +85,7 @@ def apply_examples(det: Any, encoder: Any, calibrator: Any, texts: list[str], tu
     out = encoder.run_texts(texts)
     scores = det.scores(det.features(out.mean, out.pooled), calibrator.probs(out.logits), out.logits)
     if tune:
-        det.threshold, record = youden_threshold(det.heldout_scores, scores)
+        det.threshold, record = youden_threshold(det.heldout_scores, scores, det.heldout_weights)
     else:
         record = {"examples_flagged": float((scores > det.threshold).double().mean())}
     det.info.update(record)
