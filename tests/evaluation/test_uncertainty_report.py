@@ -22,12 +22,14 @@ def _batch(rng, n, prior):
     return EncodedBatch(np.zeros((n, 2), np.float32), None, logits.astype(np.float32)), y
 
 
-@pytest.mark.parametrize("prior", ["train", "balanced"])
+@pytest.mark.parametrize("prior", ["train", "balanced", "target"])
 def test_the_report_scores_the_profiles_decisions(prior):
     rng = np.random.default_rng(0)
     val, yv = _batch(rng, 600, [0.8, 0.15, 0.05])
     cfg = UncertaintyConfig()
     cfg.calibration.prior = ClassPrior(prior)
+    if prior == "target":  # new texts mixed evenly, named by label id
+        cfg.calibration.target_shares = {"0": 1 / 3, "1": 1 / 3, "2": 1 / 3}
     profile = fit_profile(val, yv, cfg, counts=np.array([800, 150, 50]))
     test, yt = _batch(rng, 900, [1 / 3, 1 / 3, 1 / 3])
     report = actionable_report(profile, test, yt)
@@ -38,11 +40,11 @@ def test_the_report_scores_the_profiles_decisions(prior):
     assert d["f1_macro"] == pytest.approx(f1_score(yt, pred, average="macro"))
     raw = test.logits.argmax(1)
     shown = eval_summary({"metrics": {}, **report}, None)
-    if prior == "balanced":
+    if prior != "train":
         assert (pred != raw).mean() > 0.1  # the prior moved many decisions away from the logits' argmax
         assert d["balanced_accuracy"] > balanced_accuracy_score(yt, raw)
-        assert "with the balanced class prior (what predict answers)" in shown
-        assert "balanced prior" in format_table(report)
+        assert f"with the {prior} class prior (what predict answers)" in shown
+        assert f"{prior} prior" in format_table(report)
     else:
         np.testing.assert_array_equal(pred, raw)  # temperature scaling keeps the argmax
         assert "balanced class prior" not in shown
