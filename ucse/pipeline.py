@@ -74,10 +74,13 @@ def quiet_lightning() -> None:
     warnings.filterwarnings("ignore", message=r".*litlogger.*", category=UserWarning)
 
 
-def fit_uncertainty(run_dir: Path, cfg: TrainConfig, data: TaskData) -> UncertaintyProfile:
+def fit_uncertainty(
+    run_dir: Path, cfg: TrainConfig, data: TaskData, review: bool = False
+) -> UncertaintyProfile:
     """Fit the uncertainty profile of a finished run on its validation split and save it in ``head/``.
 
-    Uses the data already in hand (it may have been in memory), with the states the run cached.
+    Uses the data already in hand (it may have been in memory), with the states the run cached. ``review``:
+    also write the run's ``label_review.csv`` (at the end of training).
     """
     from ucse.backbone.device import resolve_device
     from ucse.core.encoder import UcseEncoder
@@ -88,7 +91,7 @@ def fit_uncertainty(run_dir: Path, cfg: TrainConfig, data: TaskData) -> Uncertai
         device=resolve_device(cfg.accelerator),
         trust_remote_code=cfg.backbone.trust_remote_code,
     )
-    return fit_for_run(run_dir, cfg, cfg.uncertainty, data, encoder)
+    return fit_for_run(run_dir, cfg, cfg.uncertainty, data, encoder, review=review)
 
 
 def run_training(cfg: TrainConfig, source: Any = None) -> tuple[RunResult, UncertaintyProfile | None]:
@@ -127,7 +130,7 @@ def run_training(cfg: TrainConfig, source: Any = None) -> tuple[RunResult, Uncer
         result = train(cfg, data=data)
         profile = None
         if cfg.uncertainty.enabled and (RunFolder(result.run_dir).head / WEIGHTS_FILE).is_file():
-            profile = fit_uncertainty(result.run_dir, cfg, data)
+            profile = fit_uncertainty(result.run_dir, cfg, data, review=True)
     return result, profile
 
 

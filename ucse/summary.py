@@ -196,9 +196,16 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
             )
             lines.append(f"  out-of-scope flag: {describe_flag(o)} (held out: {held})")
     run = RunFolder(run_dir)
-    extra = ", ".join(
-        p.name + ("/" if p.is_dir() else "") for p in (run.config, run.heldout, run.logs) if p.exists()
-    )
+    shown = {
+        p: p.name + ("/" if p.is_dir() else "") for p in (run.config, run.heldout, run.label_review, run.logs)
+    }
+    review = profile.info.get("label_review") if profile is not None else None
+    if isinstance(review, dict):  # the count beside the file, not a line of its own
+        shown[run.label_review] += (
+            f" ({review.get('doubted')} of {review.get('rows')} held-out texts get under "
+            f"{pct(review.get('below'))} for their own label: check those labels first)"
+        )
+    extra = ", ".join(name for p, name in shown.items() if p.exists())
     lines.append(f"files: {run.metrics}, {run.head} (head + calibration), {extra}")
     lines.append(
         f"next: ucse predict run={run_dir} input=<texts.txt> out=<predictions.jsonl>   |   "

@@ -35,6 +35,8 @@ class RunFolder:
     """``head=auto``'s held-out outputs, which the profile is calibrated on after a refit."""
     LOGS = "logs"
     """CSV and TensorBoard logs."""
+    LABEL_REVIEW = "label_review.csv"
+    """The held-out rows, most doubtful label first (``ucse.uncertainty.label_review``; written once)."""
 
     def __init__(self, path: str | Path) -> None:
         object.__setattr__(self, "path", Path(path))
@@ -48,6 +50,7 @@ class RunFolder:
     )
     heldout = property(lambda self: self.path / self.HELDOUT, doc="``heldout.safetensors``.")
     logs = property(lambda self: self.path / self.LOGS, doc="``logs/``.")
+    label_review = property(lambda self: self.path / self.LABEL_REVIEW, doc="``label_review.csv``.")
 
     SCRATCH_PREFIX = "ucse-fit-"
     """``UcseClassifier.fit`` without ``output_dir`` trains in ``<tmp>/ucse-fit-<random>/run``, removed with

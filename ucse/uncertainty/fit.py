@@ -41,6 +41,7 @@ from ucse.uncertainty.abstain_rule import fit_abstain
 from ucse.uncertainty.calibration import fit_calibrator, out_of_fold_probs
 from ucse.uncertainty.class_prior import class_counts, decision_figures, resolve_target, shift_weights
 from ucse.uncertainty.density import ClassGaussians, fit_class_gaussians
+from ucse.uncertainty.label_review import write_label_review
 from ucse.uncertainty.ood_detector import OodStats, needed_stats, reads_mean, rethreshold, weight_to_target
 from ucse.uncertainty.ood_examples import apply_examples, read_ood_texts
 from ucse.uncertainty.profile import UncertaintyProfile, row_uniforms
@@ -150,6 +151,7 @@ def fit_for_run(
     data: TaskData,
     encoder: UcseEncoder,
     previous: UncertaintyProfile | None = None,
+    review: bool = False,
 ) -> UncertaintyProfile:
     """Fit and save the profile of the run in ``run`` for the head ``encoder`` holds.
 
@@ -158,6 +160,7 @@ def fit_for_run(
     are what the profile is calibrated on, since those rows trained the head (the density scores, which
     need the shipped head's own training means, are left out then). ``previous``, the profile being
     replaced for the same head, lends its class Gaussians, so the training split need not be re-encoded.
+    ``review`` (training, not ``ucse calibrate``) writes ``label_review.csv`` from the held-out rows.
     """
     c, folder = len(data.label_names), RunFolder(run)
     read = read_heldout(folder.heldout, c)
@@ -239,6 +242,17 @@ def fit_for_run(
             examples = read_ood_texts(train_cfg.data.ood_path, train_cfg.data.text_column)
             tune = ocfg.threshold is not OodThreshold.tpr  # tpr keeps the guarantee, reports the examples
             apply_examples(profile.ood, encoder, profile.calibrator, examples, tune)
+    if review and not folder.label_review.exists():  # the rows the held-out outputs belong to (see above)
+        rows = (
+            data.texts("train") + data.texts("validation")
+            if heldout is not None
+            else data.texts("validation")
+        )
+        probs = profile.calibrator.probs(val.logits).numpy()
+        texts = rows[len(rows) - len(val_labels) :]
+        profile.info["label_review"] = write_label_review(
+            folder.label_review, texts, val_labels, probs, data.label_names
+        )
     profile.save(folder.head)
     return profile
 

@@ -1,0 +1,142 @@
+"""``label_review.csv``: the held-out rows ranked by their own label's probability, and what a run writes.
+
+References: a brute-force sort, the csv module reading the file back, and a trained run whose mislabelled
+rows were planted (the toy task's labels follow one cue word per label).
+"""
+
+from __future__ import annotations
+
+import csv
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from toy_tasks import own_rows, write_rows
+
+from ucse.cli.main import main
+from ucse.config import build_config, from_yaml
+from ucse.data import load_classification
+from ucse.pipeline import run_training
+from ucse.summary import train_summary
+from ucse.uncertainty.label_review import COLUMNS, DOUBT, review_order, write_label_review
+
+
+def _read(path: Path) -> list[dict]:
+    with path.open(newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_the_order_is_the_given_labels_probability_ascending_ties_in_row_order():
+    rng = np.random.default_rng(0)
+    probs = rng.dirichlet(np.ones(4), size=50)
+    probs[10], probs[20] = probs[30], probs[30]  # three identical rows: a tie
+    y = rng.integers(0, 4, size=50)
+    y[10] = y[20] = y[30]
+    order, p = review_order(probs, y)
+    want = sorted(range(50), key=lambda i: (probs[i, y[i]], i))  # brute force
+    assert order.tolist() == want
+    np.testing.assert_array_equal(p, [probs[i, y[i]] for i in range(50)])
+
+
+def test_the_file_reads_back_row_for_row_and_is_never_replaced(tmp_path):
+    rng = np.random.default_rng(1)
+    names = ["refund", "late, again", 'say "hi"']  # names and texts that need quoting
+    texts = [f'text {i}, with "quotes"\nand a second line' for i in range(30)]
+    probs = rng.dirichlet(np.ones(3) * 0.5, size=30)
+    y = rng.integers(0, 3, size=30)
+    path = tmp_path / "label_review.csv"
+    record = write_label_review(path, texts, y, probs, names)
+    rows = _read(path)
+    assert list(rows[0]) == list(COLUMNS) and len(rows) == 30
+    order, p = review_order(probs, y)
+    for rank, (row, i) in enumerate(zip(rows, order), start=1):
+        s = int(probs[i].argmax())
+        assert row == {
+            "rank": str(rank),
+            "text": texts[i],
+            "label": names[y[i]],
+            "p_label": f"{p[i]:.4f}",
+            "suggested": names[s],
+            "p_suggested": f"{probs[i, s]:.4f}",
+        }
+    assert record == {"rows": 30, "doubted": int((p < DOUBT).sum()), "below": DOUBT}
+    before = path.read_bytes()
+    with pytest.raises(FileExistsError):
+        write_label_review(path, texts[:1], y[:1], probs[:1], names)
+    assert path.read_bytes() == before
+    with pytest.raises(ValueError, match="2 texts, 3 labels"):
+        write_label_review(tmp_path / "other.csv", texts[:2], y[:3], probs[:3], names)
+
+
+def _train(tmp: Path, tiny_bert_dir: Path, rows: list[dict], *extra: str):
+    data = write_rows(tmp / "rows.csv", rows)
+    cfg = build_config(
+        [
+            f"data.path={data}",
+            f"backbone.model={tiny_bert_dir}",
+            "backbone.name=tiny-bert",
+            "backbone.precision=fp32",
+            "progress_bar=false",
+            f"output_dir={tmp / 'run'}",
+            *extra,
+        ]
+    )
+    return run_training(cfg)
+
+
+def test_a_run_ranks_its_planted_mislabelled_rows_first(tmp_path, tiny_bert_dir):
+    # head=auto on 240 rows cross-validates every labelled row: the review holds all of them, each scored by
+    # the fold models that did not train on it. Six rows keep their cue word but get another label.
+    rows = own_rows(240, seed=3)
+    names = sorted({r["label"] for r in rows})
+    planted = {}
+    for i in range(0, 240, 40):
+        other = names[(names.index(rows[i]["label"]) + 1) % len(names)]
+        planted[rows[i]["text"]] = rows[i]["label"]
+        rows[i] = {**rows[i], "label": other}
+    result, profile = _train(tmp_path, tiny_bert_dir, rows)
+    run = tmp_path / "run"
+    review = _read(run / "label_review.csv")
+    cfg = from_yaml(run / "config.yaml")
+    data = load_classification(cfg.task, cfg.data, cfg.seed)
+    held = data.texts("train") + data.texts("validation")
+    assert sorted(r["text"] for r in review) == sorted(held)  # every labelled row outside test, once
+    # The planted rows lead the file: each within its top 10 %, their ranks' AUROC >= 0.9 (a random order
+    # gives 0.5; the tiny random BERT's fold models reach ~86 % cross-validated accuracy, so a few correctly
+    # labelled rows they get wrong sit among them), and their true label is the suggestion.
+    ranks = [i for i, r in enumerate(review) if r["text"] in planted]
+    assert len(ranks) >= 4 and max(ranks) < 0.1 * len(review)
+    auroc = np.mean([[a < b for b in range(len(review)) if b not in ranks] for a in ranks])
+    assert auroc >= 0.9
+    assert all(review[i]["suggested"] == planted[review[i]["text"]] for i in ranks)
+    info = profile.info["label_review"]
+    assert info["rows"] == len(held) and info["doubted"] == sum(float(r["p_label"]) < DOUBT for r in review)
+    files = train_summary(run, result.metrics, profile).splitlines()[-2]
+    assert files.startswith("files: ") and files.endswith(
+        f"label_review.csv ({info['doubted']} of {len(held)} held-out texts get under 10.00 % for their own "
+        "label: check those labels first)"
+    )
+    # ucse calibrate refits the profile and leaves the review alone (a user may be editing it).
+    (run / "label_review.csv").write_text("mine\n")
+    assert main(["calibrate", f"run={run}", "uncertainty.conformal.alpha=0.2"]) == 0
+    assert (run / "label_review.csv").read_text() == "mine\n"
+
+
+def test_a_single_heads_review_is_its_validation_rows_at_predicts_probabilities(tmp_path, tiny_bert_dir):
+    from ucse.inference.classifier import UcseClassifier
+
+    _train(tmp_path, tiny_bert_dir, own_rows(300, seed=11), "head=logreg")
+    run = tmp_path / "run"
+    review = _read(run / "label_review.csv")
+    cfg = from_yaml(run / "config.yaml")
+    data = load_classification(cfg.task, cfg.data, cfg.seed)
+    assert sorted(r["text"] for r in review) == sorted(data.texts("validation"))
+    clf = UcseClassifier.from_pretrained(run, device="cpu")
+    probs = clf.predict_proba([r["text"] for r in review])
+    given = [list(clf.classes_).index(r["label"]) for r in review]
+    # The review read the fp16 hidden-state cache, predict a fresh fp32 pass: probabilities agree to ~1e-3.
+    np.testing.assert_allclose(
+        [float(r["p_label"]) for r in review], probs[np.arange(len(review)), given], atol=5e-3
+    )
+    shutil.rmtree(run)
