@@ -18,7 +18,6 @@ Rows go to ``<out>/rows/*.json`` (a rerun skips rows already there); the table i
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -27,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peers import TASKS, read, sample, train_ucse  # noqa: E402
+from peers import grid, read, rows_parser, sample, train_ucse  # noqa: E402
 
 
 def scores(doubt: np.ndarray, flipped: np.ndarray, cut: float) -> dict:
@@ -133,24 +132,18 @@ def table(rows: list[dict]) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tasks", nargs="+", default=TASKS)
-    ap.add_argument("--shots", nargs="+", default=["8", "32"])
-    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    ap = rows_parser(__doc__, "bench/out/label_review")
     ap.add_argument("--rate", type=float, default=0.1, help="share of rows given another label")
-    ap.add_argument("--out", type=Path, default=Path("bench/out/label_review"))
     args = ap.parse_args()
     (args.out / "rows").mkdir(parents=True, exist_ok=True)
-    for seed in args.seeds:
-        for shots in args.shots:
-            for task in args.tasks:
-                f = args.out / "rows" / f"{task}-{shots}-s{seed}-r{args.rate:g}.json"
-                if f.is_file():
-                    continue
-                row = {"task": task, "shots": shots, "seed": seed, "rate": args.rate}
-                row |= run_row(task, shots, seed, args.rate, args.out)
-                f.write_text(json.dumps(row))
-                print(json.dumps(row), flush=True)
+    for seed, shots, task in grid(args):
+        f = args.out / "rows" / f"{task}-{shots}-s{seed}-r{args.rate:g}.json"
+        if f.is_file():
+            continue
+        row = {"task": task, "shots": shots, "seed": seed, "rate": args.rate}
+        row |= run_row(task, shots, seed, args.rate, args.out)
+        f.write_text(json.dumps(row))
+        print(json.dumps(row), flush=True)
     rows = [json.loads(p.read_text()) for p in sorted((args.out / "rows").glob("*.json"))]
     print(table(rows))
 

@@ -27,11 +27,13 @@ and written to ``<out>/peers.md``.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -300,13 +302,30 @@ def run_ucse(task, train, test, seed, method, out) -> dict:
     }
 
 
+def rows_parser(
+    doc: str, out: str, shots=("8", "32"), seeds=(0, 1, 2), tasks=TASKS
+) -> argparse.ArgumentParser:
+    """The row benches' shared options, with these defaults.
+
+    ``--tasks``, ``--shots``, ``--seeds`` (the rows :func:`sample` draws) and ``--out``; ``doc``'s first line
+    describes the bench.
+    """
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--tasks", nargs="+", default=list(tasks))
+    ap.add_argument("--shots", nargs="+", default=list(shots))
+    ap.add_argument("--seeds", nargs="+", type=int, default=list(seeds))
+    ap.add_argument("--out", type=Path, default=Path(out))
+    return ap
+
+
+def grid(args: argparse.Namespace) -> Iterator[tuple[int, str, str]]:
+    """``(seed, shots, task)`` of a :func:`rows_parser` bench, every task of a size and seed in turn."""
+    return itertools.product(args.seeds, args.shots, args.tasks)
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tasks", nargs="+", default=TASKS)
-    ap.add_argument("--shots", nargs="+", default=["8", "32", "full"])
-    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    ap = rows_parser(__doc__, "bench/out/peers", shots=("8", "32", "full"))
     ap.add_argument("--methods", nargs="+", default=["logreg", "auto", "paper"])
-    ap.add_argument("--out", type=Path, default=Path("bench/out/peers"))
     ap.add_argument("--setfit-iterations", type=int, default=20, help="SetFit pairs per training text")
     ap.add_argument("--model", type=Path, help="all-MiniLM-L6-v2 folder (default: the registry package's)")
     ap.add_argument(

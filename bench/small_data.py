@@ -24,7 +24,6 @@ Rows go to ``<out>/rows/*.json`` (a rerun skips rows already there); the table t
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import math
@@ -33,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.peers import outputs_on_test, read, sample, train_ucse
+from bench.peers import grid, outputs_on_test, read, rows_parser, sample, train_ucse
 from bench.peers_table import machine
 
 TASKS = ["Banking77Classification", "MassiveIntentClassification", "MassiveScenarioClassification"]
@@ -208,30 +207,24 @@ def target_summary(rows: list[dict]) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tasks", nargs="+", default=TASKS)
-    ap.add_argument("--shots", nargs="+", default=["8", "32"])
-    ap.add_argument("--seeds", nargs="+", type=int, default=[0])
-    ap.add_argument("--out", type=Path, default=Path("bench/out/small_data"))
+    ap = rows_parser(__doc__, "bench/out/small_data", seeds=(0,), tasks=TASKS)
     ap.add_argument(
         "--refit", action="store_true", help="rows already there: refit their profiles, do not retrain"
     )
     ap.add_argument("--target-mix", action="store_true", help="also refit for the pool's mix (docstring)")
     args = ap.parse_args()
     (args.out / "rows").mkdir(parents=True, exist_ok=True)
-    for seed in args.seeds:
-        for shots in args.shots:
-            for task in args.tasks:
-                f = args.out / "rows" / f"{task}-{shots}-s{seed}.json"
-                if f.is_file() != args.refit:
-                    continue
-                old = json.loads(f.read_text()) if args.refit else {}
-                row = {"task": task, "shots": shots, "seed": seed}
-                row |= run_row(task, shots, seed, args.out, not args.refit, args.target_mix)
-                if args.refit:
-                    row["train_s"] = old["train_s"]  # the training measured when the head was trained
-                f.write_text(json.dumps(row))
-                print(json.dumps(row), flush=True)
+    for seed, shots, task in grid(args):
+        f = args.out / "rows" / f"{task}-{shots}-s{seed}.json"
+        if f.is_file() != args.refit:
+            continue
+        old = json.loads(f.read_text()) if args.refit else {}
+        row = {"task": task, "shots": shots, "seed": seed}
+        row |= run_row(task, shots, seed, args.out, not args.refit, args.target_mix)
+        if args.refit:
+            row["train_s"] = old["train_s"]  # the training measured when the head was trained
+        f.write_text(json.dumps(row))
+        print(json.dumps(row), flush=True)
     rows = [json.loads(p.read_text()) for p in sorted((args.out / "rows").glob("*.json"))]
     text = table(rows) + "\n\n" + summary(rows)
     if any("target" in r for r in rows):

@@ -27,7 +27,6 @@ Rows are saved as JSON under ``<out>/rows`` (a rerun skips rows already there); 
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -37,7 +36,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from imbalance import choice, figures, logreg, run_and_refit  # noqa: E402
-from peers import TASKS, outputs_on_test, read, sample, train_ucse  # noqa: E402
+from peers import outputs_on_test, read, rows_parser, sample, train_ucse  # noqa: E402
 
 METHODS = ("logreg", "logreg+target", "auto", "auto+target", "auto+em")
 
@@ -118,11 +117,7 @@ def table(rows: list[dict]) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tasks", nargs="+", default=TASKS)
-    ap.add_argument("--shots", nargs="+", default=["8", "32"])
-    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    ap.add_argument("--out", type=Path, default=Path("bench/out/target-mix"))
+    ap = rows_parser(__doc__, "bench/out/target-mix")
     ap.add_argument(
         "--em", type=int, default=0, help="also: the mix estimated by EM from this many unlabelled pool texts"
     )

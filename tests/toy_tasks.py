@@ -119,3 +119,27 @@ def write_rows(path: Path, rows: list[dict]) -> Path:
     else:
         raise ValueError(fmt)
     return path
+
+
+def train_rows(tmp: Path, tiny_bert_dir: Path, rows: list[dict], *extra: str):
+    """``ucse train``'s pipeline on ``rows`` written to ``tmp/rows.csv``, tiny BERT in fp32, into ``tmp/run``.
+
+    Returns:
+        ``run_training``'s (RunResult, profile).
+    """
+    from ucse.config import build_config
+    from ucse.pipeline import run_training
+
+    data = write_rows(tmp / "rows.csv", rows)
+    cfg = build_config(
+        [
+            f"data.path={data}",
+            f"backbone.model={tiny_bert_dir}",
+            "backbone.name=tiny-bert",
+            "backbone.precision=fp32",
+            "progress_bar=false",
+            f"output_dir={tmp / 'run'}",
+            *extra,
+        ]
+    )
+    return run_training(cfg)

@@ -12,12 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from toy_tasks import own_rows, write_rows
+from toy_tasks import own_rows, train_rows
 
 from ucse.cli.main import main
-from ucse.config import build_config, from_yaml
+from ucse.config import from_yaml
 from ucse.data import load_classification
-from ucse.pipeline import run_training
 from ucse.summary import train_summary
 from ucse.uncertainty.label_review import COLUMNS, DOUBT, review_order, write_label_review
 
@@ -69,22 +68,6 @@ def test_the_file_reads_back_row_for_row_and_is_never_replaced(tmp_path):
         write_label_review(tmp_path / "other.csv", texts[:2], y[:3], probs[:3], names)
 
 
-def _train(tmp: Path, tiny_bert_dir: Path, rows: list[dict], *extra: str):
-    data = write_rows(tmp / "rows.csv", rows)
-    cfg = build_config(
-        [
-            f"data.path={data}",
-            f"backbone.model={tiny_bert_dir}",
-            "backbone.name=tiny-bert",
-            "backbone.precision=fp32",
-            "progress_bar=false",
-            f"output_dir={tmp / 'run'}",
-            *extra,
-        ]
-    )
-    return run_training(cfg)
-
-
 def test_a_run_ranks_its_planted_mislabelled_rows_first(tmp_path, tiny_bert_dir):
     # head=auto on 240 rows cross-validates every labelled row: the review holds all of them, each scored by
     # the fold models that did not train on it. Six rows keep their cue word but get another label.
@@ -95,7 +78,7 @@ def test_a_run_ranks_its_planted_mislabelled_rows_first(tmp_path, tiny_bert_dir)
         other = names[(names.index(rows[i]["label"]) + 1) % len(names)]
         planted[rows[i]["text"]] = rows[i]["label"]
         rows[i] = {**rows[i], "label": other}
-    result, profile = _train(tmp_path, tiny_bert_dir, rows)
+    result, profile = train_rows(tmp_path, tiny_bert_dir, rows)
     run = tmp_path / "run"
     review = _read(run / "label_review.csv")
     cfg = from_yaml(run / "config.yaml")
@@ -126,7 +109,7 @@ def test_a_run_ranks_its_planted_mislabelled_rows_first(tmp_path, tiny_bert_dir)
 def test_a_single_heads_review_is_its_validation_rows_at_predicts_probabilities(tmp_path, tiny_bert_dir):
     from ucse.inference.classifier import UcseClassifier
 
-    _train(tmp_path, tiny_bert_dir, own_rows(300, seed=11), "head=logreg")
+    train_rows(tmp_path, tiny_bert_dir, own_rows(300, seed=11), "head=logreg")
     run = tmp_path / "run"
     review = _read(run / "label_review.csv")
     cfg = from_yaml(run / "config.yaml")

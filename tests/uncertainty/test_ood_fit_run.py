@@ -10,30 +10,17 @@ import numpy as np
 import pytest
 import torch
 from scipy.spatial.distance import cdist
-from toy_tasks import own_rows, write_rows
+from toy_tasks import own_rows, train_rows
 
 from ucse.config import ConfigError, build_config, from_yaml
 from ucse.config.uncertainty import OodScore
 from ucse.data import load_classification
 from ucse.inference.classifier import UcseClassifier
-from ucse.pipeline import run_training
 from ucse.uncertainty.ood_examples import youden_threshold
 
 
 def _train(tmp: Path, tiny_bert_dir: Path, *extra: str):
-    data = write_rows(tmp / "rows.csv", own_rows(300, seed=11))
-    cfg = build_config(
-        [
-            f"data.path={data}",
-            f"backbone.model={tiny_bert_dir}",
-            "backbone.name=tiny-bert",
-            "backbone.precision=fp32",
-            "progress_bar=false",
-            f"output_dir={tmp / 'run'}",
-            *extra,
-        ]
-    )
-    return run_training(cfg)
+    return train_rows(tmp, tiny_bert_dir, own_rows(300, seed=11), *extra)
 
 
 def test_a_single_head_sets_the_threshold_on_validation_and_rows_carry_the_flag(tmp_path, tiny_bert_dir):
