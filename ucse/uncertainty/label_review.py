@@ -2,13 +2,14 @@
 
 A head's profile is calibrated on held-out rows: the validation split, or, when ``head=auto`` cross-validated
 a small set, every labelled row scored by the fold models that did not train on it. Ranked by the calibrated
-probability those models give each row's *given* label (the self-confidence ranking of confident learning,
-Northcutt et al. 2021), the rows at the top are the likeliest to be mislabelled, ambiguous or atypical. ``ucse
-train`` writes them to ``label_review.csv`` in the run folder, most doubtful first (never rewritten by ``ucse
-calibrate``: a user may be editing it). Measured with 10 % of the labels flipped on purpose (docs/RESULTS.md
-section 9, ``bench/label_review.py``): on the many-label tasks the flipped rows rank above the others with
-AUROC 0.965-0.998 at 8 and 32 rows per label, level with the same ranking from a tuned logistic regression's
-cross-validated probabilities; on two labels the frozen features barely separate, it finds next to nothing.
+probability (the run's calibration, its class prior included) those models give each row's *given* label
+(the self-confidence ranking of confident learning, Northcutt et al. 2021), the rows at the top are the
+likeliest to be mislabelled, ambiguous or atypical. ``ucse train`` writes them to ``label_review.csv`` in the
+run folder, most doubtful first (never rewritten by ``ucse calibrate``: a user may be editing it). Measured
+with 10 % of the labels flipped on purpose (docs/RESULTS.md section 9, ``bench/label_review.py``): on the
+many-label tasks the flipped rows rank above the others with AUROC 0.965-0.998 at 8 and 32 rows per label,
+level with the same ranking from a tuned logistic regression's cross-validated probabilities; on two labels
+the frozen features barely separate, it finds next to nothing.
 
 Written here (not with cleanlab): the ranking is one sort of probabilities ucse already holds, and cleanlab's
 AGPL-3.0 licence does not sit with this Apache-2.0 package.
