@@ -177,8 +177,10 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
             met = ""
             if fix is not None:
                 met = f" - not certifiable on validation: {uncertifiable_outcome(profile)}; {fix}"
+            # SGR certifies the held-out rows as they are mixed; only the sets and the flag are weighted
+            own = ", set on the held-out rows' own mix" if profile.calibrator.prior.value == "target" else ""
             lines.append(
-                f"  abstain ({rule} {a.target}): validation coverage {pct(a.val_coverage)}, "
+                f"  abstain ({rule} {a.target}{own}): validation coverage {pct(a.val_coverage)}, "
                 f"error {pct(a.val_error)}{met}"
             )
         if profile.conformal is not None and profile.qhat is not None:

@@ -212,6 +212,16 @@ def test_the_target_prior_is_saved_and_read_back_and_summarised(tmp_path):
     assert line.startswith("  class prior: target (the shares you gave)")
     assert f"accuracy {w['train']} for the training mix, {w['target']} for the target" in line
     assert prior_line({**info, "target": None}, "runs/x") is None  # read back from disk: may be damaged
+    # The summary says which guarantees follow the target mix: the sets' quantiles; abstention's is the rows'.
+    from ucse.summary import train_summary
+
+    for prior, shown in (("target", True), ("train", False)):
+        cfg = _target_cfg({"c": 0.4}) if prior == "target" else _cfg(prior)
+        cfg.abstain.target_error = 0.05
+        p = fit_profile(val, yv, cfg, counts=np.array([75, 20, 5]), label_names=["a", "b", "c"])
+        text = train_summary(tmp_path / "run", {}, p)
+        assert ("abstain (target error 0.05, set on the held-out rows' own mix)" in text) is shown
+        assert ("conformal sets: aps, alpha 0.1, weighted to the target mix" in text) is shown
 
 
 def test_python_overrides_keep_label_names_yaml_would_read_as_booleans():
