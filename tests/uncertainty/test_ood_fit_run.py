@@ -234,3 +234,34 @@ def test_under_a_target_prior_the_threshold_is_weighted_to_the_target_mix(tmp_pa
     )
     saved = json.loads((tmp_path / "run" / "head" / "calibration.json").read_text())["ood"]
     assert "mix" not in saved["info"] and saved["threshold"] == pytest.approx(plain, abs=2e-3)
+
+
+def test_examples_under_a_target_prior_weigh_the_in_scope_share_to_the_target_mix(tmp_path, tiny_bert_dir):
+    # Youden's J with the held-out in-scope rows weighted to the target: the recorded in-scope share is the
+    # weighted share of the validation texts at or under the saved threshold (their scores recomputed by
+    # predict; a score within 2e-3 of the cut may fall either side, so the bound is the weight in that band).
+    from ucse.uncertainty.class_prior import shift_weights
+
+    oos = ["zzz qqq xxyy", "0 0 0 0 0 0", "lorem ipsum dolor", "qwerty uiop", "%% && ##", "x y z w v u"] * 3
+    (tmp_path / "oos.txt").write_text("\n".join(oos) + "\n")
+    _, profile = _train(
+        tmp_path,
+        tiny_bert_dir,
+        "head=logreg",
+        "uncertainty.ood.score=knn",
+        f"data.ood_path={tmp_path / 'oos.txt'}",
+        "uncertainty.calibration.prior=target",
+        "uncertainty.calibration.target_shares.music=0.8",
+    )
+    det = profile.ood
+    assert det.info["threshold_from"] == "examples" and det.info["mix"] == "target"
+    cfg = from_yaml(tmp_path / "run" / "config.yaml")
+    data = load_classification(cfg.task, cfg.data, cfg.seed)
+    clf = UcseClassifier.from_pretrained(tmp_path / "run", device="cpu")
+    s = np.array([r["ood_score"] for r in clf.predict_with_uncertainty(data.texts("validation"))])
+    y = data.labels("validation")
+    w = shift_weights(np.asarray(profile.info["class_prior"]["target_shares"]), y)[y]  # (N,)
+    kept = w[s <= det.threshold].sum() / w.sum()
+    band = w[np.abs(s - det.threshold) <= 2e-3].sum() / w.sum()
+    assert abs(det.info["inscope_kept"] - kept) <= band + 1e-12
+    assert abs(kept - np.mean(s <= det.threshold)) > band  # the weights moved the share
