@@ -17,6 +17,7 @@ from ucse.uncertainty.ood_detector import (
     from_saved,
     rethreshold,
     to_saved,
+    weight_to_target,
 )
 from ucse.uncertainty.saved_profile import check_saved_ood
 from ucse.uncertainty.scores import entropy
@@ -119,6 +120,16 @@ def test_rethreshold_moves_only_the_threshold():
     )
     with pytest.raises(ValueError, match="same score and k"):
         rethreshold(det, OodConfig(score=OodScore.mahalanobis), xv, *outputs(xv, w))
+    # A detector weighted to a target mix (here one its 100 rows cannot carry: one row of a label weighted
+    # 60, so 0.95 of the weight needs more than all 159 of it) records the mix and the tpr that would work;
+    # a refit starts without them, and a finite weighting drops a stale suggestion.
+    yv = np.r_[0, np.ones(99, dtype=np.int64)]
+    weight_to_target(det, yv, np.r_[60.0, np.ones(C - 1)])
+    assert math.isinf(det.threshold) and det.info["mix"] == "target" and 0 < det.info["keepable_tpr"] < 0.95
+    plain = rethreshold(det, OodConfig(score=OodScore.knn, k=3), xv, *outputs(xv, w))
+    assert "mix" not in plain.info and "keepable_tpr" not in plain.info
+    weight_to_target(det, yv, np.ones(C))
+    assert math.isfinite(det.threshold) and "keepable_tpr" not in det.info
 
 
 def _saved(tmp_path, score):

@@ -288,8 +288,13 @@ def weight_to_target(det: OodDetector, labels: Array, weights: Array) -> None:
     det.threshold = target_keep_threshold(det.heldout_scores, y, weights, det.tpr)
     det.heldout_weights = torch.as_tensor(np.asarray(weights), dtype=torch.float64)[y]  # (N,)
     det.info["mix"] = "target"
+    det.info.pop("keepable_tpr", None)
     if math.isinf(det.threshold):  # too little held-out weight: name the largest tpr that has a threshold
         det.info["keepable_tpr"] = target_keepable_tpr(det.heldout_scores, y, weights, det.tpr)
+
+
+MIX_KEYS = ("mix", "keepable_tpr")
+"""What :func:`weight_to_target` records in ``info``: a refit for another mix starts without them."""
 
 
 def rethreshold(det: OodDetector, cfg: OodConfig, x: Array, probs: Array, logits: Array) -> OodDetector:
@@ -298,7 +303,7 @@ def rethreshold(det: OodDetector, cfg: OodConfig, x: Array, probs: Array, logits
         raise ValueError(
             "only a validation-thresholded detector of the same score and k can be rethresholded"
         )
-    info = {k: v for k, v in det.info.items() if k != "mix"}  # the new profile's mix decides
+    info = {k: v for k, v in det.info.items() if k not in MIX_KEYS}  # the new profile's mix decides
     new = OodDetector(det.score, cfg.tpr, math.inf, det.stats, det.k, None, info)
     set_threshold(new, [base_score(n, det.stats, x, probs, logits, det.k) for n in components(det.score)])
     new.info["n_heldout"] = len(np.asarray(logits))
