@@ -223,8 +223,8 @@ def fit_for_run(
         profile.info["n_train"] = len(data.labels("train"))
     elif gaussians is not None:
         profile.info["n_train"] = previous.info.get("n_train")
+    probs = profile.calibrator.probs(val.logits)  # (N, C) the held-out rows': the flag's and the review's
     if ocfg.enabled:
-        probs = profile.calibrator.probs(val.logits)
         if reuse_ood:
             profile.ood = rethreshold(
                 old_ood, ocfg, old_ood.features(val.mean, val.pooled), probs, val.logits
@@ -235,7 +235,7 @@ def fit_for_run(
             profile.ood = fit_run_ood(
                 ocfg, data, outs, val, probs, heldout is not None, ucfg.seed, stats, held_distances=dist
             )
-        target = resolve_target(ucfg.calibration, data.label_names, counts)
+        target = profile.info["class_prior"].get("target_shares")  # resolved by fit_profile
         if target is not None:  # keep tpr of in-scope texts mixed like the target, not like these rows
             weight_to_target(profile.ood, val_labels, shift_weights(target, val_labels))
         if train_cfg.data.ood_path:
@@ -248,10 +248,9 @@ def fit_for_run(
             if heldout is not None
             else data.texts("validation")
         )
-        probs = profile.calibrator.probs(val.logits).numpy()
         texts = rows[len(rows) - len(val_labels) :]
         profile.info["label_review"] = write_label_review(
-            folder.label_review, texts, val_labels, probs, data.label_names
+            folder.label_review, texts, val_labels, probs.numpy(), data.label_names
         )
     profile.save(folder.head)
     return profile
