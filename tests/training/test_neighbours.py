@@ -41,6 +41,22 @@ def test_neighbour_distances_are_the_brute_force_ones(monkeypatch, k, block, hal
     np.testing.assert_allclose(got.numpy(), want, atol=1e-6)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (run on a lent GPU)")
+def test_host_query_against_a_gpu_bank_is_the_brute_force_search():
+    # A classifier on CUDA keeps its float16 bank there while its joint features come from the host: the
+    # search and the float64 rescoring must run where the bank is (a host query once failed there).
+    rng = np.random.default_rng(3)
+    q = joint_features(rng.normal(size=(300, 16)), rng.normal(size=(300, 24)))
+    bank = joint_features(rng.normal(size=(900, 16)), rng.normal(size=(900, 24))).half()
+    got = neighbour_distances(q, bank.cuda(), 5)
+    # the distance the search defines, sqrt(2 - 2 q.b) for unit rows, brute force in float64 on the same
+    # float16 rows (|q - b| itself differs by ~1e-4 there: a float16 row's norm is 1 only to ~5e-4)
+    cos = q.double().numpy() @ bank.double().numpy().T
+    want = np.sort(np.sqrt(np.clip(2 - 2 * cos, 0, None)), axis=1)[:, :5]
+    assert got.device.type == "cpu"
+    np.testing.assert_allclose(got.numpy(), want, atol=1e-9)
+
+
 @pytest.mark.parametrize("half", [False, True])
 @pytest.mark.parametrize("k", [1, 3])
 def test_rows_float32_cannot_tell_apart_are_ranked_by_their_float64_cosines(k, half):
