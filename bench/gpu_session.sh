@@ -9,8 +9,6 @@
 #                                      # (bench/scale_gpu.py only=head_paths; ~4 min on an H200, ~1 min parts=overhead)
 #   bash bench/gpu_session.sh ratio    # the 0.6B shape's training-cost ratio alone + a profiled warm-cache fit
 #                                      # (bench/gpu_ratio.py; ~1 min)
-#   bash bench/gpu_session.sh graphs   # the head's share eager vs CUDA graphs, run_texts both ways, and the
-#                                      # CUDA-only tests (bench/head_graphs.py; ~1.5 min)
 #   bash bench/gpu_session.sh blend    # the default head=blend's share of inference: host read, none, torch.compile
 #   bash bench/gpu_session.sh compile  # the head's forward eager vs torch.compile / CUDA graphs (bench/head_compile.py)
 #   bash bench/gpu_session.sh setfit   # bench/peers.py --methods setfit on CUDA (SetFit at 20 pairs per text),
@@ -47,10 +45,7 @@ for stage in "$@"; do
       /usr/bin/time -f "wall %e s, max RSS %M KB" python3 train.py backbone.model=.gpu/minilm-fp16 seed=0 \
         output_dir=/tmp/runs/minilm-seed0 progress_bar=false 2>&1 | grep -v -E "^(INFO|WARNING|  warnings)|UserWarning|LOCAL_RANK"
       cp /tmp/runs/minilm-seed0/metrics.json "$out/minilm-seed0-metrics.json"
-      for gh in ${GRAPH_HEAD:-true}; do
-        python3 bench/predict.py run=/tmp/runs/minilm-seed0 n=${PREDICT_N:-3080} repeats=5 device=cuda graph_head=$gh 2>&1 \
-          | grep -v -E "^(INFO|WARNING)|Warning"
-      done
+      python3 bench/predict.py run=/tmp/runs/minilm-seed0 n=${PREDICT_N:-3080} repeats=5 device=cuda 2>&1 | grep -v -E "^(INFO|WARNING)|Warning"
       # the same 3080 texts predicted on CUDA (the joint_knn search on the GPU) and on the CPU: largest differences
       python3 -c "
 import sys, numpy as np; sys.path.insert(0, '.')
@@ -92,11 +87,6 @@ print('cuda vs cpu: max |diff|', (ref - d).abs().max().item())
       ;;
     ratio)
       python3 bench/gpu_ratio.py tokenizer=.gpu/tok-smollm2 out="$out/qwen3-ratio.json" 2>&1 \
-        | grep -v -E "^(INFO|WARNING)|UserWarning|LOCAL_RANK"
-      ;;
-    graphs)
-      python3 -m pytest -q -p no:cacheprovider tests/heads/test_graphed.py tests/training/test_neighbours.py 2>&1 | tail -5
-      python3 bench/head_graphs.py tokenizer=.gpu/tok-smollm2 out="$out/qwen3-graphs.json" 2>&1 \
         | grep -v -E "^(INFO|WARNING)|UserWarning|LOCAL_RANK"
       ;;
     compile)

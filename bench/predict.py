@@ -10,9 +10,6 @@ one warm-up; the best time of each is kept.
 
 Usage:
     UCSE_DATA_DIR=../shared/data python bench/predict.py [run=<run>] [n=3000] [repeats=3] [device=cpu|cuda]
-        [graph_head=true|false]
-
-``graph_head=false`` runs the head eagerly on CUDA instead of replaying it as CUDA graphs (the default there).
 
 Without ``run=``, a TextCNN head with random weights and Banking77's 77 classes is saved to a temporary folder
 (the cost of a forward pass does not depend on the weights' values); it has no calibration, so the profile is
@@ -31,7 +28,6 @@ from pathlib import Path
 import torch
 
 from ucse.config import build_config
-from ucse.core.encoder import UcseEncoder
 from ucse.heads import build_head, save_head
 from ucse.inference.classifier import UcseClassifier
 
@@ -70,7 +66,6 @@ def main(argv: list[str]) -> int:
     opts = dict(a.split("=", 1) for a in argv)
     n, repeats = int(opts.get("n", 3000)), int(opts.get("repeats", 3))
     texts = read_texts(n)
-    UcseEncoder.graph_head = opts.get("graph_head", "true") == "true"
     with tempfile.TemporaryDirectory(prefix="ucse-bench-predict-") as tmp:
         head_dir = Path(opts["run"]) if "run" in opts else random_head_dir(Path(tmp))
         clf = UcseClassifier.from_pretrained(head_dir, device=opts.get("device", "cpu"))

@@ -49,9 +49,6 @@ class UcseEncoder:
     adapter; ``encode_gaussian`` gives the variance too. Inference is deterministic: mu, not a sample.
     """
 
-    graph_head: bool = True
-    """On CUDA, replay the head's forward as CUDA graphs (:mod:`ucse.heads.graphed`); ``False``: eager."""
-
     def __init__(
         self,
         head: Head,
@@ -66,7 +63,6 @@ class UcseEncoder:
         self.batch_size = batch_size
         self.compile_head = compile_head  # the head through torch.compile (ucse.heads.compiled)
         self._compiled: Any = None  # a ucse.heads.compiled.CompiledHead once compile_head runs
-        self._graphed: Any = None  # a ucse.heads.graphed.GraphedHead once the head runs on CUDA
         self._known: dict[str, int] = {}
         self._known_states: TokenStates | None = None
 
@@ -102,19 +98,9 @@ class UcseEncoder:
         return contextlib.nullcontext()
 
     def _run(self, hidden: torch.Tensor, mask: torch.Tensor) -> HeadOutput:
-        """The head on (B, T, H) states and a (B, T) mask.
-
-        Compiled when ``compile_head``; else on CUDA replayed as CUDA graphs (``graph_head``,
-        :mod:`ucse.heads.graphed`); else eager.
-        """
+        """The head on (B, T, H) states and a (B, T) mask: compiled when ``compile_head``, else eager."""
         if not self.compile_head:
-            if not (self.graph_head and hidden.is_cuda):
-                return self.head(hidden, mask)
-            if self._graphed is None or self._graphed.head is not self.head:  # one set of graphs per head
-                from ucse.heads.graphed import GraphedHead
-
-                self._graphed = GraphedHead(self.head)
-            return self._graphed(hidden, mask)
+            return self.head(hidden, mask)
         if self._compiled is None or self._compiled.head is not self.head:  # compiled once per head
             # imported here: torch._dynamo alone adds ~1 s to every `import ucse` that never compiles
             from ucse.heads.compiled import CompiledHead
