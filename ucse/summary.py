@@ -122,6 +122,16 @@ def _interval(accuracy: float, n: Any) -> str:
     return f" (95 % interval {ci.low:.3f}-{ci.high:.3f}, {n} texts)"
 
 
+def review_note(review: dict) -> str:
+    """The label review's count for the files line: the held-out texts the models doubt, and what to do."""
+    doubted, rows, below = review.get("doubted"), review.get("rows"), pct(review.get("below"))
+    if doubted == 0:
+        return f"none of {rows} held-out texts gets under {below} for its own label"
+    return (
+        f"{doubted} of {rows} held-out texts get under {below} for their own label: check those labels first"
+    )
+
+
 def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
     """What ``ucse train`` prints: test/validation scores, the uncertainty profile, the run's files."""
     test, val = metrics.get("test"), metrics.get("val", {})
@@ -176,11 +186,11 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
             fix = uncertifiable_fix(profile, run_dir)
             met = ""
             if fix is not None:
-                met = f" - not certifiable on validation: {uncertifiable_outcome(profile)}; {fix}"
+                met = f" - not certifiable on the held-out texts: {uncertifiable_outcome(profile)}; {fix}"
             # SGR certifies the held-out rows as they are mixed; only the sets and the flag are weighted
             own = ", set on the held-out rows' own mix" if profile.calibrator.prior.value == "target" else ""
             lines.append(
-                f"  abstain ({rule} {a.target}{own}): validation coverage {pct(a.val_coverage)}, "
+                f"  abstain ({rule} {a.target}{own}): held-out coverage {pct(a.val_coverage)}, "
                 f"error {pct(a.val_error)}{met}"
             )
         if profile.conformal is not None and profile.qhat is not None:
@@ -203,10 +213,7 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
     }
     review = profile.info.get("label_review") if profile is not None else None
     if isinstance(review, dict):  # the count beside the file, not a line of its own
-        shown[run.label_review] += (
-            f" ({review.get('doubted')} of {review.get('rows')} held-out texts get under "
-            f"{pct(review.get('below'))} for their own label: check those labels first)"
-        )
+        shown[run.label_review] += f" ({review_note(review)})"
     extra = ", ".join(name for p, name in shown.items() if p.exists())
     lines.append(f"files: {run.metrics}, {run.head} (head + calibration), {extra}")
     lines.append(

@@ -239,7 +239,7 @@ def test_an_uncertifiable_abstention_rule_is_said_once_in_the_summary(tiny_clf_r
     out = tmp_path / "p.jsonl"
     assert main(["predict", f"run={run}", f"input={tmp_path / 'new.txt'}", f"out={out}"]) == 0
     err = capsys.readouterr().err
-    said = "no abstention threshold was certifiable on the validation split (target error 0.05), so no text"
+    said = "no abstention threshold was certifiable on the held-out texts (target error 0.05), so no text"
     assert err.count(said) == 1 and "`ucse calibrate run=" in err
     assert not [r for r in caplog.records if r.levelname == "WARNING" and "abstention" in r.getMessage()]
     assert not any(json.loads(line)["abstain"] for line in out.read_text().splitlines())

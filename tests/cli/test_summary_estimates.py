@@ -53,5 +53,5 @@ def test_an_uncertifiable_rule_names_the_command_that_fixes_it(offer, says):
     profile = UncertaintyProfile(Calibrator.identity(3), abstain=rule, info=info)
     text = train_summary(Path("runs/x"), {"val": {"accuracy": 0.5, "f1_macro": 0.5}}, profile)
     (line,) = [s for s in text.splitlines() if s.lstrip().startswith("abstain")]
-    assert "not certifiable on validation: no text abstains" in line
+    assert "not certifiable on the held-out texts: no text abstains" in line
     assert f"ucse calibrate run={Path('runs/x')} uncertainty." in line and says in line

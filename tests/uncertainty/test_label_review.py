@@ -17,7 +17,7 @@ from toy_tasks import own_rows, train_rows
 from ucse.cli.main import main
 from ucse.config import from_yaml
 from ucse.data import load_classification
-from ucse.summary import train_summary
+from ucse.summary import review_note, train_summary
 from ucse.uncertainty.label_review import COLUMNS, DOUBT, review_order, write_label_review
 
 
@@ -66,6 +66,13 @@ def test_the_file_reads_back_row_for_row_and_is_never_replaced(tmp_path):
     assert path.read_bytes() == before
     with pytest.raises(ValueError, match="2 texts, 3 labels"):
         write_label_review(tmp_path / "other.csv", texts[:2], y[:3], probs[:3], names)
+
+
+def test_the_summary_note_asks_for_a_check_only_when_a_text_is_doubted():
+    some = review_note({"doubted": 3, "rows": 48, "below": 0.1})
+    assert some == "3 of 48 held-out texts get under 10.00 % for their own label: check those labels first"
+    none = review_note({"doubted": 0, "rows": 48, "below": 0.1})
+    assert none == "none of 48 held-out texts gets under 10.00 % for its own label"
 
 
 def test_a_run_ranks_its_planted_mislabelled_rows_first(tmp_path, tiny_bert_dir):

@@ -41,7 +41,7 @@ def help_text() -> str:
 
 
 def _threshold(profile: UncertaintyProfile) -> str:
-    """``target_error 0.05: threshold 0.274 (validation coverage 87.5 %, error 3.08 %)``."""
+    """``target_error 0.05: threshold 0.274 (held-out coverage 87.5 %, error 3.08 %)``."""
     a = profile.abstain
     if a is None:
         return "no abstention"
@@ -49,7 +49,7 @@ def _threshold(profile: UncertaintyProfile) -> str:
         t = "none certifiable"
     else:
         t = "inf" if math.isinf(a.threshold) else f"{a.threshold:.4g}"
-    answered = f"validation coverage {100 * a.val_coverage:.1f} %, error {100 * a.val_error:.2f} %"
+    answered = f"held-out coverage {100 * a.val_coverage:.1f} %, error {100 * a.val_error:.2f} %"
     return f"{a.rule} {a.target:g}: threshold {t} ({answered})"
 
 

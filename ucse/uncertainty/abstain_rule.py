@@ -59,9 +59,9 @@ def fit_abstain(
     floor = lowest_certifiable_error(u, correct, delta)
     offer = offered_target(u, correct, delta, floor)
     log.warning(
-        "no threshold certifies error <= %.3f at delta %.2f on %d validation texts: %s. With these "
+        "no threshold certifies error <= %.3f at delta %.2f on %d held-out texts: %s. With these "
         "texts no target below %.3f can be certified; %s, or uncertainty.abstain.coverage=0.9 "
-        "(answers ~90 %%, no error bound) or more validation data set one",
+        "(answers ~90 %%, no error bound) or more labelled data set one",
         a.target_error,
         a.delta,
         len(u),

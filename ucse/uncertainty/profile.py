@@ -304,7 +304,7 @@ def uncertifiable_fix(profile: UncertaintyProfile, run: str | Path) -> str | Non
     if isinstance(offer, float) and math.isfinite(offer):
         return (
             f"`ucse calibrate run={run} uncertainty.abstain.target_error={offer:.2f}` sets the smallest "
-            "target these validation texts certify"
+            "target these held-out texts certify"
         )
     return f"`ucse calibrate run={run} uncertainty.abstain.coverage=0.9` abstains on ~10 % instead"
 
@@ -322,8 +322,8 @@ def uncertifiable_message(profile: UncertaintyProfile, run: str | Path) -> str |
     a = profile.abstain
     outcome = uncertifiable_outcome(profile)
     return (
-        f"no abstention threshold was certifiable on the validation split (target error {a.target}), so "
-        f"{outcome}; {fix} (or retrain with more validation data)"
+        f"no abstention threshold was certifiable on the held-out texts (target error {a.target}), so "
+        f"{outcome}; {fix} (or retrain with more labelled data)"
     )
 
 
