@@ -48,3 +48,15 @@ def test_the_report_scores_the_profiles_decisions(prior):
     else:
         np.testing.assert_array_equal(pred, raw)  # temperature scaling keeps the argmax
         assert "balanced class prior" not in shown
+
+
+def test_the_headline_scores_the_probabilities_predict_returns():
+    metrics = {"accuracy": 0.9, "f1_macro": 0.8, "auroc": None, "ece": 0.2235, "nll": 0.4428}
+    head = eval_summary({"task": "t", "split": "test", "n": 12, "metrics": metrics}, None).splitlines()[0]
+    assert head == "t test (n=12): accuracy 0.9000  macro-F1 0.8000  AUROC n/a  ECE 0.2235  NLL 0.4428"
+    calibration = {"ece_after": 0.1157, "nll_after": 0.3557}
+    report = {"task": "t", "split": "test", "n": 12, "metrics": metrics, "calibration": calibration}
+    head = eval_summary(report, None).splitlines()[0]
+    assert head.endswith(
+        "AUROC n/a  ECE 0.1157  NLL 0.3557 (calibrated, as predict gives them; softmax 0.2235 / 0.4428)"
+    )
