@@ -60,6 +60,19 @@ def test_iter_states_sorted_dynamic_padding_and_index(tiny_qwen3_backbone):
     assert sorted(seen) == list(range(len(TEXTS)))
 
 
+def test_iter_states_reads_a_given_tokenisation_as_its_own(tiny_qwen3_backbone):
+    fb = tiny_qwen3_backbone
+    tok = fb.tokenized(TEXTS)
+    assert fb.token_lengths(TEXTS, tok).tolist() == fb.token_lengths(TEXTS).tolist()
+    own = list(fb.iter_states(TEXTS, batch_size=3))
+    given = list(fb.iter_states(TEXTS, batch_size=3, tokenized=tok))
+    assert len(own) == len(given)
+    for (i, h, m), (j, g, n) in zip(own, given):
+        assert i.equal(j) and m.equal(n) and h.equal(g)
+    with pytest.raises(ValueError, match="tokenized holds 2 texts, not the"):
+        next(fb.iter_states(TEXTS, tokenized=fb.tokenized(TEXTS[:2])))
+
+
 def test_pooled_matches_token_states(tiny_bert_backbone, tiny_qwen3_backbone):
     per_text = tiny_bert_backbone.token_states(TEXTS)
     expect = torch.stack([t.mean(0) for t in per_text])

@@ -51,6 +51,18 @@ def test_second_call_runs_no_forward_and_matches_uncached(tiny_bert_dir, tmp_pat
     assert isinstance(again, TokenStates)
 
 
+def test_a_build_tokenises_the_texts_once(tiny_bert_dir, tmp_path, monkeypatch):
+    fb = FrozenBackbone(make_tiny_bert_cfg(tiny_bert_dir))
+    calls = []
+    encode = fb._encode  # noqa: SLF001 - counting what the build asks of the tokenizer
+    monkeypatch.setattr(fb, "_encode", lambda texts: calls.append(len(texts)) or encode(texts))
+    entry = HiddenStateCache(tmp_path).get_or_build(fb, TEXTS, "Toy", "train")
+    assert calls == [len(TEXTS)]  # the file's sizes and the pass read one tokenisation
+    reference = FrozenBackbone(make_tiny_bert_cfg(tiny_bert_dir)).token_states(TEXTS)
+    for i, ref in enumerate(reference):
+        torch.testing.assert_close(entry.states(i), ref, **FP16_TOL)
+
+
 def test_on_disk_layout_and_no_temp_left(tiny_bert_backbone, tmp_path):
     cache = HiddenStateCache(tmp_path, CacheDtype.fp16)
     entry = cache.get_or_build(tiny_bert_backbone, TEXTS, "Toy", "test")
@@ -141,8 +153,8 @@ def test_failed_build_leaves_nothing_and_stale_temp_is_cleaned(tiny_bert_dir, tm
 
     original = fb.iter_states
 
-    def crash_after_one_batch(texts, batch_size=None):
-        for n, item in enumerate(original(texts, batch_size)):
+    def crash_after_one_batch(texts, batch_size=None, tokenized=None):
+        for n, item in enumerate(original(texts, batch_size, tokenized)):
             if n == 1:
                 raise RuntimeError("simulated crash")
             yield item

@@ -40,8 +40,8 @@ model, root, marker = sys.argv[1:4]
 fb = FrozenBackbone(make_tiny_bert_cfg(model))
 original = fb.iter_states
 
-def hang_after_one_batch(texts, batch_size=None):
-    for n, item in enumerate(original(texts, batch_size)):
+def hang_after_one_batch(texts, batch_size=None, tokenized=None):
+    for n, item in enumerate(original(texts, batch_size, tokenized)):
         if n == 1:
             Path(marker).touch()
             time.sleep(600)

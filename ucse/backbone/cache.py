@@ -312,7 +312,8 @@ class HiddenStateCache:
 
     def _build(self, tmp: Path, backbone: FrozenBackbone, texts: list[str], parts: dict, key: str) -> None:
         """Write a complete entry into ``tmp`` batch by batch (never all states in RAM)."""
-        lengths = backbone.token_lengths(texts)  # (N,)
+        tok = backbone.tokenized(texts)  # once: its lengths size the file, then the pass reads it
+        lengths = backbone.token_lengths(texts, tok)  # (N,)
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)  # (N + 1,)
         h = backbone.hidden_size
         tmp.mkdir(parents=True)
@@ -322,7 +323,7 @@ class HiddenStateCache:
         reserve(tmp / "states.npy")
         desc = f"backbone pass ({parts['task']}, {len(texts)} texts)"
         with PassProgress(len(texts), desc, enabled=self.progress) as progress:
-            for idx, hidden, mask in backbone.iter_states(texts):  # (B,), (B, T, H), (B, T)
+            for idx, hidden, mask in backbone.iter_states(texts, tokenized=tok):  # (B,), (B, T, H), (B, T)
                 idx_np = idx.numpy()
                 keep = mask.bool()
                 got = keep.sum(dim=1).cpu().numpy()  # (B,)

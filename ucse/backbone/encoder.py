@@ -196,9 +196,22 @@ class FrozenBackbone:
             skip[i] = k
         return skip
 
-    def token_lengths(self, texts: Sequence[str]) -> np.ndarray:
-        """(N,) token count of each text after prompt, EOS and truncation (no model run)."""
-        tok = self._encode(texts)
+    def tokenized(self, texts: Sequence[str]) -> Tokenized:
+        """The texts tokenised as :meth:`iter_states` reads them (prompt, EOS, truncation), held flat.
+
+        For a caller that needs the lengths before the pass (the cache sizes its file with them): pass the
+        result to both :meth:`token_lengths` and :meth:`iter_states` and the texts are tokenised once.
+        """
+        return self._encode(texts)
+
+    def token_lengths(self, texts: Sequence[str], tokenized: Tokenized | None = None) -> np.ndarray:
+        """(N,) token count of each text after prompt, EOS and truncation (no model run).
+
+        Args:
+            texts: N input texts.
+            tokenized: :meth:`tokenized` of these texts, if at hand (else they are tokenised here).
+        """
+        tok = self._encode(texts) if tokenized is None else tokenized
         return tok.lengths() - self._prefix_skip(tok)
 
     def _forward(self, features: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -221,7 +234,7 @@ class FrozenBackbone:
         return hidden, mask
 
     def iter_states(
-        self, texts: Sequence[str], batch_size: int | None = None
+        self, texts: Sequence[str], batch_size: int | None = None, tokenized: Tokenized | None = None
     ) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
         """Yield token states batch by batch, longest texts first.
 
@@ -231,6 +244,7 @@ class FrozenBackbone:
             texts: N input texts (before the prompt is applied).
             batch_size: texts per forward pass; default ``cfg.batch_size`` (64 on CPU, 512 on a GPU when
                 unset), and never more than ``cfg.max_batch_tokens`` padded tokens.
+            tokenized: :meth:`tokenized` of these texts, if at hand (else they are tokenised here).
 
         Yields:
             ``(idx, hidden, mask)``: idx (B,) long positions in ``texts``; hidden (B, T, H) float32 on
@@ -239,7 +253,9 @@ class FrozenBackbone:
         bs = int(batch_size or self.cfg.batch_size or (512 if self.device.type == "cuda" else 64))
         if bs < 1:
             raise ValueError(f"batch_size must be >= 1, got {bs}.")
-        enc = self._encode(texts)
+        enc = self._encode(texts) if tokenized is None else tokenized
+        if len(enc) != len(texts):
+            raise ValueError(f"tokenized holds {len(enc)} texts, not the {len(texts)} given")
         skip = torch.as_tensor(self._prefix_skip(enc))  # (N,)
         lengths = enc.lengths()
         order = np.argsort(-lengths, kind="stable")  # longest first, ties in input order
