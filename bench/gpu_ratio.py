@@ -7,7 +7,9 @@ Lightning's simple profiler, whose table says where the fit's time outside the h
 
 Usage (on a CUDA machine)::
 
-    UCSE_DATA_DIR=<data root> python bench/gpu_ratio.py tokenizer=<folder> [out=<file.json>]
+    UCSE_DATA_DIR=<data root> python bench/gpu_ratio.py tokenizer=<folder> [out=<file.json>] [overrides]
+
+Config overrides are the arguments whose key has a dot, e.g. ``optim.compile_step=true`` (the compiled step).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from ucse.training import train
 def main(argv: list[str]) -> None:
     args = dict(a.split("=", 1) for a in argv)
     work, overrides = random_model(args)
-    overrides += ["head=textcnn", "recipe=paper"]
+    overrides += ["head=textcnn", "recipe=paper", *(f"{k}={v}" for k, v in args.items() if "." in k)]
     cache_root = str(work / "cache")
     out: dict = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
     out["train_cost"] = r = measure(overrides, cache_root=cache_root)

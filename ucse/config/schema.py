@@ -251,6 +251,12 @@ class OptimConfig:
     """Training epochs."""
     batch_size: int = 64
     """Training batch size."""
+    compile_step: bool = False
+    """Run the training step's head forward and losses through ``torch.compile`` (dynamic shapes, compiled
+    on the first step; eager again, with one warning, where the compiler fails). Much slower on the CPU (a
+    Banking77 paper-recipe fit 9.3 s eager, 26.5 s compiled, 61.9 s with a cold compiler cache:
+    docs/RESULTS.md section 5); meant for GPUs, where a step's many small kernels are launched one by one
+    (not yet measured there)."""
 
 
 @dataclass

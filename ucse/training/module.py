@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 from typing import Any
 
@@ -15,6 +16,8 @@ from transformers import get_linear_schedule_with_warmup
 from ucse.config import ContrastiveType, LossConfig, OptimConfig
 from ucse.heads.base import Head, HeadOutput
 from ucse.losses import cross_entropy, gaussian_kl, label_wise_contrastive, simcse, supcon, total_loss
+
+log = logging.getLogger(__name__)
 
 
 class NonFiniteLossError(ValueError):
@@ -90,6 +93,7 @@ class UcseModule(L.LightningModule):
         self._epoch_sums: torch.Tensor | None = None  # (6,) batch-weighted sums of TRAIN_TERMS this epoch
         self._epoch_rows = 0
         self._has_var = False
+        self._compiled: Any = None  # optim.compile_step: the compiled _terms, or False once it failed
 
     def forward(self, hidden: torch.Tensor, mask: torch.Tensor) -> HeadOutput:
         """Run the head on (B, T, H) states and a (B, T) mask."""
@@ -108,9 +112,13 @@ class UcseModule(L.LightningModule):
             return simcse(out.z, self.head(hidden, mask).z, tau)
         return out.z.new_zeros(())
 
-    def training_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> torch.Tensor:
-        """One optimisation step on a (hidden, mask, labels) batch."""
-        hidden, mask, y = batch  # (B, T, H), (B, T), (B,)
+    def _terms(
+        self, hidden: torch.Tensor, mask: torch.Tensor, y: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """The head forward and the loss terms: (loss, ce, contrastive, kl, logits (B, C), var (B, D) | None).
+
+        Tensors in, tensors out (no host reads): what ``optim.compile_step`` hands to ``torch.compile``.
+        """
         out = self.head(hidden, mask)
         ce = cross_entropy(out.logits, y)
         con = self._contrastive(out, hidden, mask, y)
@@ -118,17 +126,40 @@ class UcseModule(L.LightningModule):
         # With no contrastive term its weight is 0, so CE keeps full weight instead of (1 - l_lcl).
         lcl_w = self.loss_cfg.lcl_weight if self.loss_cfg.contrastive != ContrastiveType.none else 0.0
         kl_w = self.loss_cfg.kl_weight if out.var is not None else 0.0
-        loss = total_loss(ce, con, kl, lcl_weight=lcl_w, kl_weight=kl_w)
+        return total_loss(ce, con, kl, lcl_weight=lcl_w, kl_weight=kl_w), ce, con, kl, out.logits, out.var
+
+    def _step_terms(self, hidden: torch.Tensor, mask: torch.Tensor, y: torch.Tensor) -> tuple:
+        """:meth:`_terms`, through ``torch.compile`` when ``optim.compile_step`` and until it fails once."""
+        if getattr(self.optim_cfg, "compile_step", False) and self._compiled is not False:
+            # imported here: torch._dynamo adds ~1 s to every import of this module that never compiles
+            import torch._dynamo.exc
+
+            if self._compiled is None:  # dynamic shapes: every length-sorted batch has its own T
+                self._compiled = torch.compile(self._terms, dynamic=True)
+            try:
+                return self._compiled(hidden, mask, y)
+            # The compiler's failures derive from TorchDynamoException (no public base class); the head's
+            # own errors are not caught and surface as they would eagerly.
+            except torch._dynamo.exc.TorchDynamoException as err:
+                reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+                log.warning("torch.compile of the training step failed (%s); training it eagerly.", reason)
+                self._compiled = False
+        return self._terms(hidden, mask, y)
+
+    def training_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> torch.Tensor:
+        """One optimisation step on a (hidden, mask, labels) batch."""
+        hidden, mask, y = batch  # (B, T, H), (B, T), (B,)
+        loss, ce, con, kl, logits, var = self._step_terms(hidden, mask, y)
         self._watch_finite(loss, ce, con, kl, hidden)
         bs = y.shape[0]
-        sigma = out.var.sqrt().mean() if out.var is not None else ce.new_zeros(())
-        acc = (out.logits.argmax(-1) == y).float().mean()
+        sigma = var.sqrt().mean() if var is not None else ce.new_zeros(())
+        acc = (logits.argmax(-1) == y).float().mean()
         # (6,) batch-weighted sums, accumulated on the device: seven self.log calls a step became one a log
         # interval (Lightning's per-call bookkeeping), and no value leaves the device until the epoch ends.
         terms = torch.stack([loss, ce, con, kl, acc, sigma]).detach().float() * bs
         self._epoch_sums = terms if self._epoch_sums is None else self._epoch_sums + terms
         self._epoch_rows += bs
-        self._has_var = out.var is not None
+        self._has_var = var is not None
         if self._logs_this_step():
             self.log("train/loss_step", loss, on_step=True, on_epoch=False, prog_bar=True, batch_size=bs)
         return loss
