@@ -16,11 +16,10 @@ from ucse.config import ConfigError, HeadType
 from ucse.config.run_layout import RunFolder
 from ucse.config.uncertainty import OodScore
 from ucse.heads import load_head
-from ucse.heads.outputs import run_head
 from ucse.training import auto as auto_mod
 from ucse.training import auto_run as auto_run_mod
 from ucse.training import preflight, train
-from ucse.training.auto import choose_blend, fit_temperature
+from ucse.training.auto import choose_blend, fit_temperature, predict_outputs
 from ucse.training.auto_run import load_heldout, read_heldout
 from ucse.training.fit_head import fit_head, step_budget
 from ucse.training.logreg import fit_probe
@@ -123,11 +122,12 @@ def test_auto_cross_validates_on_a_small_validation_split(tiny_run_cfg, monkeypa
     # (or the probe's unit vectors, its mu) and the unit pooled vector at half weight.
     unit = lambda v: v / np.linalg.norm(v, axis=1, keepdims=True)  # noqa: E731
     rows = heads[0][1].base
+    run_as_predict = predict_outputs(cfg, torch.device("cpu"))  # the run's heads, run as the run ran them
     pooled = unit(_pool_by_hand(rows, cfg.backbone.pooling))
     for head, fold_rows in heads[:5]:
         tr = fold_rows.indices
         te = np.setdiff1d(np.arange(n), tr)
-        mu = run_head(head, rows).mean if sel["weight"] > 0 else pooled
+        mu = run_as_predict(head, rows).mean if sel["weight"] > 0 else pooled
         joint = unit(np.concatenate([unit(mu), 0.5 * pooled], axis=1))
         want = np.sort(cdist(joint[te], joint[tr]), axis=1)[:, : d.shape[1]]
         np.testing.assert_allclose(d[te], want, atol=1e-3)  # float32 rows: ~4.5e-4 near 0 (holdout test)
@@ -180,7 +180,9 @@ def test_auto_selects_on_the_validation_split_when_it_is_large(tiny_run_cfg, mon
     states = selection["states"]
     unit = lambda v: v / np.linalg.norm(v, axis=1, keepdims=True)  # noqa: E731
     pooled = {s: unit(_pool_by_hand(states[s], cfg.backbone.pooling)) for s in ("train", "validation")}
-    mu = {s: run_head(selection["head"], states[s]).mean if sel["weight"] > 0 else pooled[s] for s in pooled}
+    run_as_predict = predict_outputs(cfg, torch.device("cpu"))  # the run's heads, run as the run ran them
+    head = selection["head"]
+    mu = {s: run_as_predict(head, states[s]).mean if sel["weight"] > 0 else pooled[s] for s in pooled}
     joint = {s: unit(np.concatenate([unit(mu[s]), 0.5 * pooled[s]], axis=1)) for s in pooled}
     want = np.sort(cdist(joint["validation"], joint["train"]), axis=1)[:, :MAX_K]
     # float32 unit rows: cosines to ~1e-7, so a distance sqrt(2 - 2 cos) to ~sqrt(2e-7) = 4.5e-4 near 0

@@ -16,6 +16,7 @@ the uncertainty profile.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 from dataclasses import dataclass
@@ -25,8 +26,9 @@ import torch
 from scipy.special import log_softmax
 from sklearn.model_selection import StratifiedKFold
 
+from ucse.backbone.precision import effective_precision
 from ucse.backbone.states import SubsetStates, TokenStates
-from ucse.config import HeadConfig, HeadType, TrainConfig
+from ucse.config import HeadConfig, HeadType, Precision, TrainConfig
 from ucse.config.uncertainty import OodScore
 from ucse.heads import build_head
 from ucse.heads.base import Head
@@ -187,7 +189,14 @@ def _joint_flag(cfg: TrainConfig, bank_rows: int) -> bool:
     return u.enabled and u.ood.enabled and u.ood.resolved_score(bank_rows) is OodScore.joint_knn
 
 
+def predict_outputs(cfg: TrainConfig, device: torch.device):
+    """:func:`run_head` as predict runs the shipped head: on the run's device, bf16 where the backbone is."""
+    bf16 = effective_precision(cfg.backbone.precision, device) is Precision.bf16
+    return functools.partial(run_head, device=device, bf16=bf16)
+
+
 def _holdout(cfg, states, labels, c, h, device, weights) -> AutoResult:
+    outputs = predict_outputs(cfg, device)
     x_tr = probe_features(states["train"], cfg.backbone.pooling)
     x_va = probe_features(states["validation"], cfg.backbone.pooling)
     probe, probe_info = fit_probe_head(cfg, x_tr, labels["train"], c, h)
@@ -199,7 +208,7 @@ def _holdout(cfg, states, labels, c, h, device, weights) -> AutoResult:
         c,
         device,
     )
-    out_va = run_head(fit.head, states["validation"])  # mean (M, D), var (M, D) | None, logits (M, C)
+    out_va = outputs(fit.head, states["validation"])  # mean (M, D), var (M, D) | None, logits (M, C)
     b = _probe_logits(probe, x_va)
     choice = choose_blend(out_va.logits, b, labels["validation"], weights)
     report = {
@@ -225,7 +234,7 @@ def _holdout(cfg, states, labels, c, h, device, weights) -> AutoResult:
     dist = None
     if _joint_flag(cfg, len(y)):  # joint_knn after the refit: distances under the selection models
         # the selection TextCNN's mu of the training rows, when the choice reads it (the probe's are x_tr)
-        mean_tr = run_head(fit.head, states["train"]).mean if choice["weight"] > 0 else None
+        mean_tr = outputs(fit.head, states["train"]).mean if choice["weight"] > 0 else None
         bank = _joint(choice, mean_tr, x_tr)
         dist = neighbour_distances(_joint(choice, out_va.mean, x_va), bank, MAX_K).numpy()
     head = compose(cfg.head, choice, gaussian, probe, c)
@@ -233,18 +242,25 @@ def _holdout(cfg, states, labels, c, h, device, weights) -> AutoResult:
 
 
 def _fold_distances(
-    choice: dict, rows: TokenStates, x: np.ndarray, folds: list, heads: list[Head], oof_mean: np.ndarray
+    choice: dict,
+    rows: TokenStates,
+    x: np.ndarray,
+    folds: list,
+    heads: list[Head],
+    oof_mean: np.ndarray,
+    outputs=run_head,
 ) -> np.ndarray:
     """(N, K) joint distances of every row to its fold's training rows.
 
-    Under the fold TextCNNs (``heads``; ``oof_mean`` holds each row's mu from the head that did not train on
-    it), or, when the choice is the probe alone, under the probe's unit vectors (its mu, the same in every
-    fold): the fold heads then never run over their training rows.
+    Under the fold TextCNNs (``heads``, run by ``outputs``: :func:`predict_outputs`; ``oof_mean`` holds each
+    row's mu from the head that did not train on it), or, when the choice is the probe alone, under the
+    probe's unit vectors (its mu, the same in every fold): the fold heads then never run over their training
+    rows.
     """
     dist = np.zeros((len(x), min(MAX_K, min(len(tr) for tr, _ in folds))), dtype=np.float32)
     for (tr, te), head in zip(folds, heads):
         if choice["weight"] > 0:
-            bank = joint_features(run_head(head, SubsetStates(rows, tr.tolist())).mean, x[tr])
+            bank = joint_features(outputs(head, SubsetStates(rows, tr.tolist())).mean, x[tr])
             d = neighbour_distances(joint_features(oof_mean[te], x[te]), bank, MAX_K)
         else:
             d = neighbour_distances(_joint(choice, None, x[te]), _joint(choice, None, x[tr]), MAX_K)
@@ -286,6 +302,7 @@ def _heldout_outputs(choice, x, a_logits, b_logits, mean, var) -> Outputs:
 
 
 def _cross_validated(cfg, states, labels, c, h, device, weights) -> AutoResult:
+    outputs = predict_outputs(cfg, device)
     rows = _join(states["train"], states["validation"])
     y = np.concatenate([labels["train"], labels["validation"]])
     x = probe_features(rows, cfg.backbone.pooling)
@@ -308,7 +325,7 @@ def _cross_validated(cfg, states, labels, c, h, device, weights) -> AutoResult:
             probe, _ = fit_probe_head(cfg, x[tr], y[tr], c, h, probe_info["C"])
         oof_shipped[te] = _probe_logits(probe, x[te])
         fit = fit_head(cfg, _gaussian_cfg(cfg), (SubsetStates(rows, tr.tolist()), y[tr]), None, c, device)
-        out = run_head(fit.head, SubsetStates(rows, te.tolist()))
+        out = outputs(fit.head, SubsetStates(rows, te.tolist()))
         oof_a[te] = out.logits
         if joint:
             fold_heads.append(fit.head)
@@ -324,7 +341,7 @@ def _cross_validated(cfg, states, labels, c, h, device, weights) -> AutoResult:
     probe, gaussian, steps = _refit(cfg, choice, rows, x, y, c, h, device, probe_info["C"])
     head = compose(cfg.head, choice, gaussian, probe, c)
     heldout = _heldout_outputs(choice, x, oof_a, oof_shipped, oof_mean, oof_var)
-    dist = _fold_distances(choice, rows, x, folds, fold_heads, oof_mean) if joint else None
+    dist = _fold_distances(choice, rows, x, folds, fold_heads, oof_mean, outputs) if joint else None
     report = {
         "mode": "cross-validation",
         "folds": k,

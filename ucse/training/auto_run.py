@@ -21,8 +21,8 @@ from ucse.backbone.states import TokenStates
 from ucse.config import HeadType, TrainConfig
 from ucse.config.run_layout import RunFolder
 from ucse.heads import save_head
-from ucse.heads.outputs import Outputs, run_head
-from ucse.training.auto import WEIGHTS, fit_auto, fit_probe_head
+from ucse.heads.outputs import Outputs
+from ucse.training.auto import WEIGHTS, fit_auto, fit_probe_head, predict_outputs
 from ucse.training.logreg import probe_features
 
 
@@ -59,7 +59,7 @@ def fit_auto_run(
     for split, key in (("validation", "val"), ("test", "test")):
         if len(labels[split]) == 0:  # data.test_fraction=0: no test split, no test figures
             continue
-        metrics[key] = _scores(run_head(head, states[split]).logits, labels[split])
+        metrics[key] = _scores(predict_outputs(cfg, device)(head, states[split]).logits, labels[split])
     if heldout is not None:  # the validation rows trained the head: report the held-out estimate
         if estimate is not None:  # the selection's own out-of-fold predictions (see AutoResult)
             metrics["val"] = {**_scores(estimate, heldout_labels), "estimate": "cross-validated"}
