@@ -130,7 +130,7 @@ class UcseModule(L.LightningModule):
 
     def _step_terms(self, hidden: torch.Tensor, mask: torch.Tensor, y: torch.Tensor) -> tuple:
         """:meth:`_terms`, through ``torch.compile`` when ``optim.compile_step`` and until it fails once."""
-        if getattr(self.optim_cfg, "compile_step", False) and self._compiled is not False:
+        if self.optim_cfg.compile_step and self._compiled is not False:
             # imported here: torch._dynamo adds ~1 s to every import of this module that never compiles
             import torch._dynamo.exc
 
