@@ -9,7 +9,8 @@ and precision / recall of the rows the summary counts (own label under ``DOUBT``
 rows by a tuned logistic regression's cross-validated probabilities on the same frozen pooled vectors
 (unit-normalised, C by ``LogisticRegressionCV`` on all the rows, then 5-fold ``cross_val_predict``: the
 practitioner's version of the same idea; the C choice sees every fold, which favours the baseline).
-``--rate 0`` measures the share of clean rows the summary would count.
+``--rate 0`` measures the share of clean rows the summary would count. Each run is then reviewed whole by
+``ucse review`` (every row outside test, cross-fitted probes at the run's C), scored the same way.
 
     UCSE_DATA_DIR=../shared/data python bench/label_review.py --shots 8 32 --seeds 0 1 2
 
@@ -95,6 +96,17 @@ def run_row(task: str, shots: str, seed: int, rate: float, out: Path) -> dict:
     x = pooled[[at[t] for t in rows]].astype(np.float64)
     given = np.array([data.label_names.index(r["label"]) for r in review])
     row["logreg"] = scores(logreg_doubt(x, given, seed), flipped, DOUBT)
+    # `ucse review`: every row outside test, by cross-fitted probes at the run's C
+    from ucse.uncertainty.review_run import review_run
+
+    t0 = time.perf_counter()
+    path, _ = review_run(run, data=data)
+    every_row = list(csv_rows(path))
+    row["all_rows_s"] = time.perf_counter() - t0
+    flipped_all = np.array([was_flipped[r["text"]] for r in every_row])
+    doubt_all = np.array([float(r["p_label"]) for r in every_row])
+    row["all_rows"] = {"n_rows": len(every_row), "n_flipped": int(flipped_all.sum())}
+    row["all_rows"] |= scores(doubt_all, flipped_all, DOUBT)
     return row
 
 
@@ -108,25 +120,33 @@ def csv_rows(path: Path):
 def table(rows: list[dict]) -> str:
     head = (
         "| task | per class | noise | seeds | rows (flipped) | AUROC ucse / logreg |"
-        " precision@k ucse / logreg | counted (share) | counted precision / recall |\n|" + "---|" * 9
+        " precision@k ucse / logreg | counted (share) | counted precision / recall |"
+        " `ucse review`: rows (flipped), AUROC, counted precision / recall, s |\n|" + "---|" * 10
     )
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
-        groups.setdefault((r["task"], int(r["shots"]), r["rate"]), []).append(r)
+        groups.setdefault((r["task"], str(r["shots"]), r["rate"]), []).append(r)
     lines = [head]
+
+    def m(ms, key):
+        vals = [x[key] for x in ms if x.get(key) is not None]
+        return float(np.mean(vals)) if vals else float("nan")
+
     for (task, shots, rate), rs in sorted(groups.items()):
         u, g = [r["ucse"] for r in rs], [r["logreg"] for r in rs]
-
-        def m(ms, key):
-            vals = [x[key] for x in ms if x.get(key) is not None]
-            return float(np.mean(vals)) if vals else float("nan")
-
+        a = [r["all_rows"] for r in rs if "all_rows" in r]
+        every = (
+            f"{m(a, 'n_rows'):.0f} ({m(a, 'n_flipped'):.1f}), {m(a, 'auroc'):.3f}, "
+            f"{m(a, 'counted_precision'):.3f} / {m(a, 'counted_recall'):.3f}, {m(rs, 'all_rows_s'):.1f}"
+            if a
+            else "—"
+        )
         lines.append(
             f"| {task.removesuffix('Classification')} | {shots} | {rate:g} | {len(rs)} | "
             f"{m(rs, 'n_rows'):.0f} ({m(rs, 'n_flipped'):.1f}) | {m(u, 'auroc'):.3f} / {m(g, 'auroc'):.3f} | "
             f"{m(u, 'precision_at_k'):.3f} / {m(g, 'precision_at_k'):.3f} | "
             f"{m(u, 'counted'):.1f} ({100 * m(u, 'counted_share'):.1f} %) | "
-            f"{m(u, 'counted_precision'):.3f} / {m(u, 'counted_recall'):.3f} |"
+            f"{m(u, 'counted_precision'):.3f} / {m(u, 'counted_recall'):.3f} | {every} |"
         )
     return "\n".join(lines)
 

@@ -18,6 +18,10 @@ COMMANDS = {
         "ucse.cli.calibrate",
         "refit a run's uncertainty profile (abstention target, sets...) in seconds, no retraining",
     ),
+    "review": (
+        "ucse.cli.review",
+        "rank every labelled row of a run by how much cross-fitted probes doubt its label",
+    ),
     "predict": (
         "ucse.cli.predict",
         "label texts with a trained run: label, confidence, uncertainty, abstain, probs",

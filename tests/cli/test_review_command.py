@@ -1,0 +1,94 @@
+"""``ucse review``: every labelled row outside test ranked by cross-fitted probes, planted label errors first;
+never replaces a file; bad options answer in one line; the run's C read back from metrics.json safely."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+from toy_tasks import own_rows, train_rows
+
+from ucse.cli.main import main
+from ucse.config import from_yaml
+from ucse.data import load_classification
+from ucse.uncertainty.review_run import ALL_ROWS, run_probe_c
+
+
+def _read(path: Path) -> list[dict]:
+    with path.open(newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+@pytest.fixture(scope="module")
+def flipped_run(tmp_path_factory, tiny_bert_dir):
+    """A head=logreg run on 240 rows of which six keep their cue word but carry the next label."""
+    tmp = tmp_path_factory.mktemp("review")
+    rows = own_rows(240, seed=3)
+    names = sorted({r["label"] for r in rows})
+    planted = {}
+    for i in range(0, 240, 40):
+        planted[rows[i]["text"]] = rows[i]["label"]
+        rows[i] = {**rows[i], "label": names[(names.index(rows[i]["label"]) + 1) % len(names)]}
+    train_rows(tmp, tiny_bert_dir, rows, "head=logreg")
+    return tmp / "run", planted
+
+
+def test_every_labelled_row_is_ranked_and_the_planted_errors_lead(flipped_run, capsys):
+    run, planted = flipped_run
+    assert main(["review", f"run={run}"]) == 0
+    assert str(run / ALL_ROWS) in capsys.readouterr().out
+    review = _read(run / ALL_ROWS)
+    cfg = from_yaml(run / "config.yaml")
+    data = load_classification(cfg.task, cfg.data, cfg.seed)
+    held = data.texts("train") + data.texts("validation")
+    assert sorted(r["text"] for r in review) == sorted(held)  # every row outside test, once
+    assert len(held) > len(_read(run / "label_review.csv"))  # more than the run's own review (validation)
+    assert [int(r["rank"]) for r in review] == list(range(1, len(review) + 1))
+    p = [float(r["p_label"]) for r in review]
+    assert p == sorted(p)  # most doubtful first
+    # The planted rows that fall outside test lead: AUROC of their ranks >= 0.9 (random order: 0.5), and
+    # the suggestion is their true label.
+    ranks = [i for i, r in enumerate(review) if r["text"] in planted]
+    assert len(ranks) >= 4
+    auroc = np.mean([[a < b for b in range(len(review)) if b not in ranks] for a in ranks])
+    assert auroc >= 0.9
+    assert all(review[i]["suggested"] == planted[review[i]["text"]] for i in ranks)
+
+
+def test_an_existing_file_is_never_replaced_and_bad_options_answer_in_one_line(flipped_run, capsys, tmp_path):
+    run, _ = flipped_run
+    mine = tmp_path / "mine.csv"
+    mine.write_text("mine\n")
+    for argv, said in (
+        ([f"run={run}", f"out={mine}"], "already exists; nothing was written"),
+        ([f"run={run}", "folds=1", f"out={tmp_path / 'a.csv'}"], "folds=1: give an integer >= 2"),
+        ([f"run={run}", "folds=five"], "folds=five: give an integer >= 2"),
+        ([f"run={run}", "fold=3"], "Did you mean 'folds'?"),
+        (["out=x.csv"], "review needs run=<run folder>"),
+        ([f"run={tmp_path / 'none'}"], str(tmp_path / "none")),
+    ):
+        capsys.readouterr()
+        assert main(["review", *argv]) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert said in err and len(err.splitlines()) == 1, err
+    assert mine.read_text() == "mine\n"
+    assert not (tmp_path / "a.csv").exists()
+    assert main(["review", f"run={run}", f"out={tmp_path / 'b.csv'}", "folds=3"]) == 0
+    assert len(_read(tmp_path / "b.csv")) == len(_read(run / ALL_ROWS))
+
+
+def test_the_runs_c_is_read_back_only_when_it_is_a_positive_number():
+    assert run_probe_c({"selection": {"probe": {"C": 31.6}}}) == 31.6
+    assert run_probe_c({"probe": {"C": 3}}) == 3.0
+    for bad in (
+        {},
+        {"probe": {"C": -1}},
+        {"probe": {"C": float("nan")}},
+        {"probe": {"C": True}},
+        {"probe": {"C": "10"}},
+        {"selection": "x"},
+        {"probe": None},
+    ):
+        assert run_probe_c(bad) is None, bad
