@@ -4,6 +4,8 @@ never replaces a file; bad options answer in one line; the run's C read back fro
 from __future__ import annotations
 
 import csv
+import logging
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +21,13 @@ from ucse.uncertainty.review_run import ALL_ROWS, run_probe_c
 def _read(path: Path) -> list[dict]:
     with path.open(newline="", encoding="utf-8") as fh:
         return list(csv.DictReader(fh))
+
+
+def _held_texts(run: Path) -> list[str]:
+    """Every labelled text of the run outside test."""
+    cfg = from_yaml(run / "config.yaml")
+    data = load_classification(cfg.task, cfg.data, cfg.seed)
+    return data.texts("train") + data.texts("validation")
 
 
 @pytest.fixture(scope="module")
@@ -40,9 +49,7 @@ def test_every_labelled_row_is_ranked_and_the_planted_errors_lead(flipped_run, c
     assert main(["review", f"run={run}"]) == 0
     assert str(run / ALL_ROWS) in capsys.readouterr().out
     review = _read(run / ALL_ROWS)
-    cfg = from_yaml(run / "config.yaml")
-    data = load_classification(cfg.task, cfg.data, cfg.seed)
-    held = data.texts("train") + data.texts("validation")
+    held = _held_texts(run)
     assert sorted(r["text"] for r in review) == sorted(held)  # every row outside test, once
     assert len(held) > len(_read(run / "label_review.csv"))  # more than the run's own review (validation)
     assert [int(r["rank"]) for r in review] == list(range(1, len(review) + 1))
@@ -76,7 +83,7 @@ def test_an_existing_file_is_never_replaced_and_bad_options_answer_in_one_line(f
     assert mine.read_text() == "mine\n"
     assert not (tmp_path / "a.csv").exists()
     assert main(["review", f"run={run}", f"out={tmp_path / 'b.csv'}", "folds=3"]) == 0
-    assert len(_read(tmp_path / "b.csv")) == len(_read(run / ALL_ROWS))
+    assert sorted(r["text"] for r in _read(tmp_path / "b.csv")) == sorted(_held_texts(run))
 
 
 def test_the_runs_c_is_read_back_only_when_it_is_a_positive_number():
@@ -92,3 +99,14 @@ def test_the_runs_c_is_read_back_only_when_it_is_a_positive_number():
         {"probe": None},
     ):
         assert run_probe_c(bad) is None, bad
+
+
+def test_an_unreadable_metrics_file_only_means_the_c_is_chosen_again(flipped_run, tmp_path, caplog):
+    run, _ = flipped_run
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy, ignore=shutil.ignore_patterns(ALL_ROWS))
+    (copy / "metrics.json").write_text("{bad")
+    with caplog.at_level(logging.WARNING, logger="ucse.uncertainty.review_run"):
+        assert main(["review", f"run={copy}"]) == 0
+    assert "metrics.json is unreadable" in caplog.text and "chosen by cross-validation" in caplog.text
+    assert sorted(r["text"] for r in _read(copy / ALL_ROWS)) == sorted(_held_texts(run))

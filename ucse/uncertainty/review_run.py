@@ -15,6 +15,7 @@ not applied here).
 from __future__ import annotations
 
 import json
+import logging
 import math
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,8 @@ from ucse.training.logreg import SOLVER, cv_folds, fit_probe, probe_features
 from ucse.training.run import build_states, resolve_device
 from ucse.uncertainty.label_review import write_label_review
 
+log = logging.getLogger(__name__)
+
 ALL_ROWS = "label_review_all.csv"
 """The default file name, beside the run's own ``label_review.csv``."""
 
@@ -49,6 +52,16 @@ def run_probe_c(metrics: dict) -> float | None:
         if isinstance(c, (int, float)) and not isinstance(c, bool) and math.isfinite(c) and c > 0:
             return float(c)
     return None
+
+
+def _read_metrics(path: Path) -> dict:
+    """The run's ``metrics.json``, or ``{}`` (with a warning) where it is missing or unreadable."""
+    try:
+        metrics = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        log.warning("%s is unreadable (%s): the probe's C is chosen by cross-validation instead.", path, err)
+        return {}
+    return metrics if isinstance(metrics, dict) else {}
 
 
 def review_run(
@@ -90,8 +103,7 @@ def review_run(
     x = np.concatenate([probe_features(states[s], cfg.backbone.pooling) for s in ("train", "validation")])
     y = np.concatenate([data.labels("train"), data.labels("validation")])
     texts = data.texts("train") + data.texts("validation")
-    metrics = json.loads(folder.metrics.read_text()) if folder.metrics.is_file() else {}
-    c_value = run_probe_c(metrics if isinstance(metrics, dict) else {})
+    c_value = run_probe_c(_read_metrics(folder.metrics))
     if c_value is None:  # a run without a probe (recipe=paper): C by cross-validation, as head=logreg does
         _, info = fit_probe(x, y, data.num_classes, cfg.head.logreg_folds, cfg.seed, cfg.head.logreg_max_iter)
         c_value = info["C"]
