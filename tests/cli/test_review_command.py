@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import csv
 import logging
+import math
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import StratifiedKFold
 from toy_tasks import own_rows, train_rows
 
 from ucse.cli.main import main
 from ucse.config import from_yaml
 from ucse.data import load_classification
-from ucse.uncertainty.review_run import ALL_ROWS, run_probe_c
+from ucse.uncertainty.review_run import ALL_ROWS, cross_fitted_probs, run_probe_c
 
 
 def _read(path: Path) -> list[dict]:
@@ -110,3 +113,24 @@ def test_an_unreadable_metrics_file_only_means_the_c_is_chosen_again(flipped_run
         assert main(["review", f"run={copy}"]) == 0
     assert "metrics.json is unreadable" in caplog.text and "chosen by cross-validation" in caplog.text
     assert sorted(r["text"] for r in _read(copy / ALL_ROWS)) == sorted(_held_texts(run))
+
+
+def test_cross_fitted_probabilities_by_hand_and_a_label_of_one_row():
+    # Three labels of 30 rows around their own direction, and a fourth label with a single row.
+    rng = np.random.default_rng(0)
+    centres = rng.normal(size=(4, 8))
+    y = np.array([0] * 30 + [1] * 30 + [2] * 30 + [3])
+    x = centres[y] + 0.8 * rng.normal(size=(len(y), 8))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    probs, t = cross_fitted_probs(x, y, 1.0, 3, 0, 1000)
+    assert probs.shape == (len(y), 4) and np.isfinite(probs).all() and math.isfinite(t) and t > 0
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-12)
+    assert probs[-1, 3] == 0.0  # no other row of its label: nothing vouches for it, it ranks first
+    # The other rows: the same folds' regressions by hand (sklearn), log-probabilities over the temperature.
+    folds = StratifiedKFold(3, shuffle=True, random_state=0).split(x, y)
+    logp = np.full((len(y), 4), -np.inf)
+    for tr, te in folds:
+        clf = LogisticRegression(C=1.0, solver="newton-cg", max_iter=1000).fit(x[tr], y[tr])
+        logp[np.ix_(te, clf.classes_)] = clf.predict_log_proba(x[te])
+    want = np.exp(logp[:-1] / t - np.logaddexp.reduce(logp[:-1] / t, axis=1, keepdims=True))
+    np.testing.assert_allclose(probs[:-1], want, atol=1e-9)

@@ -10,9 +10,9 @@ regression on the run's frozen pooled embeddings (its cached states: no backbone
 there), at the run's C, scores each of ``folds`` stratified folds from the others; the out-of-fold
 probabilities, calibrated by one temperature, are ranked as in ``label_review.csv`` (columns rank, text,
 label, p_label, suggested, p_suggested; most doubtful first). Cost: ``folds`` probe fits (Banking77's
-10,003 rows: ~13 s on 2 cores). An existing file is never replaced. Besides ``run=``, ``out=`` and
-``folds=`` (default 5): ``data_root=`` (the data moved since training), ``trust_remote_code=true`` (the
-backbone's own model code; only from you).
+10,003 rows: ~11 s of fits, ~18 s in all, on 2 cores). An existing file is never replaced. Besides
+``run=``, ``out=`` and ``folds=`` (default 5): ``data_root=`` (the data moved since training),
+``trust_remote_code=true`` (the backbone's own model code; only from you).
 """
 
 from __future__ import annotations

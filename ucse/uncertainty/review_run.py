@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,9 @@ log = logging.getLogger(__name__)
 
 ALL_ROWS = "label_review_all.csv"
 """The default file name, beside the run's own ``label_review.csv``."""
+LOG_FLOOR = -1e4
+"""Out-of-fold log-probabilities are floored here: scikit-learn fills a label a fold never saw with the float
+minimum, whose division by a temperature overflows."""
 
 
 def run_probe_c(metrics: dict) -> float | None:
@@ -108,10 +112,37 @@ def review_run(
         _, info = fit_probe(x, y, data.num_classes, cfg.head.logreg_folds, cfg.seed, cfg.head.logreg_max_iter)
         c_value = info["C"]
     k = cv_folds(y, folds)
-    probe = LogisticRegression(C=c_value, solver=SOLVER, max_iter=cfg.head.logreg_max_iter)
-    cv = StratifiedKFold(k, shuffle=True, random_state=cfg.seed)
-    logits = cross_val_predict(probe, x, y, cv=cv, method="predict_log_proba")  # (N, C) out of fold
-    t = fit_temperature(logits, y)
-    probs = softmax(logits / t, axis=1)
+    probs, t = cross_fitted_probs(x, y, c_value, k, cfg.seed, cfg.head.logreg_max_iter)
     info = write_label_review(target, texts, y, probs, list(data.label_names))
     return target, {**info, "C": c_value, "folds": k, "temperature": t}
+
+
+def cross_fitted_probs(
+    x: np.ndarray, y: np.ndarray, c_value: float, folds: int, seed: int, max_iter: int
+) -> tuple[np.ndarray, float]:
+    """(N, C) out-of-fold probabilities of a logistic regression at ``c_value``, temperature-calibrated.
+
+    Args:
+        x: (N, H) unit vectors.
+        y: (N,) label ids 0..C-1, every id present.
+        c_value: the regression's C.
+        folds: stratified folds (each row scored by the regression fitted on the others).
+        seed: the folds' shuffle seed.
+        max_iter: the solver's iterations.
+
+    Returns:
+        (the probabilities, the temperature). A label whose rows all fall in one fold (a label with one row)
+        is missing from the other folds' regressions: its rows get probability 0 for it (nothing else vouches
+        for them; they rank first) and take no part in the temperature's fit.
+    """
+    probe = LogisticRegression(C=c_value, solver=SOLVER, max_iter=max_iter)
+    cv = StratifiedKFold(folds, shuffle=True, random_state=seed)
+    # (N, C) out of fold; a label a fold's regression never saw gets the float minimum in that fold's rows
+    with warnings.catch_warnings():  # said in the docstring; the summary counts such rows among the doubted
+        warnings.filterwarnings("ignore", message="The least populated class in y has only")
+        warnings.filterwarnings("ignore", message="Number of classes in training fold")
+        logp = cross_val_predict(probe, x, y, cv=cv, method="predict_log_proba")
+    logp = np.maximum(logp, LOG_FLOOR)  # exp(-1e4 / T) is 0 for any T the fit can reach
+    seen = logp[np.arange(len(y)), y] > LOG_FLOOR
+    t = fit_temperature(logp[seen], y[seen]) if seen.any() else 1.0
+    return softmax(logp / t, axis=1), t
