@@ -213,7 +213,13 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
     }
     review = profile.info.get("label_review") if profile is not None else None
     if isinstance(review, dict):  # the count beside the file, not a line of its own
-        shown[run.label_review] += f" ({review_note(review)})"
+        # a large set's review holds its validation slice alone: say how to rank every labelled row
+        labelled = sum(v for k, v in sizes.items() if k in ("train", "validation") and isinstance(v, int))
+        rows = review.get("rows")
+        more = ""
+        if isinstance(rows, int) and labelled > rows:
+            more = f"; `ucse review run={run_dir}` ranks all {labelled}"
+        shown[run.label_review] += f" ({review_note(review)}{more})"
     extra = ", ".join(name for p, name in shown.items() if p.exists())
     lines.append(f"files: {run.metrics}, {run.head} (head + calibration), {extra}")
     lines.append(

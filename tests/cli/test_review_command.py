@@ -18,6 +18,7 @@ from toy_tasks import own_rows, train_rows
 from ucse.cli.main import main
 from ucse.config import from_yaml
 from ucse.data import load_classification
+from ucse.summary import train_summary
 from ucse.uncertainty.review_run import ALL_ROWS, cross_fitted_probs, run_probe_c
 
 
@@ -43,7 +44,11 @@ def flipped_run(tmp_path_factory, tiny_bert_dir):
     for i in range(0, 240, 40):
         planted[rows[i]["text"]] = rows[i]["label"]
         rows[i] = {**rows[i], "label": names[(names.index(rows[i]["label"]) + 1) % len(names)]}
-    train_rows(tmp, tiny_bert_dir, rows, "head=logreg")
+    result, profile = train_rows(tmp, tiny_bert_dir, rows, "head=logreg")
+    # the run's own review holds its validation slice: the summary points at the command for every row
+    files = train_summary(tmp / "run", result.metrics, profile).splitlines()[-2]
+    held = len(_held_texts(tmp / "run"))
+    assert files.endswith(f"; `ucse review run={tmp / 'run'}` ranks all {held})"), files
     return tmp / "run", planted
 
 
