@@ -132,6 +132,14 @@ def review_note(review: dict) -> str:
     )
 
 
+def _rereadable(run: RunFolder) -> bool:
+    """Whether commands can read the run's data again (not rows passed in memory), as ``ucse review`` must."""
+    from ucse.config import from_yaml
+    from ucse.core.run_folder import reads_back_data
+
+    return run.config.is_file() and reads_back_data(from_yaml(run.config))
+
+
 def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
     """What ``ucse train`` prints: test/validation scores, the uncertainty profile, the run's files."""
     test, val = metrics.get("test"), metrics.get("val", {})
@@ -217,7 +225,7 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
         labelled = sum(v for k, v in sizes.items() if k in ("train", "validation") and isinstance(v, int))
         rows = review.get("rows")
         more = ""
-        if isinstance(rows, int) and labelled > rows:
+        if isinstance(rows, int) and labelled > rows and _rereadable(run):
             more = f"; `ucse review run={run_dir}` ranks all {labelled}"
         shown[run.label_review] += f" ({review_note(review)}{more})"
     extra = ", ".join(name for p, name in shown.items() if p.exists())

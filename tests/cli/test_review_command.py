@@ -139,3 +139,23 @@ def test_cross_fitted_probabilities_by_hand_and_a_label_of_one_row():
         logp[np.ix_(te, clf.classes_)] = clf.predict_log_proba(x[te])
     want = np.exp(logp[:-1] / t - np.logaddexp.reduce(logp[:-1] / t, axis=1, keepdims=True))
     np.testing.assert_allclose(probs[:-1], want, atol=1e-9)
+
+
+def test_a_run_trained_in_memory_is_refused_clearly_and_not_offered(tiny_bert_dir, tmp_path, capsys):
+    import ucse
+
+    rows = own_rows(120, seed=2)
+    backbone = {"model": str(tiny_bert_dir), "name": "tiny-bert", "precision": "fp32"}
+    clf = ucse.train(
+        ([r["text"] for r in rows], [r["label"] for r in rows]),
+        backbone=backbone,
+        head="logreg",
+        output_dir=str(tmp_path / "mem"),
+        progress_bar=False,
+        device="cpu",
+    )
+    assert "ucse review" not in capsys.readouterr().out  # its summary does not offer what would be refused
+    assert main(["review", f"run={clf.run_dir_}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "passed in memory, which review cannot read back" in err and len(err.splitlines()) == 1
+    assert not (clf.run_dir_ / ALL_ROWS).exists()

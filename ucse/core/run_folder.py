@@ -10,6 +10,7 @@ import json
 import logging
 from pathlib import Path
 
+from ucse.config import ConfigError, TrainConfig
 from ucse.config.run_layout import RunFolder
 from ucse.data.tasks import TaskData, changed_splits
 from ucse.heads.io import CONFIG_FILE, WEIGHTS_FILE
@@ -67,3 +68,21 @@ def check_same_splits(run: Path, data: TaskData, splits: tuple[str, ...], refuse
             "the data as they are now (ucse train ... overwrite=true), or restore the data it was trained on."
         )
     log.warning("%s: the figures below are for the rows given now.", message)
+
+
+def reads_back_data(cfg: TrainConfig, data_root: str | None = None) -> bool:
+    """Whether a run's data can be read again from its config (a file, a task folder or the hub).
+
+    A run trained on rows passed in memory (``ucse.train((texts, labels))``) records no source: commands that
+    reread the data (``ucse calibrate``, ``ucse review``) cannot serve it.
+    """
+    return cfg.data.path is not None or cfg.task.hf_path is not None or bool(data_root or cfg.data.root)
+
+
+def refuse_memory_data(run: Path, cfg: TrainConfig, data_root: str | None, command: str, fix: str) -> None:
+    """Raise, naming the run, ``command`` and ``fix``, when the run's data cannot be read back."""
+    if not reads_back_data(cfg, data_root):
+        raise ConfigError(
+            f"run={run} was trained on data passed in memory, which {command} cannot read back; {fix}, or "
+            "retrain from a file (data.path=...)."
+        )

@@ -32,7 +32,7 @@ from ucse.config.uncertainty import (
     check_uncertainty_config,
 )
 from ucse.core.encoder import EncodedBatch, UcseEncoder
-from ucse.core.run_folder import check_same_splits, finished_run
+from ucse.core.run_folder import check_same_splits, finished_run, refuse_memory_data
 from ucse.data import TaskData, load_classification
 from ucse.training.auto_run import read_heldout
 from ucse.training.run import build_states, resolve_device
@@ -351,15 +351,8 @@ def refit_run_profile(
     if asks_error and not any(t.startswith("uncertainty.abstain.coverage=") for t in overrides):
         ucfg.abstain.coverage = None  # an error target replaces the run's coverage rule (coverage wins)
     check_uncertainty_config(ucfg)
-    if (
-        train_cfg.data.path is None
-        and train_cfg.task.hf_path is None
-        and not (data_root or train_cfg.data.root)
-    ):
-        raise ConfigError(
-            f"run={run} was trained on data passed in memory, which calibrate cannot read back; refit from "
-            "Python with ucse.uncertainty.fit.fit_profile, or retrain from a file (data.path=...)."
-        )
+    fix = "refit from Python with ucse.uncertainty.fit.fit_profile"
+    refuse_memory_data(run, train_cfg, data_root, "calibrate", fix)
     recorded_root = train_cfg.data.root
     if data_root:
         train_cfg.data.root = data_root

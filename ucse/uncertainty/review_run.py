@@ -26,10 +26,10 @@ from scipy.special import softmax
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold, cross_val_predict
 
-from ucse.backbone.encoder import FrozenBackbone
 from ucse.config import ConfigError, from_yaml
 from ucse.config.run_layout import RunFolder
-from ucse.core.run_folder import check_same_splits, finished_run
+from ucse.core.encoder import UcseEncoder
+from ucse.core.run_folder import check_same_splits, finished_run, refuse_memory_data
 from ucse.data import TaskData, load_classification
 from ucse.losses.temperature import fit_temperature
 from ucse.training.logreg import SOLVER, cv_folds, fit_probe, probe_features
@@ -97,13 +97,19 @@ def review_run(
     if target.exists():
         raise ConfigError(f"{target} already exists; nothing was written. Pass out=<a new file>.")
     cfg = from_yaml(folder.config)
+    if data is None:
+        fix = "review from Python with ucse.uncertainty.review_run.review_run(run, data=...)"
+        refuse_memory_data(run, cfg, data_root, "review", fix)
     if data_root:
         cfg.data.root = data_root
     data = data if data is not None else load_classification(cfg.task, cfg.data, cfg.seed)
     check_same_splits(run, data, ("train", "validation"), refuse=True)
-    cfg.backbone.trust_remote_code = trust_remote_code  # the caller's choice; a stored value never counts
-    backbone = FrozenBackbone(cfg.backbone, resolve_device(cfg.accelerator), instruction=cfg.task.instruction)
-    states, _ = build_states(cfg, backbone, data)  # the run's cache entry: no backbone pass when it is there
+    # the run's own backbone, as every command loads it (its weights' fingerprint checked; the model code
+    # only on the caller's word)
+    encoder = UcseEncoder.from_dir(
+        folder.head, device=resolve_device(cfg.accelerator), trust_remote_code=trust_remote_code
+    )
+    states, _ = build_states(cfg, encoder.backbone, data)  # the run's cache entry: no pass when it is there
     x = np.concatenate([probe_features(states[s], cfg.backbone.pooling) for s in ("train", "validation")])
     y = np.concatenate([data.labels("train"), data.labels("validation")])
     texts = data.texts("train") + data.texts("validation")
