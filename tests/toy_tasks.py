@@ -143,3 +143,23 @@ def train_rows(tmp: Path, tiny_bert_dir: Path, rows: list[dict], *extra: str):
         ]
     )
     return run_training(cfg)
+
+
+def train_in_memory(tmp: Path, tiny_bert_dir: Path):
+    """``ucse.train`` on 120 own rows passed as (texts, labels), the tiny BERT's probe, into ``tmp/mem``.
+
+    Returns:
+        The fitted ``UcseClassifier`` (its run folder records no data source to read again).
+    """
+    import ucse
+
+    rows = own_rows(120, seed=2)
+    backbone = {"model": str(tiny_bert_dir), "name": "tiny-bert", "precision": "fp32"}
+    return ucse.train(
+        ([r["text"] for r in rows], [r["label"] for r in rows]),
+        backbone=backbone,
+        head="logreg",
+        output_dir=str(tmp / "mem"),
+        progress_bar=False,
+        device="cpu",
+    )

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from toy_tasks import own_rows, write_rows
+from toy_tasks import own_rows, train_in_memory, write_rows
 
 from ucse.cli.main import main
 from ucse.config import build_config, from_yaml
@@ -116,18 +116,7 @@ def test_bad_arguments_are_one_line_and_change_nothing(tickets, tmp_path, capsys
 
 
 def test_a_run_trained_in_memory_is_refused_clearly(tiny_bert_dir, tmp_path, capsys):
-    import ucse
-
-    rows = own_rows(120, seed=2)
-    backbone = {"model": str(tiny_bert_dir), "name": "tiny-bert", "precision": "fp32"}
-    clf = ucse.train(
-        ([r["text"] for r in rows], [r["label"] for r in rows]),
-        backbone=backbone,
-        head="logreg",
-        output_dir=str(tmp_path / "mem"),
-        progress_bar=False,
-        device="cpu",
-    )
+    clf = train_in_memory(tmp_path, tiny_bert_dir)
     assert main(["calibrate", f"run={clf.run_dir_}", "uncertainty.abstain.coverage=0.5"]) == 2
     assert "in memory" in capsys.readouterr().err
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold
-from toy_tasks import own_rows, train_rows
+from toy_tasks import own_rows, train_in_memory, train_rows
 
 from ucse.cli.main import main
 from ucse.config import from_yaml
@@ -142,18 +142,7 @@ def test_cross_fitted_probabilities_by_hand_and_a_label_of_one_row():
 
 
 def test_a_run_trained_in_memory_is_refused_clearly_and_not_offered(tiny_bert_dir, tmp_path, capsys):
-    import ucse
-
-    rows = own_rows(120, seed=2)
-    backbone = {"model": str(tiny_bert_dir), "name": "tiny-bert", "precision": "fp32"}
-    clf = ucse.train(
-        ([r["text"] for r in rows], [r["label"] for r in rows]),
-        backbone=backbone,
-        head="logreg",
-        output_dir=str(tmp_path / "mem"),
-        progress_bar=False,
-        device="cpu",
-    )
+    clf = train_in_memory(tmp_path, tiny_bert_dir)
     assert "ucse review" not in capsys.readouterr().out  # its summary does not offer what would be refused
     assert main(["review", f"run={clf.run_dir_}"]) == 2
     err = capsys.readouterr().err.strip()
