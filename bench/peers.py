@@ -18,8 +18,9 @@ the full train + validation splits) and each seed, on the official test split:
   Budget: ``--setfit-iterations`` pairs per text (20, the SetFit paper's setting), 1 epoch, batch 16; SetFit
   1.x's default sampling pairs every negative pair (~190k at 8 examples of 77 classes: hours on 2 cores).
 
-Each row is saved as JSON under ``<out>/rows`` (a rerun skips rows already there) and the table is printed
-and written to ``<out>/peers.md``.
+Each row is saved as JSON under ``<out>/rows`` (a rerun skips rows already there), its test probabilities
+under ``<out>/probs`` (for the table's paired ECE comparison), and the table is printed and written to
+``<out>/peers.md``.
 
     python bench/peers.py --tasks Banking77Classification --shots 8 32 full --seeds 0 1 2
 """
@@ -39,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peers_table import table  # noqa: E402
+from peers_table import ece, ece_floor, table  # noqa: E402
 
 TASKS = [
     "AmazonCounterfactualClassification",
@@ -71,23 +72,8 @@ def sample(texts: list[str], y: np.ndarray, shots: str, seed: int) -> tuple[list
     return [texts[i] for i in keep], y[keep]
 
 
-def ece(probs: np.ndarray, y: np.ndarray) -> float:
-    """Top-label expected calibration error, 15 equal-width bins (torchmetrics).
-
-    In float64, as ucse computes it: probabilities that differ below float32's resolution (a very high
-    temperature) would otherwise tie, and torchmetrics' argmax of a tie is class 0, not the prediction.
-    """
-    import torch
-    from torchmetrics.functional.classification import multiclass_calibration_error
-
-    return float(
-        multiclass_calibration_error(
-            torch.as_tensor(probs, dtype=torch.float64), torch.as_tensor(y), probs.shape[1], n_bins=15
-        )
-    )
-
-
 def scores(probs: np.ndarray, y: np.ndarray) -> dict:
+    """Accuracy, macro-F1, ECE, and the ECE a perfectly calibrated model shows here (:func:`ece_floor`)."""
     from sklearn.metrics import accuracy_score, f1_score
 
     pred = probs.argmax(1)
@@ -95,6 +81,7 @@ def scores(probs: np.ndarray, y: np.ndarray) -> dict:
         "accuracy": float(accuracy_score(y, pred)),
         "f1_macro": float(f1_score(y, pred, average="macro")),
         "ece": ece(probs, y),
+        "ece_floor": ece_floor(probs),
     }
 
 
@@ -162,7 +149,8 @@ def features(task: str, split: str, texts: list[str], cache: Path) -> np.ndarray
     return np.stack([lookup[t] for t in texts])
 
 
-def run_logreg(task, train, test, seed, cache) -> dict:
+def run_logreg(task, train, test, seed, cache) -> tuple[np.ndarray, dict]:
+    """(N, C) test probabilities of the practitioner's tuned logistic regression, and its time and C."""
     from sklearn.linear_model import LogisticRegressionCV
     from sklearn.model_selection import StratifiedKFold
     from sklearn.pipeline import make_pipeline
@@ -175,18 +163,12 @@ def run_logreg(task, train, test, seed, cache) -> dict:
     clf = make_pipeline(Normalizer(), LogisticRegressionCV(Cs=10, cv=cv, max_iter=3000))
     clf.fit(x_tr, train["y"])
     probs = clf.predict_proba(x_te)
-    return {**scores(probs, test[1]), "train_s": time.perf_counter() - t0, "C": float(clf[-1].C_[0])}
+    return probs, {"train_s": time.perf_counter() - t0, "C": float(clf[-1].C_[0])}
 
 
 def num_classes(train: dict, test: tuple) -> int:
     """Classes of a task: every label id in the training rows or the test split."""
     return int(max(train["y"].max(), test[1].max())) + 1
-
-
-def run_setfit(train, test, seed, iterations) -> dict:
-    """SetFit on the same rows: contrastive fine-tuning of the body, then its default head (module doc)."""
-    full, info = setfit_probs(train, test, seed, iterations)
-    return {**scores(full, test[1]), **info}
 
 
 def setfit_probs(train, test, seed, iterations) -> tuple[np.ndarray, dict]:
@@ -282,7 +264,8 @@ def outputs_on_test(run, cfg, data):
     return enc, enc.run_states(states["test"])
 
 
-def run_ucse(task, train, test, seed, method, out) -> dict:
+def run_ucse(task, train, test, seed, method, out) -> tuple[np.ndarray, dict]:
+    """(N, C) calibrated test probabilities of ucse's ``method``, and its time and the head it shipped."""
     from ucse.uncertainty.profile import load_uncertainty_profile
 
     c = num_classes(train, test)
@@ -293,8 +276,9 @@ def run_ucse(task, train, test, seed, method, out) -> dict:
     prof = load_uncertainty_profile(run / "head", c)
     probs = prof.calibrator.probs(outputs.logits).numpy()
     m = result.metrics
-    return {
-        **scores(probs, data.labels("test")),
+    if not np.array_equal(np.asarray(data.labels("test")), test[1]):
+        raise SystemExit(f"{task}: ucse's test labels are not the split's (label ids remapped?)")
+    return probs, {
         "train_s": train_s,
         "head": m.get("head", cfg.head.type.value),
         "weight": m.get("selection", {}).get("weight"),
@@ -342,8 +326,10 @@ def main() -> None:
         _MODEL["folder"] = args.model
     (args.out / "rows").mkdir(parents=True, exist_ok=True)
     (args.out / "features").mkdir(parents=True, exist_ok=True)
+    (args.out / "probs").mkdir(parents=True, exist_ok=True)
     for task in args.tasks:
         test = read(task, "test")
+        np.save(args.out / "probs" / f"{task}-test-labels.npy", test[1])
         for shots in args.shots:
             for seed in args.seeds:
                 t_tr, y_tr = sample(*read(task, "train"), shots, seed)
@@ -359,12 +345,16 @@ def main() -> None:
                     if f.is_file():
                         continue
                     if method == "logreg":
-                        row = run_logreg(task, train, test, seed, args.out / "features")
+                        probs, info = run_logreg(task, train, test, seed, args.out / "features")
                     elif method == "setfit":
-                        row = run_setfit(train, test, seed, args.setfit_iterations)
+                        probs, info = setfit_probs(train, test, seed, args.setfit_iterations)
                     else:
-                        row = run_ucse(task, train, test, seed, method, args.out)
-                    row |= {
+                        probs, info = run_ucse(task, train, test, seed, method, args.out)
+                    # kept for the table's paired comparisons (peers_table.ece_gap)
+                    np.save(args.out / "probs" / f"{f.stem}.npy", probs.astype(np.float32))
+                    row = {
+                        **scores(probs, test[1]),
+                        **info,
                         "task": task,
                         "shots": shots,
                         "seed": seed,

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from scipy.stats import spearmanr
 
+from bench.peers_table import ece_floor
 from ucse.backbone.cache import SubsetStates
 from ucse.config import build_config, from_yaml
 from ucse.config.run_layout import RunFolder
@@ -40,7 +41,7 @@ from ucse.heads import bottleneck
 from ucse.training import train
 from ucse.training.auto_run import read_heldout
 from ucse.training.run import build_states, task_pool
-from ucse.uncertainty.calibration import calibration_metrics, ece
+from ucse.uncertainty.calibration import calibration_metrics
 from ucse.uncertainty.fit import fit_run_uncertainty
 from ucse.uncertainty.ood import fpr_at_tpr, ood_auroc
 from ucse.uncertainty.ood_detector import OodDetector
@@ -146,21 +147,6 @@ def ood_metrics(profile, detectors, encoder, out_in, states_out) -> dict:
     for name, det in detectors.items():  # the flag itself: share of OOD texts flagged at its threshold
         res[f"ood:{name}"]["flagged"] = float((s_out[f"ood:{name}"] > det.threshold).double().mean())
     return res
-
-
-def ece_floor(probs: np.ndarray, draws: int = 200, seed: int = 0) -> float:
-    """Mean ECE of a *perfectly calibrated* model with these confidences on this many texts.
-
-    Correctness is drawn as Bernoulli(confidence), so any ECE left is estimation noise: the floor below which
-    a measured ECE says nothing (0.023 for 670 texts at 90 % accuracy, 0.012 for 3080).
-    """
-    rng = np.random.default_rng(seed)
-    conf, pred = probs.max(1), probs.argmax(1)
-    out = []
-    for _ in range(draws):
-        ok = rng.uniform(size=len(conf)) < conf
-        out.append(ece(probs, np.where(ok, pred, (pred + 1) % probs.shape[1])))
-    return float(np.mean(out))
 
 
 def _full_pool_states(cfg, encoder):
