@@ -86,7 +86,11 @@ def machine() -> str:
 
 
 def table(out: Path) -> str:
-    """The rows under ``out/rows``, per task and size (means over seeds); also saved to ``out/peers.md``."""
+    """The rows under ``out/rows``, per task and size (means over seeds); also saved to ``out/peers.md``.
+
+    Train time: ucse's whole run (encoding its rows, selection, refit, profile, test outputs) against the
+    logistic regression's cross-validated fit on vectors already encoded.
+    """
     rows = [json.loads(p.read_text()) for p in sorted((out / "rows").glob("*.json"))]
     groups: dict = {}
     for r in rows:
@@ -95,8 +99,9 @@ def table(out: Path) -> str:
         f"machine: {machine()}",
         "",
         "| task | per class | seeds | auto acc / F1 / ECE (choice) | tuned logreg acc / F1 / ECE "
-        "| paper acc / F1 / ECE | auto - logreg | ECE floor auto / logreg | ECE auto - logreg (paired se) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| paper acc / F1 / ECE | auto - logreg | ECE floor auto / logreg | ECE auto - logreg (paired se) "
+        "| train s: auto run / logreg fit |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     deltas = []
     for (task, shots), m in sorted(groups.items()):
@@ -125,17 +130,19 @@ def table(out: Path) -> str:
             rs = [r["ece_floor"] for r in m.get(name, []) if "ece_floor" in r]
             return f"{np.mean(rs):.3f}" if rs else "—"
 
-        pairs = [
-            (f"{task}-{shots}-s{s}-auto", f"{task}-{shots}-s{s}-logreg")
-            for s in seeds
-            if {"auto", "logreg"} <= {r["method"] for r in rows if r["task"] == task and r["shots"] == shots}
-        ]
+        def seconds(name, key):
+            rs = [r[key] for r in m.get(name, []) if key in r]
+            return f"{np.mean(rs):.1f}" if rs else "—"
+
+        both = "auto" in m and "logreg" in m
+        pairs = [(f"{task}-{shots}-s{s}-auto", f"{task}-{shots}-s{s}-logreg") for s in seeds] if both else []
         gap = ece_gap(out, pairs) if pairs else None
         lines.append(
             f"| {task.replace('Classification', '')} | {shots} | {len(seeds)} | {auto} ({choice}) | {lr} "
             f"| {paper} | "
             f"{'' if d is None else f'{d:+.2f}'} | {floor('auto')} / {floor('logreg')} | "
-            f"{'—' if gap is None else f'{gap[0]:+.3f} ({gap[1]:.3f})'} |"
+            f"{'—' if gap is None else f'{gap[0]:+.3f} ({gap[1]:.3f})'} | "
+            f"{seconds('auto', 'train_s')} / {seconds('logreg', 'fit_s')} |"
         )
     if deltas:
         lines.append(
