@@ -60,12 +60,13 @@ def pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.2f} %"
 
 
-def prior_line(info: Any, run_dir: Path | str) -> str | None:
+def prior_line(info: Any, run_dir: Path | str | None) -> str | None:
     """The class-prior line of the summary: what ``balanced`` or ``target`` did, or an offer of ``balanced``.
 
     The offer needs :data:`OFFER_GAIN` or more held-out macro-F1. ``info`` is the profile's
     ``info["class_prior"]`` (read back from disk: any field may be missing); the figures are the held-out
-    rows' (validation, or the cross-validated rows), never test's.
+    rows' (validation, or the cross-validated rows), never test's. ``run_dir`` None: the run cannot be
+    recalibrated (rows passed in memory, the estimator's folder), so the offer is for the next training.
     """
     if not isinstance(info, dict) or not all(isinstance(info.get(k), dict) for k in ("train", "balanced")):
         return None
@@ -88,9 +89,11 @@ def prior_line(info: Any, run_dir: Path | str) -> str | None:
         )
     if most < IMBALANCED * max(fewest, 1) or not b["f1_macro"] >= t["f1_macro"] + OFFER_GAIN:
         return None
+    from ucse.uncertainty.abstain_rule import setting_hint  # numpy and the rule's module: only for the offer
+
     return (
         f"  classes imbalanced ({fewest} to {most} training rows per label): {f1}; if new texts are as "
-        f"likely to be any label, `ucse calibrate run={run_dir} uncertainty.calibration.prior=balanced`"
+        f"likely to be any label, {setting_hint(run_dir, 'uncertainty.calibration.prior=balanced')}"
     )
 
 
@@ -182,7 +185,9 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
             f"uncertainty: calibration {cal.method.value}{f' (T={t:.3f})' if t else ''}, "
             f"default score {profile.score.value}"
         )
-        prior = prior_line(profile.info.get("class_prior"), run_dir)
+        from ucse.uncertainty.abstain_rule import recalibration_run
+
+        prior = prior_line(profile.info.get("class_prior"), recalibration_run(profile.info, run_dir))
         if prior:
             lines.append(prior)
         a = profile.abstain

@@ -115,10 +115,13 @@ def test_bad_arguments_are_one_line_and_change_nothing(tickets, tmp_path, capsys
     assert _profile(run) == before
 
 
-def test_a_run_trained_in_memory_is_refused_clearly(tiny_bert_dir, tmp_path, capsys):
+def test_a_run_trained_in_memory_is_refused_clearly(tickets, tiny_bert_dir, tmp_path, capsys):
     clf = train_in_memory(tmp_path, tiny_bert_dir)
     assert main(["calibrate", f"run={clf.run_dir_}", "uncertainty.abstain.coverage=0.5"]) == 2
     assert "in memory" in capsys.readouterr().err
+    # what the profile records decides whether its messages offer `ucse calibrate`: where it serves the run
+    assert _profile(clf.run_dir_)["info"]["recalibrate"] is False
+    assert _profile(tickets[1])["info"]["recalibrate"] is True
 
 
 def test_no_field_refits_the_runs_own_settings_where_the_profile_is_missing(tickets, capsys):

@@ -55,3 +55,8 @@ def test_an_uncertifiable_rule_names_the_command_that_fixes_it(offer, says):
     (line,) = [s for s in text.splitlines() if s.lstrip().startswith("abstain")]
     assert "not certifiable on the held-out texts: no text abstains" in line
     assert f"ucse calibrate run={Path('runs/x')} uncertainty." in line and says in line
+    # a run calibrate cannot reread (rows passed in memory) is offered the setting for the next training
+    profile.info["recalibrate"] = False
+    text = train_summary(Path("runs/x"), {"val": {"accuracy": 0.5, "f1_macro": 0.5}}, profile)
+    (line,) = [s for s in text.splitlines() if s.lstrip().startswith("abstain")]
+    assert "retraining with `uncertainty." in line and says in line and "ucse calibrate" not in line

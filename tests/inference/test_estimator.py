@@ -130,15 +130,22 @@ def test_output_dir_keeps_the_run(tiny_params, rows, tmp_path):
     np.testing.assert_array_equal(again.predict(texts[120:]), clf.predict(texts[120:]))
 
 
-def test_the_uncertifiable_warning_offers_no_command_on_a_scratch_folder(tiny_params, rows, tmp_path, caplog):
+def test_the_uncertifiable_warning_offers_no_command_it_cannot_serve(tiny_params, rows, tmp_path, caplog):
+    # The estimator trains on rows in memory, which `ucse calibrate` cannot reread (it refuses such a run):
+    # the warnings offer the setting for the next fit instead, kept folder or scratch.
     texts, y = rows
-    with caplog.at_level("WARNING", logger="ucse.uncertainty.fit"):
+    with caplog.at_level("WARNING", logger="ucse.uncertainty"):
         UcseClassifier(**tiny_params).fit(texts, y)  # 24 validation texts: 5 % error is not certifiable
         scratch = caplog.text
         caplog.clear()
         UcseClassifier(**tiny_params, output_dir=str(tmp_path / "kept")).fit(texts, y)
-    assert "`ucse calibrate run=<run> " in scratch and RunFolder.SCRATCH_PREFIX not in scratch
-    assert f"`ucse calibrate run={tmp_path / 'kept'} " in caplog.text
+        kept = caplog.text
+        caplog.clear()
+        served = UcseClassifier.from_pretrained(tmp_path / "kept", device="cpu")
+    assert served.profile_.info["recalibrate"] is False
+    for said in (scratch, kept, caplog.text):
+        assert "retraining with `uncertainty.abstain." in said and "ucse calibrate" not in said
+    assert RunFolder.SCRATCH_PREFIX not in scratch
 
 
 def test_bad_fit_inputs_are_clear_errors(tiny_params):

@@ -104,6 +104,8 @@ def test_the_summary_offers_the_balanced_prior_only_where_it_helps():
     offer = prior_line(info("train", 0.79, 0.88), "runs/x")
     assert "5 to 140 training rows" in offer
     assert "`ucse calibrate run=runs/x uncertainty.calibration.prior=balanced`" in offer
+    unservable = prior_line(info("train", 0.79, 0.88), None)  # calibrate cannot reread the run's rows
+    assert "retraining with `uncertainty.calibration.prior=balanced`" in unservable
     assert prior_line(info("train", 0.88, 0.79), "runs/x") is None  # balanced would not help
     assert prior_line(info("train", 0.880, 0.885), "runs/x") is None  # by less than a point: not offered
     assert prior_line(info("train", 0.79, 0.88, (40, 30, 20)), "runs/x") is None  # not imbalanced

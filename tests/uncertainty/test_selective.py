@@ -130,6 +130,9 @@ def test_uncertifiable_target_follows_the_configured_fallback(fallback, abstains
         else f"the smallest that is, {offer:.2f}: `ucse calibrate run=runs/tickets"
     )
     assert said in caplog.text and (offer is None or f"target_error={offer:.2f}`" in caplog.text)
+    caplog.clear()
+    fit_profile(val, labels, cfg, run=None)  # no run calibrate can serve: the setting for the next training
+    assert offer is None or f"retraining with `uncertainty.abstain.target_error={offer:.2f}`" in caplog.text
 
 
 def test_lowest_certifiable_error_is_the_brute_force_minimum_and_a_true_floor():

@@ -27,6 +27,26 @@ from ucse.uncertainty.selective import (
 log = logging.getLogger(__name__)
 
 
+def setting_hint(run: str | Path | None, setting: str) -> str:
+    """How a user changes ``setting`` (``key=value``) of a trained run, as a clause of a message.
+
+    ``ucse calibrate`` where the run folder can reread its data; otherwise (``run`` is None: the estimator's
+    scratch folder, a run trained on rows passed in memory, or no run at all) the setting at training.
+    """
+    if run is None:
+        return f"retraining with `{setting}`"
+    return f"`ucse calibrate run={run} {setting}`"
+
+
+def recalibration_run(info: Any, run: str | Path) -> str | Path | None:
+    """``run``, or None where a profile's ``info`` says ``ucse calibrate`` cannot serve the run.
+
+    ``info["recalibrate"]`` is recorded when the profile is fitted; a profile read back without it (older, or
+    damaged: it is untrusted) keeps the command.
+    """
+    return None if isinstance(info, dict) and info.get("recalibrate") is False else run
+
+
 def fit_abstain(
     u: np.ndarray, correct: np.ndarray, a: AbstainConfig, delta: float, run: str | Path | None
 ) -> tuple[AbstainThreshold | None, dict[str, Any]]:
@@ -38,7 +58,8 @@ def fit_abstain(
         a: the abstention settings.
         delta: the failure probability each SGR test is run at (``a.delta``, divided over the score
             candidates when the score was chosen on the same rows).
-        run: the run folder, named in the ``ucse calibrate`` command the warning offers.
+        run: the run folder, named in the ``ucse calibrate`` command the warning offers (None: the warning
+            offers the setting for the next training, :func:`setting_hint`).
 
     Returns:
         (the threshold, or ``None`` without a rule; what goes into the profile's ``info`` when the target
@@ -69,7 +90,7 @@ def fit_abstain(
         floor,
         "none below 0.99 is"
         if offer is None
-        else f"the smallest that is, {offer:.2f}: `ucse calibrate run={run or '<run>'} "
-        f"uncertainty.abstain.target_error={offer:.2f}`",
+        else f"the smallest that is, {offer:.2f}: "
+        + setting_hint(run, f"uncertainty.abstain.target_error={offer:.2f}"),
     )
     return rule, {"lowest_certifiable_error": floor, "offered_target_error": offer}

@@ -32,7 +32,7 @@ from ucse.config.uncertainty import (
     check_uncertainty_config,
 )
 from ucse.core.encoder import EncodedBatch, UcseEncoder
-from ucse.core.run_folder import check_same_splits, finished_run, refuse_memory_data
+from ucse.core.run_folder import check_same_splits, finished_run, reads_back_data, refuse_memory_data
 from ucse.data import TaskData, load_classification
 from ucse.training.auto_run import read_heldout
 from ucse.training.run import build_states, resolve_device
@@ -80,7 +80,8 @@ def fit_profile(
         train_labels: (M,) training labels.
         gaussians: class Gaussians already fitted for this head (a refit of its profile), used when
             ``train`` is not given.
-        run: the run folder, named in the ``ucse calibrate`` command a warning offers (``<run>`` if unknown).
+        run: the run folder, named in the ``ucse calibrate`` command a warning offers (None: the warning
+            offers the setting for the next training).
         counts: (C,) rows per label the head trained on, for ``calibration.prior`` (default: the counts of
             ``train_labels``, else of ``val_labels``).
         label_names: the labels in id order, which ``calibration.target_shares`` names (default: the ids).
@@ -205,7 +206,9 @@ def fit_for_run(
         val, val_labels = outs["validation"], data.labels("validation")
     weight = classifier_weight(encoder.head)
     class_gaussians = gaussians or streamed.get("mean")
-    named = None if folder.scratch else run  # the estimator's scratch folder goes with it: no command on it
+    # Commands name the run only where `ucse calibrate` can serve it: the estimator's scratch folder goes
+    # with the estimator, and calibrate cannot reread rows passed in memory.
+    named = run if not folder.scratch and reads_back_data(train_cfg) else None
     # The class mix the shipped head learned: its training rows (train + validation after a refit on both).
     trained = [data.labels("train")] + ([data.labels("validation")] if heldout is not None else [])
     counts = class_counts(np.concatenate(trained), c)
@@ -219,6 +222,7 @@ def fit_for_run(
         counts=counts,
         label_names=data.label_names,
     )
+    profile.info["recalibrate"] = named is not None
     if "mean" in streamed:
         profile.info["n_train"] = len(data.labels("train"))
     elif gaussians is not None:

@@ -31,6 +31,7 @@ from ucse.heads.io import (
     saved_sizes,
 )
 from ucse.uncertainty import conformal, density, scores
+from ucse.uncertainty.abstain_rule import recalibration_run, setting_hint
 from ucse.uncertainty.calibration import Calibrator
 from ucse.uncertainty.ood_detector import OodDetector, from_saved, to_saved
 from ucse.uncertainty.saved_profile import check_saved_profile, threshold
@@ -300,13 +301,12 @@ def uncertifiable_fix(profile: UncertaintyProfile, run: str | Path) -> str | Non
     a = profile.abstain
     if a is None or a.achievable:
         return None
+    where = recalibration_run(profile.info, run)
     offer = profile.info.get("offered_target_error")
     if isinstance(offer, float) and math.isfinite(offer):
-        return (
-            f"`ucse calibrate run={run} uncertainty.abstain.target_error={offer:.2f}` sets the smallest "
-            "target these held-out texts certify"
-        )
-    return f"`ucse calibrate run={run} uncertainty.abstain.coverage=0.9` abstains on ~10 % instead"
+        setting = f"uncertainty.abstain.target_error={offer:.2f}"
+        return f"{setting_hint(where, setting)} sets the smallest target these held-out texts certify"
+    return f"{setting_hint(where, 'uncertainty.abstain.coverage=0.9')} abstains on ~10 % instead"
 
 
 def uncertifiable_outcome(profile: UncertaintyProfile) -> str:
