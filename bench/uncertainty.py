@@ -108,7 +108,7 @@ def log_var_bias(value: float | None) -> Iterator[None]:
 def ood_detectors(run_dir: Path, cfg, encoder, data, profile) -> dict[str, OodDetector]:
     """Every out-of-scope score's flag, fitted the way ``ucse train`` fits the saved one (same rows, tpr)."""
     read = read_heldout(RunFolder(run_dir).heldout, len(data.label_names))
-    heldout, dist, spacing = (None, None, None) if read is None else (read[:2], read[2], read[3])
+    heldout, dist = (None, None) if read is None else (read[:2], read[2])
     outs = encode_splits(cfg, encoder, data, ("train", "validation"))
     held = outs["validation"] if heldout is None else heldout[0]
     probs = profile.calibrator.probs(held.logits)
@@ -123,7 +123,6 @@ def ood_detectors(run_dir: Path, cfg, encoder, data, profile) -> dict[str, OodDe
             heldout is not None,
             cfg.uncertainty.seed,
             held_distances=dist,
-            held_spacing=spacing,
         )
         for s in OodScore
         if s is not OodScore.auto

@@ -116,7 +116,7 @@ def test_auto_cross_validates_on_a_small_validation_split(tiny_run_cfg, monkeypa
     assert not (run / "checkpoints").exists()  # fitted in memory
     # The out-of-scope flag (joint_knn, the default): its bank is every row the shipped head saw, its
     # threshold set on each row's distances under the fold models that held it out (saved ascending).
-    _, _, d, spacing = read_heldout(RunFolder(run).heldout, 3)
+    d = read_heldout(RunFolder(run).heldout, 3)[2]
     assert d.shape == (n, min(MAX_K, n - math.ceil(n / 5))) and (np.diff(d, axis=1) >= 0).all()
     # By brute force: each row against its fold's training rows, in the joint space of that fold's TextCNN mu
     # (or the probe's unit vectors, its mu) and the unit pooled vector at half weight.
@@ -131,16 +131,10 @@ def test_auto_cross_validates_on_a_small_validation_split(tiny_run_cfg, monkeypa
         joint = unit(np.concatenate([unit(mu), 0.5 * pooled], axis=1))
         want = np.sort(cdist(joint[te], joint[tr]), axis=1)[:, : d.shape[1]]
         np.testing.assert_allclose(d[te], want, atol=1e-3)  # float32 rows: ~4.5e-4 near 0 (holdout test)
-        np.testing.assert_allclose(spacing[te], _lower_median_spacing(joint[tr]), atol=1e-3)
     profile = fit_run_uncertainty(run)
     ood = profile.ood.info
     assert ood["heldout"] == "selection models" and ood["n_heldout"] == ood["n_train"] == sel["n_heldout"]
-    # the threshold: the held-out distances (k = 1: the nearest row) in the shipped bank's spacing
-    shipped = _lower_median_spacing(profile.ood.stats.bank.double().numpy())
-    assert ood["spacing"]["shipped"] == pytest.approx(shipped, abs=1e-3)
-    ratio = ood["spacing"]["shipped"] / torch.from_numpy(spacing).double()
-    rescaled = torch.as_tensor(d[:, 0], dtype=torch.float64) * ratio
-    assert profile.ood.threshold == keep_threshold(rescaled, profile.ood.tpr)
+    assert profile.ood.threshold == keep_threshold(d[:, 0], profile.ood.tpr)  # k = 1: the nearest row
     # Beyond the bank cap the default is a score on the pooled vectors alone, with the cross-fitted threshold
     # (no head shaped those vectors).
     ucfg = dataclasses.replace(cfg.uncertainty)
@@ -192,10 +186,7 @@ def test_auto_selects_on_the_validation_split_when_it_is_large(tiny_run_cfg, mon
     joint = {s: unit(np.concatenate([unit(mu[s]), 0.5 * pooled[s]], axis=1)) for s in pooled}
     want = np.sort(cdist(joint["validation"], joint["train"]), axis=1)[:, :MAX_K]
     # float32 unit rows: cosines to ~1e-7, so a distance sqrt(2 - 2 cos) to ~sqrt(2e-7) = 4.5e-4 near 0
-    _, _, dist, spacing = read_heldout(RunFolder(result.run_dir).heldout, 3)
-    np.testing.assert_allclose(dist, want, atol=1e-3)
-    # every validation row was measured in the same bank: the training rows under the selection models
-    np.testing.assert_allclose(spacing, _lower_median_spacing(joint["train"]), atol=1e-3)
+    np.testing.assert_allclose(read_heldout(RunFolder(result.run_dir).heldout, 3)[2], want, atol=1e-3)
     assert sel["refit"]["rows"] == sizes["train"] + sizes["validation"]
     heldout, labels = load_heldout(RunFolder(result.run_dir).heldout, 3)
     assert len(labels) == sizes["validation"] and m["val"]["estimate"] == "held-out, before refit"
@@ -203,14 +194,6 @@ def test_auto_selects_on_the_validation_split_when_it_is_large(tiny_run_cfg, mon
     if 0 < sel["weight"]:
         assert sel["textcnn"]["refit_steps"] >= sel["textcnn"]["steps"]  # a budget for more rows
     assert m["test"]["accuracy"] > 0.6
-
-
-def _lower_median_spacing(bank: np.ndarray) -> float:
-    """The lower median of each row's distance to its nearest other row, by brute force (in_bank_scale)."""
-    d = cdist(bank, bank)
-    np.fill_diagonal(d, np.inf)
-    nearest = np.sort(d.min(1))
-    return float(nearest[(len(nearest) - 1) // 2])
 
 
 def _pool_by_hand(states, pooling: str) -> np.ndarray:
@@ -256,15 +239,11 @@ def test_tampered_heldout_file_is_refused(tmp_path):
     dist = torch.tensor([[0.1, 0.2], [0.0, 0.0], [1.9, 2.0], [0.5, 1.0]])
     save_file({**good, "distances": dist}, str(tmp_path / "okd.safetensors"))
     assert read_heldout(tmp_path / "okd.safetensors", 3)[2].tolist() == dist.tolist()
-    assert read_heldout(tmp_path / "okd.safetensors", 3)[3] is None  # an older run: no spacing saved
     for name, bad in [
         ("descending", {**good, "distances": dist.flip(1)}),
         ("beyond", {**good, "distances": dist + 0.5}),
         ("rows", {**good, "distances": dist[:3]}),
         ("float64", {**good, "distances": dist.double()}),
-        ("spacing_alone", {**good, "spacing": torch.ones(4)}),
-        ("spacing_zero", {**good, "distances": dist, "spacing": torch.tensor([0.5, 0.0, 0.5, 0.5])}),
-        ("spacing_rows", {**good, "distances": dist, "spacing": torch.ones(3)}),
         ("nan", {**good, "logits": torch.full((4, 3), float("nan"))}),
         ("shape", {**good, "logits": torch.zeros(4, 2)}),
         ("label", {**good, "labels": torch.tensor([0, 1, 2, 3])}),

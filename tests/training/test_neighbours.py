@@ -122,21 +122,3 @@ def test_bf16_cosines_stay_within_the_stated_error():
     exact = qt.double() @ bank.double().T
     assert exact.max() > 0.99 and exact.min() < -0.99  # both ends of the range are exercised
     assert (approx - exact).abs().max() < neighbours.HALF_ERROR
-
-
-@pytest.mark.parametrize("queries", [8192, 7])  # every row, and the evenly spaced subset of a larger bank
-def test_in_bank_scale_is_the_median_distance_to_the_nearest_other_row(monkeypatch, queries):
-    monkeypatch.setattr(neighbours, "SCALE_QUERIES", queries)
-    rng = np.random.default_rng(4)
-    rows = rng.normal(size=(40, 12))
-    rows[5] = rows[9]  # an exact duplicate: its nearest other row is at 0, not itself
-    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
-    d = cdist(rows, rows)
-    np.fill_diagonal(d, np.inf)
-    nearest = d.min(1)
-    picked = np.round(np.linspace(0, 39, min(queries, 40))).astype(int)
-    want = np.sort(nearest[picked])[(len(picked) - 1) // 2]  # torch's median: the lower one
-    bank = torch.from_numpy(rows).float()
-    assert neighbours.in_bank_scale(bank) == pytest.approx(want, abs=1e-5)
-    # fewer rows of the same cloud lie further apart: what makes a fold's bank wider than the shipped one
-    assert neighbours.in_bank_scale(bank[::4]) > neighbours.in_bank_scale(bank)

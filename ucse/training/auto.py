@@ -37,7 +37,7 @@ from ucse.heads.outputs import Outputs, run_head
 from ucse.losses.temperature import fit_temperature
 from ucse.training.fit_head import fit_head
 from ucse.training.logreg import cv_folds, fit_probe, probe_features, probe_head
-from ucse.training.neighbours import MAX_K, in_bank_scale, joint_features, neighbour_distances
+from ucse.training.neighbours import MAX_K, joint_features, neighbour_distances
 from ucse.training.preflight import cross_validates
 
 log = logging.getLogger(__name__)
@@ -124,8 +124,6 @@ class AutoResult:
         heldout_distances: (N, K) ascending distances of those rows to their nearest training rows under the
             models that held them out, in :func:`ucse.training.neighbours.joint_features` space (the
             ``joint_knn`` out-of-scope flag's threshold).
-        heldout_spacing: (N,) the spacing (:func:`ucse.training.neighbours.in_bank_scale`) of the bank each
-            row's distances were measured in: the flag rescales them to the shipped bank's.
         estimate_logits: (N, C) out-of-fold logits of the chosen weight as the selection scored it (fold
             probes with their own C), the run's accuracy estimate; ``None`` outside cross-validation.
             ``heldout``'s probe part is at the shipped probe's C, chosen on every row, so its accuracy
@@ -137,7 +135,6 @@ class AutoResult:
     heldout: Outputs | None = None
     heldout_labels: np.ndarray | None = None
     heldout_distances: np.ndarray | None = None
-    heldout_spacing: np.ndarray | None = None
     estimate_logits: np.ndarray | None = None
 
 
@@ -234,15 +231,14 @@ def _holdout(cfg, states, labels, c, h, device, weights) -> AutoResult:
         report["textcnn"]["refit_steps"] = steps
     report["refit"] = {"rows": len(y)}
     heldout = _heldout_outputs(choice, x_va, out_va.logits, b, out_va.mean, out_va.var)
-    dist, spacing = None, None
+    dist = None
     if _joint_flag(cfg, len(y)):  # joint_knn after the refit: distances under the selection models
         # the selection TextCNN's mu of the training rows, when the choice reads it (the probe's are x_tr)
         mean_tr = outputs(fit.head, states["train"]).mean if choice["weight"] > 0 else None
         bank = _joint(choice, mean_tr, x_tr)
         dist = neighbour_distances(_joint(choice, out_va.mean, x_va), bank, MAX_K).numpy()
-        spacing = np.full(len(dist), in_bank_scale(bank), dtype=np.float32)
     head = compose(cfg.head, choice, gaussian, probe, c)
-    return AutoResult(head, report, heldout, labels["validation"], dist, spacing)
+    return AutoResult(head, report, heldout, labels["validation"], dist)
 
 
 def _fold_distances(
@@ -253,8 +249,8 @@ def _fold_distances(
     heads: list[Head],
     oof_mean: np.ndarray,
     outputs=run_head,
-) -> tuple[np.ndarray, np.ndarray]:
-    """(N, K) joint distances of every row to its fold's training rows, and (N,) the spacing of that bank.
+) -> np.ndarray:
+    """(N, K) joint distances of every row to its fold's training rows.
 
     Under the fold TextCNNs (``heads``, run by ``outputs``: :func:`predict_outputs`; ``oof_mean`` holds each
     row's mu from the head that did not train on it), or, when the choice is the probe alone, under the
@@ -262,16 +258,14 @@ def _fold_distances(
     rows.
     """
     dist = np.zeros((len(x), min(MAX_K, min(len(tr) for tr, _ in folds))), dtype=np.float32)
-    spacing = np.zeros(len(x), dtype=np.float32)
     for (tr, te), head in zip(folds, heads):
         if choice["weight"] > 0:
             bank = joint_features(outputs(head, SubsetStates(rows, tr.tolist())).mean, x[tr])
-            query = joint_features(oof_mean[te], x[te])
+            d = neighbour_distances(joint_features(oof_mean[te], x[te]), bank, MAX_K)
         else:
-            bank, query = _joint(choice, None, x[tr]), _joint(choice, None, x[te])
-        dist[te] = neighbour_distances(query, bank, MAX_K)[:, : dist.shape[1]].numpy()
-        spacing[te] = in_bank_scale(bank)
-    return dist, spacing
+            d = neighbour_distances(_joint(choice, None, x[te]), _joint(choice, None, x[tr]), MAX_K)
+        dist[te] = d[:, : dist.shape[1]].numpy()
+    return dist
 
 
 def _joint(choice: dict, mean: np.ndarray | None, x: np.ndarray):
@@ -347,9 +341,7 @@ def _cross_validated(cfg, states, labels, c, h, device, weights) -> AutoResult:
     probe, gaussian, steps = _refit(cfg, choice, rows, x, y, c, h, device, probe_info["C"])
     head = compose(cfg.head, choice, gaussian, probe, c)
     heldout = _heldout_outputs(choice, x, oof_a, oof_shipped, oof_mean, oof_var)
-    dist, spacing = (
-        _fold_distances(choice, rows, x, folds, fold_heads, oof_mean, outputs) if joint else (None, None)
-    )
+    dist = _fold_distances(choice, rows, x, folds, fold_heads, oof_mean, outputs) if joint else None
     report = {
         "mode": "cross-validation",
         "folds": k,
@@ -358,4 +350,4 @@ def _cross_validated(cfg, states, labels, c, h, device, weights) -> AutoResult:
         "textcnn": {"steps": steps},
         **choice,
     }
-    return AutoResult(head, report, heldout, y, dist, spacing, estimate)
+    return AutoResult(head, report, heldout, y, dist, estimate)

@@ -43,7 +43,7 @@ def fit_auto_run(
     """Fit ``cfg.head`` (auto, blend or logreg), save it in ``run_dir/head``, return the run's metrics."""
     t0 = time.perf_counter()
     head_type = HeadType(cfg.head.type)
-    heldout, heldout_labels, distances, spacing, estimate = None, None, None, None, None
+    heldout, heldout_labels, distances, estimate = None, None, None, None
     if head_type is HeadType.logreg:
         x = probe_features(states["train"], cfg.backbone.pooling)
         head, info = fit_probe_head(cfg, x, labels["train"], num_classes, states["train"].hidden_size)
@@ -53,8 +53,7 @@ def fit_auto_run(
         result = fit_auto(cfg, states, labels, num_classes, device, weights)
         head, report = result.head, result.report
         heldout, heldout_labels = result.heldout, result.heldout_labels
-        distances, spacing = result.heldout_distances, result.heldout_spacing
-        estimate = result.estimate_logits
+        distances, estimate = result.heldout_distances, result.estimate_logits
     fit_s = time.perf_counter() - t0
     metrics: dict = {}
     for split, key in (("validation", "val"), ("test", "test")):
@@ -66,7 +65,7 @@ def fit_auto_run(
             metrics["val"] = {**_scores(estimate, heldout_labels), "estimate": "cross-validated"}
         else:
             metrics["val"] = {**_scores(heldout.logits, heldout_labels), "estimate": "held-out, before refit"}
-        save_heldout(RunFolder(run_dir).heldout, heldout, heldout_labels, distances, spacing)
+        save_heldout(RunFolder(run_dir).heldout, heldout, heldout_labels, distances)
     save_head(head, RunFolder(run_dir).head, meta)
     metrics["head"] = head.spec.config.type.value
     metrics["selection"] = report
@@ -75,18 +74,8 @@ def fit_auto_run(
     return metrics
 
 
-def save_heldout(
-    path: Path,
-    out: Outputs,
-    labels: np.ndarray,
-    distances: np.ndarray | None = None,
-    spacing: np.ndarray | None = None,
-) -> None:
-    """Write the held-out outputs, labels, distances and their banks' spacing as safetensors (atomically).
-
-    ``distances``: (N, K) each row's neighbour distances; ``spacing``: (N,) the spacing of the bank they were
-    measured in (:func:`~ucse.training.neighbours.in_bank_scale`).
-    """
+def save_heldout(path: Path, out: Outputs, labels: np.ndarray, distances: np.ndarray | None = None) -> None:
+    """Write the out-of-fold outputs, labels and (N, K) neighbour distances as safetensors (atomically)."""
     tensors = {
         "mean": torch.as_tensor(np.ascontiguousarray(out.mean, dtype=np.float32)),
         "logits": torch.as_tensor(np.ascontiguousarray(out.logits, dtype=np.float32)),
@@ -96,8 +85,6 @@ def save_heldout(
         tensors["var"] = torch.as_tensor(np.ascontiguousarray(out.var, dtype=np.float32))
     if distances is not None:
         tensors["distances"] = torch.as_tensor(np.ascontiguousarray(distances, dtype=np.float32))
-    if spacing is not None:
-        tensors["spacing"] = torch.as_tensor(np.ascontiguousarray(spacing, dtype=np.float32))
     with atomic.atomic_file(path, "wb") as f:
         f.write(save(tensors))
 
@@ -115,19 +102,13 @@ def load_heldout(path: Path, num_classes: int) -> tuple[Outputs, np.ndarray] | N
     return None if read is None else read[:2]
 
 
-def read_heldout(
-    path: Path, num_classes: int
-) -> tuple[Outputs, np.ndarray, np.ndarray | None, np.ndarray | None] | None:
-    """Outputs, labels, (N, K) distances and (N,) spacing of ``heldout.safetensors``, read once.
-
-    The last two are ``None`` where the file has none (another flag; older runs have no spacing).
-    """
+def read_heldout(path: Path, num_classes: int) -> tuple[Outputs, np.ndarray, np.ndarray | None] | None:
+    """Outputs, labels and (N, K) neighbour distances (or ``None``) of ``heldout.safetensors``, read once."""
     t = _read_heldout(path, num_classes)
     if t is None:
         return None
     out = Outputs(t["mean"].numpy(), t["var"].numpy() if "var" in t else None, t["logits"].numpy())
-    got = [t[k].numpy() if k in t else None for k in ("distances", "spacing")]
-    return out, t["labels"].numpy(), *got
+    return out, t["labels"].numpy(), t["distances"].numpy() if "distances" in t else None
 
 
 def _read_heldout(path: Path, num_classes: int) -> dict[str, torch.Tensor] | None:
@@ -140,9 +121,9 @@ def _read_heldout(path: Path, num_classes: int) -> dict[str, torch.Tensor] | Non
     except (SafetensorError, OSError) as err:
         raise ValueError(f"{path}: not a readable safetensors file ({err}); {fix}.") from None
     need = {"mean", "logits", "labels"}
-    if not need <= set(t) or set(t) - need - {"var", "distances", "spacing"}:
+    if not need <= set(t) or set(t) - need - {"var", "distances"}:
         raise ValueError(
-            f"{path}: holds {sorted(t)}, expected mean, logits, labels (and var, distances, spacing); {fix}."
+            f"{path}: holds {sorted(t)}, expected mean, logits, labels (and var, distances); {fix}."
         )
     n = t["labels"].shape[0]
     shapes_ok = (
@@ -173,9 +154,4 @@ def _read_heldout(path: Path, num_classes: int) -> dict[str, torch.Tensor] | Non
                 f"{path}: distances {tuple(d.shape)} are not {n} rows of ascending float32 values in "
                 f"[0, 2]; {fix}."
             )
-    if "spacing" in t:
-        g = t["spacing"]
-        ok = "distances" in t and g.dim() == 1 and g.shape[0] == n and g.dtype == torch.float32
-        if not ok or not bool((torch.isfinite(g) & (g > 0) & (g <= 2)).all()):
-            raise ValueError(f"{path}: spacing {tuple(g.shape)} is not {n} float32 values in (0, 2]; {fix}.")
     return t

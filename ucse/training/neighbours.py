@@ -159,27 +159,3 @@ def neighbour_distances(
         if redo.numel():
             best[redo] = _float32_best(q[redo], query[redo], bank, k, chunk)
     return torch.sqrt((2.0 - 2.0 * best).clamp_min(0.0)).cpu()  # |a - b|^2 = 2 - 2 a.b for unit rows
-
-
-SCALE_QUERIES = 8192
-"""Bank rows whose nearest other row :func:`in_bank_scale` measures (evenly spaced; all of a smaller bank)."""
-
-
-def in_bank_scale(bank: torch.Tensor) -> float:
-    """Median distance from a bank's rows to their nearest *other* row: the bank's own spacing.
-
-    A head trained on fewer rows, searched in a smaller bank, spaces its rows apart more widely, so a new
-    text's distance to its nearest row is longer too: ``head=auto`` divides each held-out distance by the
-    spacing of the bank it was measured in, and the flag's threshold multiplies back by the shipped bank's
-    (``docs/RESULTS.md`` section 3). The first neighbour of a bank row is itself (distance ~0), so the second
-    is taken; an exact duplicate row makes that 0, as it should.
-
-    Args:
-        bank: (M, D) unit rows, M >= 2.
-
-    Returns:
-        The (lower) median over up to :data:`SCALE_QUERIES` evenly spaced rows; 0 only where most rows have
-        an exact duplicate.
-    """
-    rows = torch.linspace(0, bank.shape[0] - 1, min(SCALE_QUERIES, bank.shape[0])).round().long()
-    return float(neighbour_distances(bank[rows].float(), bank, 2)[:, 1].median())

@@ -165,7 +165,7 @@ def fit_for_run(
     """
     c, folder = len(data.label_names), RunFolder(run)
     read = read_heldout(folder.heldout, c)
-    heldout, dist, spacing = (None, None, None) if read is None else (read[:2], read[2], read[3])
+    heldout, dist = (None, None) if read is None else (read[:2], read[2])
     bank_rows = len(data.labels("train")) + (len(data.labels("validation")) if heldout is not None else 0)
     ocfg = dataclasses.replace(ucfg.ood, score=ucfg.ood.resolved_score(bank_rows))
     old_ood = previous.ood if previous is not None else None
@@ -237,7 +237,7 @@ def fit_for_run(
             stats = OodStats(gaussians=streamed["pooled"]) if "pooled" in streamed else None
             stats = OodStats(bank=bank) if bank is not None else stats
             profile.ood = fit_run_ood(
-                ocfg, data, outs, val, probs, heldout is not None, ucfg.seed, stats, dist, spacing
+                ocfg, data, outs, val, probs, heldout is not None, ucfg.seed, stats, held_distances=dist
             )
         target = profile.info["class_prior"].get("target_shares")  # resolved by fit_profile
         if target is not None:  # keep tpr of in-scope texts mixed like the target, not like these rows

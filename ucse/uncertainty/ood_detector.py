@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from ucse.config.uncertainty import OodConfig, OodScore
-from ucse.training.neighbours import in_bank_scale, joint_features
+from ucse.training.neighbours import joint_features
 from ucse.uncertainty import ood_scores as S
 from ucse.uncertainty.density import ClassGaussians, fit_class_gaussians, mahalanobis
 from ucse.uncertainty.keep_threshold import keep_threshold, target_keep_threshold, target_keepable_tpr
@@ -246,9 +246,7 @@ def fit_ood(
     return det
 
 
-def fit_ood_on_distances(
-    cfg: OodConfig, stats: OodStats, n_train: int, held: torch.Tensor, spacing: torch.Tensor | None = None
-) -> OodDetector:
+def fit_ood_on_distances(cfg: OodConfig, stats: OodStats, n_train: int, held: torch.Tensor) -> OodDetector:
     """A ``joint_knn`` flag whose held-out in-scope scores were measured elsewhere.
 
     Args:
@@ -256,18 +254,10 @@ def fit_ood_on_distances(
         stats: its bank: the (M, D + H) joint features of every row the shipped head trained on.
         n_train: M.
         held: (N,) k-th neighbour distances of N held-out in-scope rows under the selection models.
-        spacing: (N,) the spacing (:func:`~ucse.training.neighbours.in_bank_scale`) of the bank each row was
-            measured in; the distances are rescaled to the shipped bank's spacing (``None``: as they are).
     """
     det = OodDetector(cfg.score, cfg.tpr, math.inf, stats, cfg.k)
-    held = held.to(torch.float64)
-    info: dict = {}
-    if spacing is not None:  # the selection models' banks are smaller and their rows spread wider
-        shipped = in_bank_scale(stats.bank)
-        held = held * (shipped / spacing.to(torch.float64))
-        info["spacing"] = {"shipped": shipped, "heldout_median": float(spacing.median())}
-    set_threshold(det, [held])
-    det.info = {"heldout": "selection models", "n_heldout": len(held), "n_train": n_train, **info}
+    set_threshold(det, [held.to(torch.float64)])
+    det.info = {"heldout": "selection models", "n_heldout": len(held), "n_train": n_train}
     return det
 
 

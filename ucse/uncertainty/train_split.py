@@ -93,7 +93,6 @@ def fit_run_ood(
     seed: int = 0,
     stats: OodStats | None = None,
     held_distances: np.ndarray | None = None,
-    held_spacing: np.ndarray | None = None,
 ) -> OodDetector:
     """Fit a run's out-of-scope flag: statistics of the training rows' features, a threshold.
 
@@ -118,8 +117,6 @@ def fit_run_ood(
             ``outs`` needs no ``train``. Cross-fitted scores take none.
         held_distances: (N, K) ascending distances of the held-out rows to their nearest training rows under
             the models that did not train on them (``joint_knn`` with ``refitted``).
-        held_spacing: (N,) the spacing of the bank each of those rows was measured in (``heldout.safetensors``
-            of this version; ``None`` for an older run: the distances are taken as they are).
     """
     c = len(data.label_names)
     joint = reads_mean(ocfg.score)
@@ -146,9 +143,7 @@ def fit_run_ood(
                 f"{ocfg.k} nearest training rows under the selection models; this run saved {have}: {fix}, "
                 "or choose another uncertainty.ood.score"
             )
-        spacing = None if held_spacing is None else torch.from_numpy(held_spacing)
-        held_k = torch.from_numpy(held_distances[:, ocfg.k - 1])
-        return fit_ood_on_distances(ocfg, stats, len(labels), held_k, spacing)
+        return fit_ood_on_distances(ocfg, stats, len(labels), torch.from_numpy(held_distances[:, ocfg.k - 1]))
     x = np.concatenate([outs["train"].pooled, outs["validation"].pooled])
     rows = np.arange(len(labels) - len(held.logits), len(labels))
     return fit_ood(ocfg, x, labels, c, probs, held.logits, rows=rows, seed=seed)
