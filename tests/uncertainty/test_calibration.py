@@ -158,6 +158,26 @@ def test_error_free_validation_keeps_the_softmax(method, caplog):
     assert 0.05 < t < 20 and t != pytest.approx(1.0)
 
 
+def test_an_error_free_validation_is_said_once_with_cross_fitted_vector_scaling(caplog):
+    # Vector scaling cross-fits the conformal quantile's probabilities over 5 folds of the same rows: every
+    # fold is error-free too, and used to repeat the warning five more times, with the fold's size.
+    from ucse.config.uncertainty import UncertaintyConfig
+    from ucse.core.encoder import EncodedBatch
+    from ucse.uncertainty.fit import fit_profile
+
+    logits = RNG.normal(size=(40, 3)) * 2
+    labels = logits.argmax(1)
+    cfg = UncertaintyConfig()
+    cfg.calibration.method = CalibrationMethod.vector
+    cfg.abstain.coverage, cfg.abstain.target_error = 0.9, None
+    with caplog.at_level("DEBUG", logger="ucse.uncertainty.calibration"):
+        fit_profile(EncodedBatch(RNG.normal(size=(40, 4)), None, logits), labels, cfg)
+    said = [r for r in caplog.records if "all classified correctly" in r.getMessage()]
+    levels = [r.levelname for r in said]
+    assert levels.count("WARNING") == 1 and "the 40 held-out texts" in said[0].getMessage()
+    assert levels.count("DEBUG") == 5  # the folds, still on record for a debugging user
+
+
 def test_concurrent_fits_leave_the_thread_count_as_they_found_it():
     # Each fit runs L-BFGS on one thread and restores the count after; two at once must not restore each
     # other's 1 (the count is process-wide).

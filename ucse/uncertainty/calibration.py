@@ -110,13 +110,16 @@ def fit_vector_scaling(logits: Array, labels: Array) -> tuple[torch.Tensor, torc
     return a.detach(), b.detach()
 
 
-def fit_calibrator(logits: Array, labels: Array, method: CalibrationMethod) -> Calibrator:
+def fit_calibrator(logits: Array, labels: Array, method: CalibrationMethod, warn: bool = True) -> Calibrator:
     """Fit the calibration ``method`` on validation logits.
 
     Args:
         logits: (N, C) validation logits.
         labels: (N,) class ids.
         method: temperature, vector or none.
+        warn: say when every text is right (no fit); the cross-fitting folds do not: the fit on all the
+            held-out rows has said it for them, or the rows as a whole have an error and a fold's silence
+            does not mislead.
 
     Returns:
         The fitted :class:`Calibrator`.
@@ -129,7 +132,7 @@ def fit_calibrator(logits: Array, labels: Array, method: CalibrationMethod) -> C
     if bool((x.argmax(1) == torch.as_tensor(labels).long()).all()):
         # Every validation text is right: the NLL falls as T -> 0 with no finite minimiser, and the fit
         # would return a degenerate T (0.08 on a 17-row split) that makes every prediction ~certain.
-        log.warning(
+        (log.warning if warn else log.debug)(
             "calibration skipped: the %d held-out texts are all classified correctly, so the %s fit has no "
             "finite optimum (the softmax is kept); more labelled texts (or a larger data.val_fraction where "
             "a validation split is carved) fix this",
@@ -283,5 +286,6 @@ def out_of_fold_probs(
     k = min(folds, len(y))
     split = StratifiedKFold if (np.bincount(y)[np.unique(y)] >= k).all() else KFold
     for tr, te in split(k, shuffle=True, random_state=seed).split(np.zeros(len(y)), y):
-        out[te] = fit_calibrator(x[tr], y[tr], method).for_prior(prior, counts, target).probs(x[te])
+        fold = fit_calibrator(x[tr], y[tr], method, warn=False)
+        out[te] = fold.for_prior(prior, counts, target).probs(x[te])
     return out
