@@ -67,7 +67,7 @@ def ece_gap(out: Path, stems: list[tuple[str, str]], draws: int = 200) -> tuple[
             boot.append(ece(pa[i], y[i]) - ece(pb[i], y[i]))
         diffs.append(ece(pa, y) - ece(pb, y))
         variances.append(np.var(boot, ddof=1))
-    # seeds are independent draws: the mean's variance is the mean of the variances over the number of seeds
+    # seeds are independent: Var(mean of n differences) = (sum of their variances) / n^2
     return float(np.mean(diffs)), float(np.sqrt(np.sum(variances)) / len(diffs))
 
 
