@@ -60,3 +60,6 @@ def test_the_headline_scores_the_probabilities_predict_returns():
     assert head.endswith(
         "AUROC n/a  ECE 0.1157  NLL 0.3557 (calibrated, as predict gives them; softmax 0.2235 / 0.4428)"
     )
+    report["calibration"]["ece_floor_after"] = 0.0412  # beside the ECE: what perfect calibration would show
+    head = eval_summary(report, None).splitlines()[0]
+    assert "ECE 0.1157 (a perfectly calibrated model: 0.0412)  NLL 0.3557" in head

@@ -178,6 +178,30 @@ def test_an_error_free_validation_is_said_once_with_cross_fitted_vector_scaling(
     assert levels.count("DEBUG") == 5  # the folds, still on record for a debugging user
 
 
+@pytest.mark.parametrize("n", [300, 1200])
+def test_ece_floor_is_the_mean_ece_of_a_perfectly_calibrated_model(n):
+    # Reference, independent of the floor's shortcut (Bernoulli right / wrong, binned by hand): whole label
+    # sets drawn from the probabilities themselves (a model calibrated in every class, not only the top one),
+    # each scored by torchmetrics' ECE. 400 sets: the mean's standard error is ~sd/20, sd ~0.2 x the mean.
+    rng = np.random.default_rng(n)
+    probs = rng.dirichlet(np.full(6, 0.4), size=n)  # confident and unsure rows alike
+    cum = probs.cumsum(1)
+    sets = [(cum < rng.uniform(size=(n, 1))).sum(1).clip(max=5) for _ in range(400)]
+    reference = np.array([cal.ece(probs, y) for y in sets])
+    floor = cal.ece_floor(probs, draws=400)
+    assert floor == pytest.approx(reference.mean(), abs=5 * reference.std() / np.sqrt(400) + 5e-4)
+    # certain predictions are never wrong under perfect calibration: nothing to see
+    assert cal.ece_floor(np.eye(6)[rng.integers(0, 6, n)]) == 0.0
+
+
+def test_ece_floor_shrinks_like_one_over_root_n():
+    # Sampling noise: four times the texts (the same confidences repeated) halves the floor, up to the
+    # bias of |mean| near 0 and the Monte-Carlo error (20 %).
+    probs = np.random.default_rng(3).dirichlet(np.full(5, 0.5), size=500)
+    small, large = cal.ece_floor(probs), cal.ece_floor(np.tile(probs, (4, 1)))
+    assert large == pytest.approx(small / 2, rel=0.2)
+
+
 def test_concurrent_fits_leave_the_thread_count_as_they_found_it():
     # Each fit runs L-BFGS on one thread and restores the count after; two at once must not restore each
     # other's 1 (the count is process-wide).

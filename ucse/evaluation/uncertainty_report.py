@@ -110,6 +110,12 @@ def format_table(report: dict) -> str:
         f"calibration ({c['method']}{f', T={t:.3f}' if t else ''}"
         f"{'' if prior == 'train' else f', {prior} prior'})   before    after",
         f"  ECE (15 equal-width bins)        {c['ece_before']:.4f}   {c['ece_after']:.4f}",
+        # what a perfectly calibrated model would show on these texts: the noise an ECE cannot get below
+        *(
+            [f"  ECE floor (perfect calibration)  {c['ece_floor_before']:.4f}   {c['ece_floor_after']:.4f}"]
+            if "ece_floor_after" in c
+            else []
+        ),
         f"  ECE (15 equal-mass bins)         {c['adaptive_ece_before']:.4f}   {c['adaptive_ece_after']:.4f}",
         f"  NLL                              {c['nll_before']:.4f}   {c['nll_after']:.4f}",
         f"  Brier                            {c['brier_before']:.4f}   {c['brier_after']:.4f}",
