@@ -119,6 +119,11 @@ def test_a_run_trained_in_memory_is_refused_clearly(tickets, tiny_bert_dir, tmp_
     clf = train_in_memory(tmp_path, tiny_bert_dir)
     assert main(["calibrate", f"run={clf.run_dir_}", "uncertainty.abstain.coverage=0.5"]) == 2
     assert "in memory" in capsys.readouterr().err
+    # eval too: one line naming the run and what to do, not the loader's "no data source" for a task
+    assert main(["eval", f"run={clf.run_dir_}"]) == 2
+    err = capsys.readouterr().err
+    assert "in memory, which eval cannot read back" in err and "from_pretrained(run).score" in err
+    assert "no data source" not in err and not (clf.run_dir_ / "eval.json").exists()
     # what the profile records decides whether its messages offer `ucse calibrate`: where it serves the run
     assert _profile(clf.run_dir_)["info"]["recalibrate"] is False
     assert _profile(tickets[1])["info"]["recalibrate"] is True

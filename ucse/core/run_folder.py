@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 
 from ucse.config import ConfigError, TrainConfig
 from ucse.config.run_layout import RunFolder
-from ucse.data.tasks import TaskData, changed_splits
+from ucse.data.tasks import DATA_ENV, TaskData, changed_splits
 from ucse.heads.io import CONFIG_FILE, WEIGHTS_FILE
 
 RUN_FILES = (RunFolder.CONFIG, f"{RunFolder.HEAD}/{CONFIG_FILE}", f"{RunFolder.HEAD}/{WEIGHTS_FILE}")
@@ -76,7 +77,12 @@ def reads_back_data(cfg: TrainConfig, data_root: str | None = None) -> bool:
     A run trained on rows passed in memory (``ucse.train((texts, labels))``) records no source: commands that
     reread the data (``ucse calibrate``, ``ucse review``) cannot serve it.
     """
-    return cfg.data.path is not None or cfg.task.hf_path is not None or bool(data_root or cfg.data.root)
+    if cfg.data.path is not None or cfg.task.hf_path is not None or data_root or cfg.data.root:
+        return True
+    # A task folder found through UCSE_DATA_DIR at training (the config keeps no root): readable where the
+    # variable still leads to it. Rows passed in memory have no folder of their own there.
+    env = os.environ.get(DATA_ENV)
+    return bool(env) and (Path(env).expanduser() / cfg.task.name).is_dir()
 
 
 def refuse_memory_data(run: Path, cfg: TrainConfig, data_root: str | None, command: str, fix: str) -> None:
