@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peers_table import ece, ece_floor, table  # noqa: E402
+from peers_table import ece, table  # noqa: E402
 
 TASKS = [
     "AmazonCounterfactualClassification",
@@ -75,6 +75,8 @@ def sample(texts: list[str], y: np.ndarray, shots: str, seed: int) -> tuple[list
 def scores(probs: np.ndarray, y: np.ndarray) -> dict:
     """Accuracy, macro-F1, ECE, and the ECE a perfectly calibrated model shows here (:func:`ece_floor`)."""
     from sklearn.metrics import accuracy_score, f1_score
+
+    from ucse.uncertainty.calibration import ece_floor
 
     pred = probs.argmax(1)
     return {

@@ -26,21 +26,6 @@ def ece(probs: np.ndarray, y: np.ndarray) -> float:
     )
 
 
-def ece_floor(probs: np.ndarray, draws: int = 200, seed: int = 0) -> float:
-    """Mean ECE of a *perfectly calibrated* model with these confidences on this many texts.
-
-    Correctness is drawn as Bernoulli(confidence), so any ECE left is estimation noise: the floor below which
-    a measured ECE says nothing (0.023 for 670 texts at 90 % accuracy, 0.012 for 3080).
-    """
-    rng = np.random.default_rng(seed)
-    conf, pred = probs.max(1), probs.argmax(1)
-    out = []
-    for _ in range(draws):
-        ok = rng.uniform(size=len(conf)) < conf
-        out.append(ece(probs, np.where(ok, pred, (pred + 1) % probs.shape[1])))
-    return float(np.mean(out))
-
-
 def ece_gap(out: Path, stems: list[tuple[str, str]], draws: int = 200) -> tuple[float, float] | None:
     """Mean ECE(auto) - ECE(logreg) over seeds, and its standard error (paired bootstrap of the test texts).
 

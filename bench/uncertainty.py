@@ -30,7 +30,6 @@ import numpy as np
 import torch
 from scipy.stats import spearmanr
 
-from bench.peers_table import ece_floor
 from ucse.backbone.cache import SubsetStates
 from ucse.config import build_config, from_yaml
 from ucse.config.run_layout import RunFolder
@@ -178,12 +177,13 @@ def measure(run_dir: Path) -> dict:
     raw = torch.softmax(torch.from_numpy(out.logits).double(), 1)
     correct = res.prediction == y
     all_scores = {k: v.numpy() for k, v in profile.scores(out.mean, out.var, out.logits).items()}
+    after = calibration_metrics(res.probs, y)  # its ece_floor: what perfect calibration shows on these texts
     r: dict = {
         "accuracy": float(correct.mean()),
         "calibration_before": calibration_metrics(raw, y),
-        "calibration_after": calibration_metrics(res.probs, y),
+        "calibration_after": after,
         "temperature": profile.calibrator.temperature,
-        "ece_floor": ece_floor(res.probs),
+        "ece_floor": after["ece_floor"],
         "aurc": {k: aurc(v, correct) for k, v in all_scores.items()},
         "e_aurc": {k: e_aurc(v, correct) for k, v in all_scores.items()},
         "default_score": res.score,

@@ -135,14 +135,6 @@ def review_note(review: dict) -> str:
     )
 
 
-def _rereadable(run: RunFolder) -> bool:
-    """Whether commands can read the run's data again (not rows passed in memory), as ``ucse review`` must."""
-    from ucse.config import from_yaml
-    from ucse.core.run_folder import reads_back_data
-
-    return run.config.is_file() and reads_back_data(from_yaml(run.config))
-
-
 def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
     """What ``ucse train`` prints: test/validation scores, the uncertainty profile, the run's files."""
     test, val = metrics.get("test"), metrics.get("val", {})
@@ -230,7 +222,11 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
         labelled = sum(v for k, v in sizes.items() if k in ("train", "validation") and isinstance(v, int))
         rows = review.get("rows")
         more = ""
-        if isinstance(rows, int) and labelled > rows and _rereadable(run):
+        # ucse review rereads the data as calibrate does: offered where the profile says calibrate can serve
+        # the run (info.recalibrate, recorded when it was fitted), not for rows passed in memory
+        from ucse.uncertainty.abstain_rule import recalibration_run
+
+        if isinstance(rows, int) and labelled > rows and recalibration_run(profile.info, run_dir) is not None:
             more = f"; `ucse review run={run_dir}` ranks all {labelled}"
         shown[run.label_review] += f" ({review_note(review)}{more})"
     extra = ", ".join(name for p, name in shown.items() if p.exists())

@@ -56,10 +56,11 @@ def fit_auto_run(
         distances, estimate = result.heldout_distances, result.estimate_logits
     fit_s = time.perf_counter() - t0
     metrics: dict = {}
+    outputs = predict_outputs(cfg, device)
     for split, key in (("validation", "val"), ("test", "test")):
         if len(labels[split]) == 0:  # data.test_fraction=0: no test split, no test figures
             continue
-        metrics[key] = _scores(predict_outputs(cfg, device)(head, states[split]).logits, labels[split])
+        metrics[key] = _scores(outputs(head, states[split]).logits, labels[split])
     if heldout is not None:  # the validation rows trained the head: report the held-out estimate
         if estimate is not None:  # the selection's own out-of-fold predictions (see AutoResult)
             metrics["val"] = {**_scores(estimate, heldout_labels), "estimate": "cross-validated"}
