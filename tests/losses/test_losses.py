@@ -92,6 +92,36 @@ def test_lcl_rejects_bad_temperature(batch):
         label_wise_contrastive(*batch, temperature=0.0)
 
 
+@pytest.mark.parametrize("loss", [label_wise_contrastive, supcon])
+def test_contrastive_losses_read_nothing_back_to_the_host(batch, loss):
+    """No host read in the loss (a `bool(t)`, `.item()` or boolean index stalls a GPU step until the device
+    catches up): dynamo must trace it as one graph, which `fullgraph=True` refuses to do at any of them."""
+    z, labels = batch
+    traced = torch.compile(loss, fullgraph=True, backend="eager")
+    torch.testing.assert_close(traced(z, labels, 0.5), loss(z, labels, 0.5))
+
+
+@pytest.mark.parametrize("loss", [label_wise_contrastive, supcon])
+def test_contrastive_gradients_match_finite_differences_with_singleton_anchors(batch, loss):
+    """Anchors without positives are dropped from the loss and from its gradient: no inf - inf in backward.
+
+    The losses compute in float32 (loss ~1, rounding ~1e-7), so central differences at eps 1e-3 carry ~1e-4 of
+    rounding and ~1e-6 of truncation error: atol 1e-3 and rtol 1e-2 sit well above both.
+    """
+    z, labels = batch
+    z = z.clone().requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda x: loss(x, labels, 0.5), (z,), eps=1e-3, atol=1e-3, rtol=1e-2)
+
+
+@pytest.mark.parametrize("labels", [[0], [0, 1, 2]])
+def test_supcon_no_positive_returns_zero_with_finite_grad(labels):
+    z = torch.randn(len(labels), 4, requires_grad=True)
+    loss = supcon(z, torch.tensor(labels), 0.1)
+    assert loss.item() == 0.0
+    loss.backward()
+    assert z.grad is not None and torch.all(z.grad == 0)
+
+
 @pytest.mark.parametrize("tau", [0.07, 1.0])
 def test_supcon_matches_loop_reference(batch, tau):
     z, labels = batch

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import logging
 
+import pytest
 import torch
 import torch._dynamo.exc
 from toy_tasks import LEARNS
@@ -87,3 +88,15 @@ def test_a_run_trains_with_the_compiled_step(tiny_run_cfg, monkeypatch):
     result = train(cfg)
     assert seen and all(c not in (None, False) for c in seen)  # every step ran compiled
     assert result.metrics["test"]["accuracy"] > 1 / 3  # it learnt (3 balanced classes)
+
+
+@pytest.mark.parametrize("kind", ["lcl", "supcon", "simcse", "none"])
+def test_the_training_terms_read_nothing_back_to_the_host(kind):
+    """On CUDA (no host mask checks) the step's forward and losses are one graph: no `bool(t)`, `.item()` or
+    boolean index that would stall every step until the device catches up (`fullgraph=True` refuses them)."""
+    module = _module(False)
+    module.head.host_checks = False  # what a CUDA tensor gets by default
+    module.loss_cfg = LossConfig(contrastive=kind)
+    module.train()  # sampling and dropout traced too
+    loss = torch.compile(module._terms, fullgraph=True, backend="eager")(*_batch(5, 0))[0]
+    assert torch.isfinite(loss)

@@ -30,8 +30,11 @@ def label_wise_contrastive(z: torch.Tensor, labels: torch.Tensor, temperature: f
     """
     sim, pos, _ = cosine_logits_and_positives(z, labels, temperature)  # (B, B) each; pos = P(i)
     has_pos = pos.any(dim=1)  # (B,)
-    if not bool(has_pos.any()):
-        return (sim * 0.0).sum()
-    log_num = torch.logsumexp(sim.masked_fill(~pos, float("-inf")), dim=1)  # (B,), -inf without positives
+    # No host read (no `if has_pos.any()`, no boolean indexing): on a GPU either one stalls every training step
+    # until the device catches up, and breaks a compiled step's graph. An anchor without positives takes its
+    # whole row as numerator instead (finite, so no inf - inf in backward) and is then left out of the mean.
+    num_mask = pos | ~has_pos[:, None]  # (B, B)
+    log_num = torch.logsumexp(sim.masked_fill(~num_mask, float("-inf")), dim=1)  # (B,)
     log_den = torch.logsumexp(sim, dim=1)  # (B,) j = 1..n, self included
-    return (log_den - log_num)[has_pos].mean()
+    per_anchor = torch.where(has_pos, log_den - log_num, torch.zeros_like(log_den))  # (B,)
+    return per_anchor.sum() / has_pos.sum().clamp(min=1)

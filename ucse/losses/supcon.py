@@ -25,8 +25,10 @@ def supcon(z: torch.Tensor, labels: torch.Tensor, temperature: float) -> torch.T
     """
     sim, pos, eye = cosine_logits_and_positives(z, labels, temperature)  # (B, B) each
     n_pos = pos.sum(dim=1)  # (B,)
-    if not bool((n_pos > 0).any()):
-        return (sim * 0.0).sum()
-    log_prob = sim - torch.logsumexp(sim.masked_fill(eye, float("-inf")), dim=1, keepdim=True)  # (B, B)
-    mean_pos = log_prob.masked_fill(~pos, 0.0).sum(dim=1) / n_pos.clamp(min=1)  # (B,)
-    return -mean_pos[n_pos > 0].mean()
+    has_pos = n_pos > 0  # (B,)
+    # No host read (see label_wise_contrastive): an anchor without positives keeps itself in its denominator
+    # (a finite row even at B = 1) and is left out of the mean.
+    den_mask = eye & has_pos[:, None]  # (B, B)
+    log_prob = sim - torch.logsumexp(sim.masked_fill(den_mask, float("-inf")), dim=1, keepdim=True)  # (B, B)
+    mean_pos = log_prob.masked_fill(~pos, 0.0).sum(dim=1) / n_pos.clamp(min=1)  # (B,), 0 without positives
+    return -mean_pos.sum() / has_pos.sum().clamp(min=1)
