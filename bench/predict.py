@@ -5,8 +5,8 @@ Measured in one run, on the same N real texts (Banking77 test, in file order), o
   B. predict: ``UcseClassifier.predict_with_uncertainty(texts)`` (the same backbone pass straight into the
      head, then the uncertainty profile: calibrated probabilities, default score, abstention, conformal sets,
      rows with label names);
-and the throughput ratio A-time / B-time (issue 20 goal >= 0.95). Each is timed ``repeats`` times, alternating, after
-one warm-up; the best time of each is kept.
+and the throughput ratio A-time / B-time (issue 20 goal >= 0.95). Each is timed ``repeats`` times,
+alternating, after one warm-up; the best time of each is kept.
 
 Usage:
     UCSE_DATA_DIR=../shared/data python bench/predict.py [run=<run>] [n=3000] [repeats=3] [device=cpu|cuda]

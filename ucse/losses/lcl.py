@@ -30,9 +30,9 @@ def label_wise_contrastive(z: torch.Tensor, labels: torch.Tensor, temperature: f
     """
     sim, pos, _ = cosine_logits_and_positives(z, labels, temperature)  # (B, B) each; pos = P(i)
     has_pos = pos.any(dim=1)  # (B,)
-    # No host read (no `if has_pos.any()`, no boolean indexing): on a GPU either one stalls every training step
-    # until the device catches up, and breaks a compiled step's graph. An anchor without positives takes its
-    # whole row as numerator instead (finite, so no inf - inf in backward) and is then left out of the mean.
+    # No host read (no `if has_pos.any()`, no boolean indexing): on a GPU either one stalls every training
+    # step until the device catches up, and breaks a compiled step's graph. An anchor without positives takes
+    # its whole row as numerator instead (finite: no inf - inf in backward) and is left out of the mean.
     num_mask = pos | ~has_pos[:, None]  # (B, B)
     log_num = torch.logsumexp(sim.masked_fill(~num_mask, float("-inf")), dim=1)  # (B,)
     log_den = torch.logsumexp(sim, dim=1)  # (B,) j = 1..n, self included
