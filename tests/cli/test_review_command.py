@@ -114,7 +114,7 @@ def test_an_unreadable_metrics_file_only_means_the_c_is_chosen_again(flipped_run
     copy = tmp_path / "run"
     shutil.copytree(run, copy, ignore=shutil.ignore_patterns(ALL_ROWS))
     (copy / "metrics.json").write_text("{bad")
-    with caplog.at_level(logging.WARNING, logger="ucse.uncertainty.review_run"):
+    with caplog.at_level(logging.WARNING, logger="ucse.config.run_layout"):
         assert main(["review", f"run={copy}"]) == 0
     assert "metrics.json is unreadable" in caplog.text and "chosen by cross-validation" in caplog.text
     assert sorted(r["text"] for r in _read(copy / ALL_ROWS)) == sorted(_held_texts(run))

@@ -1,8 +1,15 @@
-"""``reads_back_data``: the runs that commands rereading their data (calibrate, review, eval) can serve."""
+"""``reads_back_data``: the runs that commands rereading their data (calibrate, review, eval) can serve;
+``read_run_metrics``: the one reader of a run's metrics.json, which treats the file as untrusted."""
 
 from __future__ import annotations
 
+import json
+import logging
+
+import pytest
+
 from ucse.config import build_config
+from ucse.config.run_layout import read_run_metrics
 from ucse.core.run_folder import reads_back_data
 from ucse.data.tasks import DATA_ENV
 
@@ -30,3 +37,34 @@ def test_a_task_folder_found_through_the_environment_reads_back(tmp_path, monkey
     assert not reads_back_data(_cfg())
     monkeypatch.delenv(DATA_ENV)
     assert not reads_back_data(_cfg("task.name=MyTask"))
+
+
+def test_a_run_without_metrics_reads_as_empty_and_says_nothing(tmp_path, caplog):
+    with caplog.at_level(logging.WARNING):
+        assert read_run_metrics(tmp_path, "going on") == {}
+    assert not caplog.text
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (b"{bad", "is unreadable"),
+        (b"\xff\xfe not utf-8", "is unreadable"),
+        (json.dumps([1, 2]).encode(), "holds a JSON list"),
+        (b"null", "holds a JSON NoneType"),
+    ],
+)
+def test_a_damaged_metrics_file_reads_as_empty_with_one_warning(tmp_path, caplog, content, said):
+    (tmp_path / "metrics.json").write_bytes(content)
+    with caplog.at_level(logging.WARNING, logger="ucse.config.run_layout"):
+        assert read_run_metrics(tmp_path, "the caller goes on without it") == {}
+    assert len(caplog.records) == 1
+    message = caplog.records[0].getMessage()
+    assert str(tmp_path / "metrics.json") in message and said in message
+    assert message.endswith("the caller goes on without it.")
+
+
+def test_a_metrics_object_reads_back_as_written(tmp_path):
+    record = {"test": {"accuracy": 0.5}, "data": {"fingerprints": {"train": "ab"}}}
+    (tmp_path / "metrics.json").write_text(json.dumps(record))
+    assert read_run_metrics(tmp_path, "unused") == record

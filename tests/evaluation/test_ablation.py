@@ -36,3 +36,21 @@ def test_write_ablation_files(tmp_path):
     write_ablation(tmp_path, ["mean"])
     assert json.loads((tmp_path / "ablation.json").read_text())["tasks"]["A"]["mean"]["mean"] == 70.0
     assert (tmp_path / "ablation.md").read_text().startswith("| task | mean |")
+
+
+def test_a_damaged_seed_is_left_out_with_a_warning(tmp_path, caplog):
+    _write(tmp_path, "A", "mean", 0, 0.7)
+    _write(tmp_path, "A", "mean", 1, 0.9)
+    broken = {
+        2: "{bad",
+        3: json.dumps([0.5]),
+        4: json.dumps({"test": {"accuracy": "0.8"}}),
+        5: '{"test": {}}',
+    }
+    for seed, text in broken.items():
+        d = tmp_path / "A" / "mean" / f"seed{seed}"
+        d.mkdir()
+        (d / "metrics.json").write_text(text)
+    assert collect(tmp_path) == {"A": {"mean": [0.7, 0.9]}}
+    for seed in broken:
+        assert f"seed{seed}" in caplog.text  # each one named

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from pathlib import Path
 
@@ -222,3 +223,17 @@ def test_save_pretrained_replaces_nothing_unasked_and_publishes_nothing_tampered
     with pytest.raises(ValueError, match="model.safetensors"):
         tampered.save_pretrained(tmp_path / "never")
     assert not (tmp_path / "never").exists()
+
+
+def test_a_damaged_metrics_file_still_loads_the_run(tiny_clf_run, tmp_path, caplog):
+    # metrics.json only informs (metrics_); a damaged one must not stop a run from predicting
+    copy = tmp_path / "run"
+    shutil.copytree(tiny_clf_run, copy)
+    (copy / "metrics.json").write_text('{"test": ')
+    with caplog.at_level(logging.WARNING, logger="ucse.config.run_layout"):
+        damaged = UcseClassifier.from_pretrained(copy, device="cpu")
+    assert damaged.metrics_ == {} and "metrics.json is unreadable" in caplog.text
+    intact = UcseClassifier.from_pretrained(tiny_clf_run, device="cpu")
+    assert intact.metrics_["data"]["num_classes"] == 3
+    texts = [r["text"] for r in own_rows(12, seed=3)]
+    np.testing.assert_array_equal(damaged.predict_proba(texts), intact.predict_proba(texts))

@@ -2,13 +2,20 @@
 
 Training writes the folder; ``ucse eval`` / ``calibrate`` / ``predict`` / ``export``, the sweep and the
 estimator read it. All take the names from :class:`RunFolder`, so a file moves in one line. It lives beside
-the config (the lowest layer) because every layer above, training included, needs it.
+the config (the lowest layer) because every layer above, training included, needs it. So does the one
+reader of ``metrics.json`` (:func:`read_run_metrics`), which the inference path needs without the training
+stack.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, init=False)
@@ -83,3 +90,25 @@ def resolve_head_dir(path: str | Path) -> Path:
         "head/model.safetensors (or config.json + model.safetensors) in it. Pass a run folder written by "
         "`ucse train`, or its head/ folder."
     )
+
+
+def read_run_metrics(run: str | Path, without: str) -> dict[str, Any]:
+    """A run's ``metrics.json`` as a dict; ``{}`` where the run has none or it is unreadable or not an object.
+
+    The one reader of the file (``from_pretrained``'s ``metrics_``, the split check, ``ucse review``'s probe
+    C). Read back from disk, so untrusted: a damaged file is never fatal, since every reader has a way on
+    without it, and gets one warning naming the file, the error and ``without`` (what the caller does
+    instead).
+    """
+    path = RunFolder(run).metrics
+    if not path.is_file():
+        return {}
+    try:
+        metrics = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        log.warning("%s is unreadable (%s): %s.", path, str(err).splitlines()[0][:200], without)
+        return {}
+    if not isinstance(metrics, dict):
+        log.warning("%s holds a JSON %s, not an object: %s.", path, type(metrics).__name__, without)
+        return {}
+    return metrics

@@ -6,13 +6,12 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from pathlib import Path
 
 from ucse.config import ConfigError, TrainConfig
-from ucse.config.run_layout import RunFolder
+from ucse.config.run_layout import RunFolder, read_run_metrics
 from ucse.data.tasks import DATA_ENV, TaskData, changed_splits
 from ucse.heads.io import CONFIG_FILE, WEIGHTS_FILE
 
@@ -52,10 +51,10 @@ def check_same_splits(run: Path, data: TaskData, splits: tuple[str, ...], refuse
     Raises:
         ValueError: when ``refuse`` and a split differs (else a warning), naming the splits and the fix.
     """
-    try:
-        recorded = json.loads(RunFolder(run).metrics.read_text()).get("data", {}).get("fingerprints")
-    except (OSError, ValueError, AttributeError):
-        recorded = None
+    without = "the rows are not checked against the ones it was trained with"
+    data_info = read_run_metrics(run, without).get("data")
+    # changed_splits checks what it is given; anything but a dict here is no record
+    recorded = data_info.get("fingerprints") if isinstance(data_info, dict) else None
     changed = changed_splits(recorded, data, splits)
     if not changed:
         return

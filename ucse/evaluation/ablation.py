@@ -3,19 +3,32 @@
 from __future__ import annotations
 
 import json
+import logging
+import math
 from pathlib import Path
 
 import numpy as np
 
 from ucse import atomic
+from ucse.config.run_layout import read_run_metrics
+
+log = logging.getLogger(__name__)
 
 
 def collect(sweep_dir: str | Path, metric: str = "accuracy") -> dict[str, dict[str, list[float]]]:
-    """``{task: {variant: [test metric per seed]}}`` from ``<sweep>/<task>/<variant>/seed*/metrics.json``."""
+    """``{task: {variant: [test metric per seed]}}`` from ``<sweep>/<task>/<variant>/seed*/metrics.json``.
+
+    A seed whose file is unreadable or holds no finite test ``metric`` is left out with a warning naming the
+    file (the average row then says the grid is incomplete), instead of failing the whole table.
+    """
     table: dict[str, dict[str, list[float]]] = {}
     for path in sorted(Path(sweep_dir).glob("*/*/seed*/metrics.json")):
         task, variant = path.parts[-4], path.parts[-3]
-        value = json.loads(path.read_text())["test"][metric]
+        test = read_run_metrics(path.parent, "this seed is left out of the table").get("test")
+        value = test.get(metric) if isinstance(test, dict) else None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            log.warning("%s has no finite test %s: this seed is left out of the table.", path, metric)
+            continue
         table.setdefault(task, {}).setdefault(variant, []).append(float(value))
     return table
 

@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 
 from ucse.backbone.device import resolve_device
 from ucse.config import Device, debug_mode
-from ucse.config.run_layout import RunFolder, resolve_head_dir
+from ucse.config.run_layout import RunFolder, read_run_metrics, resolve_head_dir
 from ucse.core.encoder import EncodedBatch, UcseEncoder
 from ucse.heads.io import copy_head
 from ucse.heads.meta import label_values
@@ -218,8 +218,12 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         clf._load(head_dir, batch_size, warn)
         run = RunFolder(head_dir.parent)
         clf.run_dir_ = run.path if run.config.is_file() else None
-        found = clf.run_dir_ is not None and run.metrics.is_file()
-        clf.metrics_ = json.loads(run.metrics.read_text()) if found else {}
+        found = clf.run_dir_ is not None
+        clf.metrics_ = (
+            read_run_metrics(run.path, "the run's recorded figures (metrics_) are left empty")
+            if found
+            else {}
+        )
         return clf
 
     def save_pretrained(self, path: str | Path, overwrite: bool = False) -> Path:

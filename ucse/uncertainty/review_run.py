@@ -14,7 +14,6 @@ not applied here).
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import warnings
@@ -27,7 +26,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold, cross_val_predict
 
 from ucse.config import ConfigError, from_yaml
-from ucse.config.run_layout import RunFolder
+from ucse.config.run_layout import RunFolder, read_run_metrics
 from ucse.core.encoder import UcseEncoder
 from ucse.core.run_folder import check_same_splits, finished_run, refuse_memory_data
 from ucse.data import TaskData, load_classification
@@ -56,16 +55,6 @@ def run_probe_c(metrics: dict) -> float | None:
         if isinstance(c, (int, float)) and not isinstance(c, bool) and math.isfinite(c) and c > 0:
             return float(c)
     return None
-
-
-def _read_metrics(path: Path) -> dict:
-    """The run's ``metrics.json``, or ``{}`` (with a warning) where it is missing or unreadable."""
-    try:
-        metrics = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        log.warning("%s is unreadable (%s): the probe's C is chosen by cross-validation instead.", path, err)
-        return {}
-    return metrics if isinstance(metrics, dict) else {}
 
 
 def review_run(
@@ -113,7 +102,8 @@ def review_run(
     x = np.concatenate([probe_features(states[s], cfg.backbone.pooling) for s in ("train", "validation")])
     y = np.concatenate([data.labels("train"), data.labels("validation")])
     texts = data.texts("train") + data.texts("validation")
-    c_value = run_probe_c(_read_metrics(folder.metrics))
+    without = "the probe's C is chosen by cross-validation instead"
+    c_value = run_probe_c(read_run_metrics(folder.path, without))
     if c_value is None:  # a run without a probe (recipe=paper): C by cross-validation, as head=logreg does
         _, info = fit_probe(x, y, data.num_classes, cfg.head.logreg_folds, cfg.seed, cfg.head.logreg_max_iter)
         c_value = info["C"]
