@@ -8,7 +8,9 @@
 #   bash bench/gpu_session.sh paths    # the 0.6B shape's ratio, warm-cache fits and head share per TextCNN path
 #                                      # (bench/scale_gpu.py only=head_paths; ~4 min on an H200, ~1 min parts=overhead)
 #   bash bench/gpu_session.sh ratio    # the 0.6B shape's training-cost ratio alone + a profiled warm-cache fit
-#                                      # (bench/gpu_ratio.py; ~1 min; RATIO_ARGS=optim.compile_step=true compiled)
+#                                      # (bench/gpu_ratio.py; ~1.5 min on an H100; RATIO_ARGS=optim.compile_step=true
+#                                      # compiled: printed no B within 210 s on an H100;
+#                                      # profile=false skips the profiled fit)
 #   bash bench/gpu_session.sh blend    # the default head=blend's share of inference: host read, none, torch.compile
 #   bash bench/gpu_session.sh compile  # the head's forward eager vs torch.compile / CUDA graphs (bench/head_compile.py)
 #   bash bench/gpu_session.sh setfit   # bench/peers.py --methods setfit on CUDA (SetFit at 20 pairs per text),
