@@ -90,12 +90,16 @@ def test_a_run_trains_with_the_compiled_step(tiny_run_cfg, monkeypatch):
     assert result.metrics["test"]["accuracy"] > 1 / 3  # it learnt (3 balanced classes)
 
 
-@pytest.mark.parametrize("kind", ["lcl", "supcon", "simcse", "none"])
-def test_the_training_terms_read_nothing_back_to_the_host(kind):
+@pytest.mark.parametrize(
+    ("kind", "fuse"), [("lcl", True), ("lcl", False), ("supcon", True), ("simcse", True), ("none", True)]
+)
+def test_the_training_terms_read_nothing_back_to_the_host(kind, fuse):
     """On CUDA (no host mask checks) the step's forward and losses are one graph: no `bool(t)`, `.item()` or
-    boolean index that would stall every step until the device catches up (`fullgraph=True` refuses them)."""
+    boolean index that would stall every step until the device catches up (`fullgraph=True` refuses them).
+    ``fuse``: the TextCNN's one-convolution path (CUDA's default) or its per-width convolutions."""
     module = _module(False)
     module.head.host_checks = False  # what a CUDA tensor gets by default
+    module.head.fuse_convs = fuse
     module.loss_cfg = LossConfig(contrastive=kind)
     module.train()  # sampling and dropout traced too
     loss = torch.compile(module._terms, fullgraph=True, backend="eager")(*_batch(5, 0))[0]
