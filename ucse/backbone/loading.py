@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from ucse.backbone.fingerprint_memo import Stats, file_stats, recall, remember
 from ucse.backbone.gguf import load_dequantised, save_dequantised
 from ucse.backbone.precision import effective_precision
 from ucse.backbone.split_package import PARTS_PREFIX, SplitPackageError, resolve_parts_spec
@@ -265,8 +266,8 @@ def _prepare_tokenizer(tokenizer: PreTrainedTokenizerBase, cfg: BackboneConfig) 
         tokenizer.pad_token = fallback
 
 
-def _file_signature(folder: Path, gguf_file: str | None) -> tuple[tuple[str, int, int], ...]:
-    """(name, size, mtime) of the files that define a local model; a GGUF config hashes only its file."""
+def _fingerprint_files(folder: Path, gguf_file: str | None) -> list[str]:
+    """The names of the files that define a local model; a GGUF config hashes only its file."""
     names: set[Path] = set()
     for pattern in _FINGERPRINT_GLOBS:
         for p in folder.glob(pattern):
@@ -274,19 +275,28 @@ def _file_signature(folder: Path, gguf_file: str | None) -> tuple[tuple[str, int
                 names.add(p)
     if gguf_file is not None:
         names = {p for p in names if p.suffix != ".gguf"} | {folder / gguf_file}
-    out = []
-    for p in sorted(names):
-        st = p.stat()
-        out.append((p.name, st.st_size, st.st_mtime_ns))
-    return tuple(out)
+    return [p.name for p in names]
+
+
+def _hash_files(folder: Path, stats: Stats, gguf_file: str | None) -> str:
+    """``sha256:<hex>`` over each file's name, size and content, in name order."""
+    digest = hashlib.sha256()
+    for name, size, *_ in stats:
+        digest.update(f"{name}\0{size}\0".encode())
+        with (folder / name).open("rb") as fh:
+            while chunk := fh.read(_HASH_CHUNK):
+                digest.update(chunk)
+    digest.update(f"gguf={gguf_file}".encode())
+    return f"sha256:{digest.hexdigest()}"
 
 
 def model_fingerprint(cfg: BackboneConfig) -> str:
     """Stable identity of the weights and tokenizer a config loads, for cache keys.
 
     Hub ids give ``hub:<id>@<revision>``. Local folders (including ``pkg:`` ones) give ``sha256:<hex>`` over
-    the name, size and full content of their weight, config and tokenizer files; the hash is memoised
-    per folder and file signature (name, size, mtime) so it is computed once per process.
+    the name, size and full content of their weight, config and tokenizer files; the hash is memoised per
+    folder and the files' stat data, in this process and across processes
+    (``ucse.backbone.fingerprint_memo``), so a model's files are read for it once, until they change.
 
     Args:
         cfg: backbone config.
@@ -300,15 +310,13 @@ def model_fingerprint(cfg: BackboneConfig) -> str:
         suffix = f"#{cfg.gguf_file}" if cfg.gguf_file else ""
         return f"hub:{path}@{cfg.revision or 'main'}{suffix}"
     folder = folder.resolve()
-    signature = _file_signature(folder, cfg.gguf_file)
-    memo_key = (str(folder), cfg.gguf_file, signature)
+    stats = file_stats(folder, _fingerprint_files(folder, cfg.gguf_file))
+    memo_key = (str(folder), cfg.gguf_file, stats)
     if memo_key not in _fingerprint_memo:
-        digest = hashlib.sha256()
-        for name, size, _ in signature:
-            digest.update(f"{name}\0{size}\0".encode())
-            with (folder / name).open("rb") as fh:
-                while chunk := fh.read(_HASH_CHUNK):
-                    digest.update(chunk)
-        digest.update(f"gguf={cfg.gguf_file}".encode())
-        _fingerprint_memo[memo_key] = f"sha256:{digest.hexdigest()}"
+        found = recall(folder, cfg.gguf_file, stats)
+        if found is None:
+            found = _hash_files(folder, stats, cfg.gguf_file)
+            if file_stats(folder, [name for name, *_ in stats]) == stats:  # unchanged while it was read
+                remember(folder, cfg.gguf_file, stats, found)
+        _fingerprint_memo[memo_key] = found
     return _fingerprint_memo[memo_key]
