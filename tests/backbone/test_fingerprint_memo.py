@@ -37,6 +37,7 @@ def model(tiny_bert_dir: Path, tmp_path: Path, monkeypatch) -> Path:
     shutil.copytree(tiny_bert_dir, folder)
     monkeypatch.setenv("UCSE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv(fingerprint_memo.MEMO_ENV, raising=False)
+    monkeypatch.setattr(fingerprint_memo, "RACY_SECONDS", 0.0)  # these files were written just now
     return folder
 
 
@@ -114,3 +115,10 @@ def test_an_unwritable_cache_or_the_switch_off_only_means_hashing_each_time(mode
     monkeypatch.setenv(fingerprint_memo.MEMO_ENV, "0")
     _fresh_process(model), _fresh_process(model)
     assert len(hashed) == 4 and not (model.parent / "cache2").exists()
+
+
+def test_files_changed_a_moment_ago_are_not_remembered(model, hashed, monkeypatch):
+    # git's racy rule: a second write within a coarse filesystem's timestamp tick would keep the stat data
+    monkeypatch.setattr(fingerprint_memo, "RACY_SECONDS", 3600.0)  # the copy was made within the hour
+    assert _fresh_process(model) == _fresh_process(model) == _by_hand(model) and len(hashed) == 2
+    assert not (model.parent / "cache" / "fingerprints").exists()

@@ -6,7 +6,9 @@ process that loads the model pays it: ``ucse train``, ``predict``, ``eval``, eac
 command. As git's index does for its blobs, the hash is kept beside the files' stat data (size, mtime, ctime,
 inode, device), and a later process whose files show exactly the same stat data reuses it. Rewriting a file
 changes its ctime and replacing it changes its inode (no user-level tool sets either back), so new content
-under the old name is hashed again even with its size and mtime restored.
+under the old name is hashed again even with its size and mtime restored. As git does for its "racy" entries,
+files changed in the last ``RACY_SECONDS`` are not remembered: on a filesystem with coarse timestamps a second
+write within the same tick would leave the stat data as they were.
 
 The memo lives in the cache folder (``<UCSE_CACHE_DIR or ~/.cache/ucse>/fingerprints/``), one small JSON file
 per model folder. Read back from disk, it is untrusted: anything but an exact match (folder, GGUF file, every
@@ -22,6 +24,7 @@ import json
 import logging
 import os
 import re
+import time
 from pathlib import Path
 
 from ucse import atomic
@@ -31,6 +34,8 @@ logger = logging.getLogger(__name__)
 
 MEMO_ENV = "UCSE_FINGERPRINT_MEMO"
 """``0``: hash the model's files in every process (nothing read from or written to the memo)."""
+RACY_SECONDS = 2.0
+"""A file whose ctime is this recent is not remembered (FAT-like filesystems keep 2-second timestamps)."""
 _FINGERPRINT = re.compile(r"sha256:[0-9a-f]{64}")
 
 Stats = tuple[tuple[str, int, int, int, int, int], ...]
@@ -79,7 +84,8 @@ def recall(folder: Path, gguf_file: str | None, stats: Stats) -> str | None:
 def remember(folder: Path, gguf_file: str | None, stats: Stats, fingerprint: str) -> None:
     """Keep ``fingerprint`` for these files in this state; a memo that cannot be written is skipped."""
     path = _memo_path(folder, gguf_file)
-    if path is None:
+    recent = time.time_ns() - int(RACY_SECONDS * 1e9)
+    if path is None or any(ctime >= recent for _, _, _, ctime, _, _ in stats):
         return
     record = {"folder": str(folder), "gguf_file": gguf_file, "stats": stats, "fingerprint": fingerprint}
     try:
