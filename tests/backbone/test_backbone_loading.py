@@ -164,3 +164,48 @@ def test_gguf_is_dequantised_once_and_later_loads_read_the_saved_copy(tmp_path, 
     text = "Instruct: classify\nQuery: a much longer sentence about a horse<|im_end|>"
     assert first_tok(text)["input_ids"] == second_tok(text)["input_ids"]
     assert second_tok.eos_token == first_tok.eos_token
+
+
+@pytest.mark.parametrize(
+    ("precision", "device", "want"),
+    [
+        (Precision.bf16, "cuda", torch.bfloat16),
+        (Precision.fp32, "cuda", torch.float32),
+        (Precision.bf16, "cpu", torch.float32),  # the CPU runs bf16 as autocast over fp32 weights
+        (Precision.fp32, "cpu", torch.float32),
+    ],
+)
+def test_weights_are_held_in_bf16_only_on_a_gpu_running_bf16(tiny_bert_dir, precision, device, want):
+    from ucse.backbone.loading import weights_dtype
+
+    assert weights_dtype(make_tiny_bert_cfg(tiny_bert_dir, precision=precision), device) is want
+
+
+@pytest.mark.parametrize("which", ["bert", "qwen3"])
+def test_reading_bf16_weights_gives_the_bits_of_fp32_weights_cast(
+    tiny_bert_dir, tiny_qwen3_dir, which, monkeypatch
+):
+    # The GPU-bf16 case on the CPU: weights_dtype says bf16, as it does for cuda. The load must ask
+    # transformers for bf16 (no fp32 copy of the whole model first) and give exactly the old path's weights.
+    from transformers import AutoModel
+
+    from ucse.backbone import loading
+
+    cfg = make_tiny_bert_cfg(tiny_bert_dir) if which == "bert" else make_tiny_qwen3_cfg(tiny_qwen3_dir)
+    old, _ = load_backbone(cfg, "cpu")  # fp32 weights
+    asked = []
+    real = AutoModel.from_pretrained.__func__
+
+    def spy(cls, *args, **kwargs):
+        asked.append(kwargs.get("dtype"))
+        return real(cls, *args, **kwargs)
+
+    monkeypatch.setattr(AutoModel, "from_pretrained", classmethod(spy))
+    monkeypatch.setattr(loading, "weights_dtype", lambda cfg, device: torch.bfloat16)
+    new, _ = load_backbone(cfg, "cpu")
+    assert asked == [torch.bfloat16]
+    want = {k: v.to(torch.bfloat16) for k, v in old.state_dict().items()}
+    got = new.state_dict()
+    assert got.keys() == want.keys()
+    for k, v in got.items():
+        assert v.dtype == torch.bfloat16 and torch.equal(v, want[k]), k

@@ -166,13 +166,26 @@ def _load_gguf(path: str, cfg: BackboneConfig) -> PreTrainedModel:
     return model
 
 
+def weights_dtype(cfg: BackboneConfig, device: torch.device | str) -> torch.dtype:
+    """The dtype a frozen backbone's weights are held in on ``device``: bf16 on a GPU running bf16, else fp32.
+
+    A frozen model on a GPU runs in bf16 weights, not fp32 weights under autocast: autocast re-casts every
+    weight on every forward (measured on an H100 with a 0.6B decoder: 54.5k vs 44.6k tokens/s). Reading them
+    as bf16 from the start skips an fp32 copy of the whole model on the host (a 0.6B bf16 checkpoint on 2 CPU
+    cores: 3.4-4.0 s as fp32 then cast, 1.55 s read as bf16; the same bits, docs/RESULTS.md section 6). On the
+    CPU ``bf16`` means autocast over fp32 weights (norms and softmax stay fp32 there).
+    """
+    if torch.device(device).type == "cuda" and effective_precision(cfg.precision, device) is Precision.bf16:
+        return torch.bfloat16
+    return torch.float32
+
+
 def load_backbone(
     cfg: BackboneConfig, device: torch.device | str = "cpu"
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load the frozen backbone and its tokenizer.
 
-    The model is loaded in fp32 (on CPU ``bf16`` precision means autocast over fp32 weights; on CUDA the
-    weights themselves are cast to bf16), frozen
+    The model is loaded in :func:`weights_dtype` (fp32, except bf16 weights on a GPU running bf16), frozen
     (``requires_grad_(False)``) and put in eval mode. BERT-like models are built without their pooler.
     The tokenizer gets ``cfg.padding_side`` (``auto`` keeps its own) and a pad token (EOS for decoders).
 
@@ -216,7 +229,7 @@ def load_backbone(
                     extra["add_pooling_layer"] = False
                 extra["config"] = config
             model, info = AutoModel.from_pretrained(
-                path, dtype=torch.float32, output_loading_info=True, **common, **extra
+                path, dtype=weights_dtype(cfg, device), output_loading_info=True, **common, **extra
             )
             _warn_load_info(info, str(folder or path))
         if cfg.gguf_file is not None and not hit:
@@ -242,9 +255,9 @@ def load_backbone(
             hf_logging.enable_progress_bar()
     model.requires_grad_(False)
     model.eval()
-    if torch.device(device).type == "cuda" and effective_precision(cfg.precision, device) is Precision.bf16:
-        # A frozen model on a GPU runs in bf16 weights, not fp32 weights under autocast: autocast re-casts
-        # every weight on every forward (measured on an H100 with a 0.6B decoder: 54.5k vs 44.6k tokens/s).
+    if weights_dtype(cfg, device) is torch.bfloat16:
+        # Every module, as before the load itself read bf16 (a model's fp32-kept modules, and the GGUF
+        # copies, which load in fp32, included): the same weights to the bit either way.
         model.to(torch.bfloat16)
     model.to(device)
     _prepare_tokenizer(tokenizer, cfg)
