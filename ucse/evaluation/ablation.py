@@ -24,10 +24,12 @@ def collect(sweep_dir: str | Path, metric: str = "accuracy") -> dict[str, dict[s
     table: dict[str, dict[str, list[float]]] = {}
     for path in sorted(Path(sweep_dir).glob("*/*/seed*/metrics.json")):
         task, variant = path.parts[-4], path.parts[-3]
-        test = read_run_metrics(path.parent, "this seed is left out of the table").get("test")
+        metrics = read_run_metrics(path.parent, "this seed is left out of the table")
+        test = metrics.get("test")
         value = test.get(metric) if isinstance(test, dict) else None
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            log.warning("%s has no finite test %s: this seed is left out of the table.", path, metric)
+            if metrics:  # an unreadable file was named by the reader already
+                log.warning("%s has no finite test %s: this seed is left out of the table.", path, metric)
             continue
         table.setdefault(task, {}).setdefault(variant, []).append(float(value))
     return table
