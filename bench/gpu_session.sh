@@ -37,7 +37,7 @@ for stage in "$@"; do
     minilm)
       for seed in ${SEEDS:-0 1 2}; do
         /usr/bin/time -f "wall %e s, max RSS %M KB" python3 train.py backbone.model=.gpu/minilm-fp16 seed=$seed \
-          output_dir=/tmp/runs/minilm-seed$seed progress_bar=false 2>&1 | grep -v -E "^(INFO|WARNING|  warnings)|UserWarning|LOCAL_RANK"
+          output_dir=/tmp/runs/minilm-seed$seed progress_bar=false 2>&1 | grep --line-buffered -v -E "^(INFO|WARNING|  warnings)|UserWarning|LOCAL_RANK"
         cp /tmp/runs/minilm-seed$seed/metrics.json "$out/minilm-seed$seed-metrics.json"
       done
       python3 eval.py run=/tmp/runs/minilm-seed0 plots=false efficiency_batches=20 2>&1 | tail -40
@@ -45,9 +45,9 @@ for stage in "$@"; do
       ;;
     current)
       /usr/bin/time -f "wall %e s, max RSS %M KB" python3 train.py backbone.model=.gpu/minilm-fp16 seed=0 \
-        output_dir=/tmp/runs/minilm-seed0 progress_bar=false 2>&1 | grep -v -E "^(INFO|WARNING|  warnings)|UserWarning|LOCAL_RANK"
+        output_dir=/tmp/runs/minilm-seed0 progress_bar=false 2>&1 | grep --line-buffered -v -E "^(INFO|WARNING|  warnings)|UserWarning|LOCAL_RANK"
       cp /tmp/runs/minilm-seed0/metrics.json "$out/minilm-seed0-metrics.json"
-      python3 bench/predict.py run=/tmp/runs/minilm-seed0 n=${PREDICT_N:-3080} repeats=5 device=cuda 2>&1 | grep -v -E "^(INFO|WARNING)|Warning"
+      python3 bench/predict.py run=/tmp/runs/minilm-seed0 n=${PREDICT_N:-3080} repeats=5 device=cuda 2>&1 | grep --line-buffered -v -E "^(INFO|WARNING)|Warning"
       # the same 3080 texts predicted on CUDA (the joint_knn search on the GPU) and on the CPU: largest differences
       python3 -c "
 import sys, numpy as np; sys.path.insert(0, '.')
@@ -60,7 +60,7 @@ print('cuda vs cpu, 3080 texts: ood_score max |diff|', np.abs(g('cuda', 'ood_sco
       'confidence max |diff|', np.abs(g('cuda', 'confidence') - g('cpu', 'confidence')).max(),
       'labels differ', sum(a['label'] != b['label'] for a, b in zip(r['cuda'], r['cpu'])),
       'ood differ', sum(a['ood'] != b['ood'] for a, b in zip(r['cuda'], r['cpu'])))
-" 2>&1 | grep -v -E "^(INFO|WARNING)|Warning|Loading weights"
+" 2>&1 | grep --line-buffered -v -E "^(INFO|WARNING)|Warning|Loading weights"
       ;;
     knn)  # the joint_knn search on CUDA: 30,800 queries against a 10,003-row float16 bank, 768 wide, k = 1
       python3 -c "
@@ -78,21 +78,21 @@ print('cuda vs cpu: max |diff|', (ref - d).abs().max().item())
       ;;
     setfit)
       timeout ${SETFIT_TIMEOUT:-600} python3 bench/peers.py --methods setfit --shots ${SETFIT_SHOTS:-8} --seeds ${SEEDS:-0 1 2} --setfit-iterations 20 \
-        --model .gpu/minilm-fp16 --out "$out/peers" 2>&1 | grep -v -E "^(INFO|WARNING)|Warning|it/s\]|s/it\]"
+        --model .gpu/minilm-fp16 --out "$out/peers" 2>&1 | grep --line-buffered -v -E "^(INFO|WARNING)|Warning|it/s\]|s/it\]"
       ;;
     overhead|finite|paths|blend|qwen3)  # bench/scale_gpu.py: only=<part> (paths: head_paths; qwen3: all parts)
       only=$stage name=$stage
       [ "$stage" = paths ] && only=head_paths name=head-paths
       [ "$stage" = qwen3 ] && only=all name=scale
       python3 bench/scale_gpu.py only=$only tokenizer=.gpu/tok-smollm2 out="$out/qwen3-$name.json" 2>&1 \
-        | grep -v -E "^(INFO|WARNING)|UserWarning|LOCAL_RANK"
+        | grep --line-buffered -v -E "^(INFO|WARNING)|UserWarning|LOCAL_RANK"
       ;;
     ratio)
       python3 bench/gpu_ratio.py tokenizer=.gpu/tok-smollm2 out="$out/qwen3-ratio.json" ${RATIO_ARGS:-} 2>&1 \
-        | grep -v -E "^(INFO|WARNING)|UserWarning|LOCAL_RANK"
+        | grep --line-buffered -v -E "^(INFO|WARNING)|UserWarning|LOCAL_RANK"
       ;;
     compile)
-      for bs in 64 512; do python3 bench/head_compile.py device=cuda hidden=1024 batch=$bs 2>&1 | grep -v "^W"; done
+      for bs in 64 512; do python3 bench/head_compile.py device=cuda hidden=1024 batch=$bs 2>&1 | grep --line-buffered -v "^W"; done
       ;;
   esac
 done
