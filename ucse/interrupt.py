@@ -1,9 +1,16 @@
-"""Stopping on SIGTERM: the command unwinds (temporary files removed), says so in one line, exits 128 + 15.
+"""Stopping on SIGTERM or Ctrl-C: the command unwinds, says so in one line, exits 128 + the signal.
 
 Without a handler SIGTERM kills the process outright, and during training Lightning's own handler turned it
 into ``SystemExit`` with no code, so a stopped run exited 0 as if it had finished. Within
 :func:`stop_on_sigterm` the signal raises :class:`TerminatedError` where the process is, so every
 ``finally`` and ``except BaseException`` clean-up (atomic writes, cache builds, the overwrite swap) runs.
+
+Ctrl-C has its own trap in Lightning: a ``KeyboardInterrupt`` inside ``fit`` makes it ignore SIGINT for the
+rest of the process (``SIG_IGN``, never restored) and call ``sys.exit(1)`` (Lightning-AI/pytorch-lightning
+#19976): ``ucse train`` exited 1 instead of 130 with no word on the checkpoint, and a notebook that stopped a
+``ucse.train`` cell got ``SystemExit`` and could not be interrupted again. Within :func:`interrupt_as_error`
+Ctrl-C raises :class:`TerminatedError`, which Lightning tears down and re-raises like any other error; the
+training run turns it back into ``KeyboardInterrupt``, with what the run left and how to resume.
 """
 
 from __future__ import annotations
@@ -15,8 +22,12 @@ from contextlib import contextmanager
 from typing import Any
 
 
-class TerminatedError(Exception):
-    """The command was stopped by a signal; ``exit_code`` is the shell's ``128 + signal number``."""
+class TerminatedError(BaseException):
+    """The command was stopped by a signal; ``exit_code`` is the shell's ``128 + signal number``.
+
+    A ``BaseException``, as ``KeyboardInterrupt`` is: an ``except Exception`` that turns a library's errors
+    into a message (a damaged checkpoint, an unreadable file) must not turn a stop into one.
+    """
 
     def __init__(self, message: str, signum: int = signal.SIGTERM) -> None:
         super().__init__(message)
@@ -43,3 +54,28 @@ def stop_on_sigterm() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def interrupt_as_error() -> Iterator[None]:
+    """Within the block, Ctrl-C (SIGINT) raises :class:`TerminatedError` instead of ``KeyboardInterrupt``.
+
+    Main thread only (elsewhere a no-op), and not where SIGINT is ignored (a job started in the background by
+    a non-interactive shell must stay deaf to it). The handler in place before is restored on the way out.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is signal.SIG_IGN or previous is None:  # None: a handler not installed from Python
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise TerminatedError("interrupted (Ctrl-C)", signum)
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

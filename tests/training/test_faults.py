@@ -1,8 +1,9 @@
-"""Faults during training: a second run into the same folder, SIGTERM, a full disk, an unwritable cache.
+"""Faults during training: a second run into the same folder, SIGTERM, Ctrl-C, a full disk, an unwritable
+cache.
 
-Each ends in one ``error:`` line with the fix (exit 2, or 143 for SIGTERM), leaves no half-written artifact
-visible and keeps what was there before. The real processes (``python train.py``) are paused at a chosen
-training step by a wrapper, so every race is hit deterministically, not by timing.
+Each ends in one ``error:`` line with the fix (exit 2, or 143 for SIGTERM, 130 for Ctrl-C), leaves no
+half-written artifact visible and keeps what was there before. The real processes (``python train.py``) are
+paused at a chosen training step by a wrapper, so every race is hit deterministically, not by timing.
 """
 
 from __future__ import annotations
@@ -172,6 +173,21 @@ def test_sigterm_stops_training_in_one_line_and_the_run_resumes(args, tmp_path, 
     per_epoch = last["global_step"]
     assert steps == list(range(per_epoch, 3 * per_epoch))
     assert (run / "head" / "model.safetensors").is_file()
+
+
+@pytest.mark.slow  # one real training process
+def test_ctrl_c_stops_training_in_one_line_exit_130_and_names_the_checkpoint(args, tmp_path):
+    # Lightning alone turned Ctrl-C in fit into sys.exit(1): exit 1, no word on the checkpoint
+    run = tmp_path / "run"
+    proc, held, _ = _start(tmp_path, args(), hold=1)
+    _wait_for(proc, held)  # epoch 0 is done and checkpointed; epoch 1 has begun
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGINT  # 130, as a shell reports a process ended by Ctrl-C
+    line = _one_error_line(err)
+    assert "interrupted (Ctrl-C)" in line and "holds 1 of 3 epochs" in line and "ckpt_path=last" in line, line
+    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["epoch"] == 0  # intact
+    assert not (run / "head").exists() and not _leftovers(tmp_path)
 
 
 def _disk_full_after(monkeypatch, writes: int) -> list[str]:

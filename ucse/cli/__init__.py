@@ -27,10 +27,14 @@ def run_cli(body: Callable[[], int], interrupted: str = "") -> int:
     try:
         with stop_on_sigterm():
             return body()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:
         if debug_mode():
             raise
-        print(f"error: interrupted (Ctrl-C).{' ' + interrupted if interrupted else ''}", file=sys.stderr)
+        said = str(err) if err.args else ""  # a training run says what it left and how to resume
+        if said:
+            print(f"error: {said}", file=sys.stderr)
+        else:
+            print(f"error: interrupted (Ctrl-C).{' ' + interrupted if interrupted else ''}", file=sys.stderr)
         return INTERRUPTED
     except (ValueError, FileNotFoundError, OSError, TerminatedError) as err:
         if debug_mode():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import signal
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from ucse.config import (
 from ucse.config.run_layout import RunFolder
 from ucse.data import TaskData, load_classification
 from ucse.heads import build_head, save_head
-from ucse.interrupt import TerminatedError
+from ucse.interrupt import TerminatedError, interrupt_as_error
 from ucse.training.auto_run import fit_auto_run
 from ucse.training.checkpoints import BackgroundCheckpointIO, RelocatableCheckpoint
 from ucse.training.datamodule import StatesDataModule
@@ -193,6 +194,7 @@ def train(cfg: TrainConfig, data: TaskData | None = None) -> RunResult:
     try:
         with ExitStack() as stack:
             stack.enter_context(run_torch_flags())  # Lightning's process-wide flags end with the run
+            stack.enter_context(interrupt_as_error())  # Ctrl-C reaches us, not Lightning's sys.exit(1)
             if rank0:
                 # From here on the folder is this process's: a concurrent run into it fails in one line.
                 stack.enter_context(hold_run_folder(run_dir))
@@ -207,6 +209,8 @@ def train(cfg: TrainConfig, data: TaskData | None = None) -> RunResult:
             work.mkdir(parents=True, exist_ok=True)
             metrics = _run(cfg, data, work, device, t0)
     except TerminatedError as stop:
+        if stop.signum == signal.SIGINT:  # Ctrl-C stays a KeyboardInterrupt for the caller, with the details
+            raise KeyboardInterrupt(_stopped(stop, cfg, run_dir, swap)) from None
         raise TerminatedError(_stopped(stop, cfg, run_dir, swap), stop.signum) from None
     if rank0:
         log.info("run folder: %s  test: %s", run_dir, metrics.get("test", "none (no test split)"))
