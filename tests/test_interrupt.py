@@ -58,3 +58,20 @@ def test_within_the_block_ctrl_c_is_a_stop_that_except_exception_does_not_catch(
         except Exception:  # noqa: BLE001 - what a library's error translation does
             pytest.fail("a stop was caught as an error")
     assert stop.value.signum == signal.SIGINT and stop.value.exit_code == 130
+
+
+def test_ctrl_c_in_an_estimator_fit_offers_no_resume_of_its_temporary_folder(tiny_bert_dir, monkeypatch):
+    from toy_tasks import own_rows
+
+    from ucse.inference.classifier import UcseClassifier
+
+    backbone = {"model": str(tiny_bert_dir), "name": "tiny-bert", "precision": "fp32", "batch_size": 64}
+    optim = {"epochs": 3, "batch_size": 16}
+    est = UcseClassifier(head="textcnn", device="cpu", overrides={"backbone": backbone, "optim": optim})
+    rows = own_rows(120, seed=3)
+    _interrupt_at(monkeypatch, epoch=1, step=0)
+    with pytest.raises(KeyboardInterrupt) as stopped:
+        est.fit([r["text"] for r in rows], [r["label"] for r in rows])
+    assert str(stopped.value) == (
+        "interrupted (Ctrl-C); nothing was kept (the estimator trained in a temporary folder)."
+    )

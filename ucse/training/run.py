@@ -219,6 +219,8 @@ def train(cfg: TrainConfig, data: TaskData | None = None) -> RunResult:
 
 def _stopped(stop: TerminatedError, cfg: TrainConfig, run_dir: Path, swap: bool) -> str:
     """What a run stopped by a signal left behind, and how to go on."""
+    if RunFolder(run_dir).scratch:  # UcseClassifier.fit's temporary folder goes with the estimator
+        return f"{stop}; nothing was kept (the estimator trained in a temporary folder)."
     if swap:
         return (
             f"{stop}; the run in {run_dir} is unchanged (the unfinished overwrite was discarded). Rerun with "
