@@ -239,7 +239,15 @@ def test_tampered_heldout_file_is_refused(tmp_path):
     dist = torch.tensor([[0.1, 0.2], [0.0, 0.0], [1.9, 2.0], [0.5, 1.0]])
     save_file({**good, "distances": dist}, str(tmp_path / "okd.safetensors"))
     assert read_heldout(tmp_path / "okd.safetensors", 3)[2].tolist() == dist.tolist()
+    assert read_heldout(tmp_path / "okd.safetensors", 3)[3] is None  # a run before bank sizes were kept
+    sizes = torch.tensor([3, 3, 2, 2])
+    save_file({**good, "distances": dist, "bank_rows": sizes}, str(tmp_path / "okb.safetensors"))
+    assert read_heldout(tmp_path / "okb.safetensors", 3)[3].tolist() == [3, 3, 2, 2]
     for name, bad in [
+        ("smallbank", {**good, "distances": dist, "bank_rows": torch.tensor([3, 3, 1, 2])}),  # < 2 kept
+        ("bankrows", {**good, "distances": dist, "bank_rows": sizes[:3]}),
+        ("bankfloat", {**good, "distances": dist, "bank_rows": sizes.float()}),
+        ("banknodist", {**good, "bank_rows": sizes}),  # sizes of distances that are not there
         ("descending", {**good, "distances": dist.flip(1)}),
         ("beyond", {**good, "distances": dist + 0.5}),
         ("rows", {**good, "distances": dist[:3]}),

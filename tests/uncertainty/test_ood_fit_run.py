@@ -16,6 +16,7 @@ from ucse.config import ConfigError, build_config, from_yaml
 from ucse.config.uncertainty import OodScore
 from ucse.data import load_classification
 from ucse.inference.classifier import UcseClassifier
+from ucse.training.auto_run import read_heldout
 from ucse.uncertainty.ood_examples import youden_threshold
 
 
@@ -48,12 +49,18 @@ def test_the_default_flag_reads_the_heads_mu_beside_the_pooled_vector(tmp_path, 
     det = profile.ood
     assert det.score is OodScore.joint_knn and det.k == 1 and det.info["heldout"] == "selection models"
     clf = UcseClassifier.from_pretrained(tmp_path / "run", device="cpu")
-    # The bank: every row the shipped head trained on, as unit [mu / |mu|, pooled / (2 |pooled|)] rows.
+    # The bank: the rows the shipped head trained on, as unit [mu / |mu|, pooled / (2 |pooled|)] rows, a
+    # random subset as large as the held-out rows' fold banks (cross-validated: 4 of 5 folds, 240 -> 192).
     cfg = from_yaml(tmp_path / "run" / "config.yaml")
     data = load_classification(cfg.task, cfg.data, cfg.seed)
     rows = data.texts("train") + data.texts("validation")
-    bank = _joint(clf.encode_gaussian(rows))
-    assert det.stats.bank.shape == bank.shape == (det.info["n_train"], bank.shape[1])
+    n = len(rows)
+    assert n == det.info["n_train"] == 240
+    held_banks = read_heldout(tmp_path / "run" / "heldout.safetensors", 3)[3]
+    assert held_banks.tolist() == [192] * n  # 5 folds of 48: every row's bank is the other 192
+    keep = np.sort(np.random.default_rng(cfg.uncertainty.seed).choice(n, 192, replace=False))
+    bank = _joint(clf.encode_gaussian([rows[i] for i in keep]))
+    assert det.stats.bank.shape == bank.shape == (192, bank.shape[1])
     # The bank was read from the fp16 hidden-state cache, these rows from a fresh fp32 pass, and it is kept in
     # fp16: each rounding to 11 significant bits moves a unit-row component (|x| <= 1) by at most 4.9e-4.
     assert det.stats.bank.dtype == torch.float16

@@ -124,6 +124,8 @@ class AutoResult:
         heldout_distances: (N, K) ascending distances of those rows to their nearest training rows under the
             models that held them out, in :func:`ucse.training.neighbours.joint_features` space (the
             ``joint_knn`` out-of-scope flag's threshold).
+        heldout_bank_rows: (N,) the size of the bank each of those distances was measured in (the other folds'
+            rows, or the training rows before the refit): the shipped flag searches a bank of that size.
         estimate_logits: (N, C) out-of-fold logits of the chosen weight as the selection scored it (fold
             probes with their own C), the run's accuracy estimate; ``None`` outside cross-validation.
             ``heldout``'s probe part is at the shipped probe's C, chosen on every row, so its accuracy
@@ -136,6 +138,7 @@ class AutoResult:
     heldout_labels: np.ndarray | None = None
     heldout_distances: np.ndarray | None = None
     estimate_logits: np.ndarray | None = None
+    heldout_bank_rows: np.ndarray | None = None
 
 
 def _join(a: TokenStates, b: TokenStates) -> TokenStates:
@@ -231,14 +234,15 @@ def _holdout(cfg, states, labels, c, h, device, weights) -> AutoResult:
         report["textcnn"]["refit_steps"] = steps
     report["refit"] = {"rows": len(y)}
     heldout = _heldout_outputs(choice, x_va, out_va.logits, b, out_va.mean, out_va.var)
-    dist = None
+    dist = bank_rows = None
     if _joint_flag(cfg, len(y)):  # joint_knn after the refit: distances under the selection models
         # the selection TextCNN's mu of the training rows, when the choice reads it (the probe's are x_tr)
         mean_tr = outputs(fit.head, states["train"]).mean if choice["weight"] > 0 else None
         bank = _joint(choice, mean_tr, x_tr)
         dist = neighbour_distances(_joint(choice, out_va.mean, x_va), bank, MAX_K).numpy()
+        bank_rows = np.full(len(x_va), len(x_tr), dtype=np.int64)
     head = compose(cfg.head, choice, gaussian, probe, c)
-    return AutoResult(head, report, heldout, labels["validation"], dist)
+    return AutoResult(head, report, heldout, labels["validation"], dist, heldout_bank_rows=bank_rows)
 
 
 def _fold_distances(
@@ -342,6 +346,9 @@ def _cross_validated(cfg, states, labels, c, h, device, weights) -> AutoResult:
     head = compose(cfg.head, choice, gaussian, probe, c)
     heldout = _heldout_outputs(choice, x, oof_a, oof_shipped, oof_mean, oof_var)
     dist = _fold_distances(choice, rows, x, folds, fold_heads, oof_mean, outputs) if joint else None
+    bank_rows = np.zeros(len(y), dtype=np.int64)  # (N,) each row's fold bank: the other folds' rows
+    for tr, te in folds:
+        bank_rows[te] = len(tr)
     report = {
         "mode": "cross-validation",
         "folds": k,
@@ -350,4 +357,4 @@ def _cross_validated(cfg, states, labels, c, h, device, weights) -> AutoResult:
         "textcnn": {"steps": steps},
         **choice,
     }
-    return AutoResult(head, report, heldout, y, dist, estimate)
+    return AutoResult(head, report, heldout, y, dist, estimate, bank_rows if joint else None)

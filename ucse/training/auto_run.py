@@ -43,7 +43,7 @@ def fit_auto_run(
     """Fit ``cfg.head`` (auto, blend or logreg), save it in ``run_dir/head``, return the run's metrics."""
     t0 = time.perf_counter()
     head_type = HeadType(cfg.head.type)
-    heldout, heldout_labels, distances, estimate = None, None, None, None
+    heldout, heldout_labels, distances, estimate, bank_rows = None, None, None, None, None
     if head_type is HeadType.logreg:
         x = probe_features(states["train"], cfg.backbone.pooling)
         head, info = fit_probe_head(cfg, x, labels["train"], num_classes, states["train"].hidden_size)
@@ -54,6 +54,7 @@ def fit_auto_run(
         head, report = result.head, result.report
         heldout, heldout_labels = result.heldout, result.heldout_labels
         distances, estimate = result.heldout_distances, result.estimate_logits
+        bank_rows = result.heldout_bank_rows
     fit_s = time.perf_counter() - t0
     metrics: dict = {}
     outputs = predict_outputs(cfg, device)
@@ -66,7 +67,7 @@ def fit_auto_run(
             metrics["val"] = {**_scores(estimate, heldout_labels), "estimate": "cross-validated"}
         else:
             metrics["val"] = {**_scores(heldout.logits, heldout_labels), "estimate": "held-out, before refit"}
-        save_heldout(RunFolder(run_dir).heldout, heldout, heldout_labels, distances)
+        save_heldout(RunFolder(run_dir).heldout, heldout, heldout_labels, distances, bank_rows)
     save_head(head, RunFolder(run_dir).head, meta)
     metrics["head"] = head.spec.config.type.value
     metrics["selection"] = report
@@ -75,8 +76,18 @@ def fit_auto_run(
     return metrics
 
 
-def save_heldout(path: Path, out: Outputs, labels: np.ndarray, distances: np.ndarray | None = None) -> None:
-    """Write the out-of-fold outputs, labels and (N, K) neighbour distances as safetensors (atomically)."""
+def save_heldout(
+    path: Path,
+    out: Outputs,
+    labels: np.ndarray,
+    distances: np.ndarray | None = None,
+    bank_rows: np.ndarray | None = None,
+) -> None:
+    """Write the held-out outputs, labels, distances and their banks' sizes as safetensors (atomically).
+
+    ``distances``: (N, K) each row's nearest training rows; ``bank_rows``: (N,) how many rows the bank they
+    were measured in held.
+    """
     tensors = {
         "mean": torch.as_tensor(np.ascontiguousarray(out.mean, dtype=np.float32)),
         "logits": torch.as_tensor(np.ascontiguousarray(out.logits, dtype=np.float32)),
@@ -86,6 +97,8 @@ def save_heldout(path: Path, out: Outputs, labels: np.ndarray, distances: np.nda
         tensors["var"] = torch.as_tensor(np.ascontiguousarray(out.var, dtype=np.float32))
     if distances is not None:
         tensors["distances"] = torch.as_tensor(np.ascontiguousarray(distances, dtype=np.float32))
+        if bank_rows is not None:
+            tensors["bank_rows"] = torch.as_tensor(np.asarray(bank_rows, dtype=np.int64))
     with atomic.atomic_file(path, "wb") as f:
         f.write(save(tensors))
 
@@ -103,13 +116,19 @@ def load_heldout(path: Path, num_classes: int) -> tuple[Outputs, np.ndarray] | N
     return None if read is None else read[:2]
 
 
-def read_heldout(path: Path, num_classes: int) -> tuple[Outputs, np.ndarray, np.ndarray | None] | None:
-    """Outputs, labels and (N, K) neighbour distances (or ``None``) of ``heldout.safetensors``, read once."""
+def read_heldout(
+    path: Path, num_classes: int
+) -> tuple[Outputs, np.ndarray, np.ndarray | None, np.ndarray | None] | None:
+    """Outputs, labels, (N, K) neighbour distances and (N,) their banks' sizes of ``heldout.safetensors``.
+
+    The last two are ``None`` where the run saved none (runs before the sizes were kept have distances only).
+    """
     t = _read_heldout(path, num_classes)
     if t is None:
         return None
     out = Outputs(t["mean"].numpy(), t["var"].numpy() if "var" in t else None, t["logits"].numpy())
-    return out, t["labels"].numpy(), t["distances"].numpy() if "distances" in t else None
+    optional = [t[k].numpy() if k in t else None for k in ("distances", "bank_rows")]
+    return out, t["labels"].numpy(), *optional
 
 
 def _read_heldout(path: Path, num_classes: int) -> dict[str, torch.Tensor] | None:
@@ -122,9 +141,11 @@ def _read_heldout(path: Path, num_classes: int) -> dict[str, torch.Tensor] | Non
     except (SafetensorError, OSError) as err:
         raise ValueError(f"{path}: not a readable safetensors file ({err}); {fix}.") from None
     need = {"mean", "logits", "labels"}
-    if not need <= set(t) or set(t) - need - {"var", "distances"}:
+    extra = {"var", "distances", "bank_rows"} if "distances" in t else {"var"}
+    if not need <= set(t) or set(t) - need - extra:
         raise ValueError(
-            f"{path}: holds {sorted(t)}, expected mean, logits, labels (and var, distances); {fix}."
+            f"{path}: holds {sorted(t)}, expected mean, logits, labels (and var, distances, bank_rows); "
+            f"{fix}."
         )
     n = t["labels"].shape[0]
     shapes_ok = (
@@ -155,4 +176,8 @@ def _read_heldout(path: Path, num_classes: int) -> dict[str, torch.Tensor] | Non
                 f"{path}: distances {tuple(d.shape)} are not {n} rows of ascending float32 values in "
                 f"[0, 2]; {fix}."
             )
+        if "bank_rows" in t:  # each bank held at least the neighbours its row's distances name
+            r = t["bank_rows"]
+            if r.dtype != torch.int64 or r.shape != (n,) or int(r.min()) < d.shape[1]:
+                raise ValueError(f"{path}: bank_rows is not {n} bank sizes of at least {d.shape[1]}; {fix}.")
     return t
