@@ -11,7 +11,6 @@ texts (out of scope) with the run's own flag. Used to check the matched bank
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -58,11 +57,7 @@ def measure(task: str, shots: str, seed: int, out: Path) -> dict:
 
 
 def main() -> None:
-    task, shots, *seeds = sys.argv[1:]
-    out = Path("bench/out/ood-keep-matched")
-    out.mkdir(parents=True, exist_ok=True)
-    for seed in map(int, seeds):
-        print(json.dumps(measure(task, shots, seed, out)), flush=True)
+    peers.print_seed_rows(measure, "ood-keep-matched")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ not keep them). One JSON line per seed on stdout.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -107,12 +106,8 @@ def measure(task: str, shots: str, seed: int, out: Path) -> dict:
 
 
 def main() -> None:
-    task, shots, *seeds = sys.argv[1:]
     auto._fold_distances = _wrapped
-    out = Path("bench/out/ood-keep-split")
-    out.mkdir(parents=True, exist_ok=True)
-    for seed in map(int, seeds):
-        print(json.dumps(measure(task, shots, seed, out)), flush=True)
+    peers.print_seed_rows(measure, "ood-keep-split")
 
 
 if __name__ == "__main__":

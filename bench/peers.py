@@ -292,6 +292,18 @@ def run_ucse(task, train, test, seed, method, out) -> tuple[np.ndarray, dict]:
     }
 
 
+def print_seed_rows(measure, out_name: str) -> None:
+    """One JSON line of ``measure(task, shots, seed, out)`` per seed of ``<task> <shots> <seed>...``.
+
+    The arguments come from the command line; runs go under ``bench/out/<out_name>``.
+    """
+    task, shots, *seeds = sys.argv[1:]
+    out = Path("bench/out") / out_name
+    out.mkdir(parents=True, exist_ok=True)
+    for seed in map(int, seeds):
+        print(json.dumps(measure(task, shots, seed, out)), flush=True)
+
+
 def rows_parser(
     doc: str, out: str, shots=("8", "32"), seeds=(0, 1, 2), tasks=TASKS
 ) -> argparse.ArgumentParser:
