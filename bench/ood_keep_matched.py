@@ -19,10 +19,9 @@ from sklearn.metrics import roc_auc_score
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import peers  # noqa: E402
+from ood_bank_size import OTHER, features, scores  # noqa: E402
 
 from ucse.inference.classifier import UcseClassifier  # noqa: E402
-
-OTHER = {"Banking77Classification": "MassiveScenarioClassification"}  # cross-domain texts per task
 
 
 def measure(task: str, shots: str, seed: int, out: Path) -> dict:
@@ -38,12 +37,8 @@ def measure(task: str, shots: str, seed: int, out: Path) -> dict:
     run, *_ = peers.train_ucse(task, train, test, seed, "auto", out)
     clf = UcseClassifier.from_pretrained(run, device="cpu")
     det = clf.profile_.ood
-
-    def scores(batch: list[str]) -> np.ndarray:
-        enc = clf.encode_gaussian(batch)
-        return det.scores(det.features(enc.mean, enc.pooled), None, None).numpy()
-
-    d_in, d_out = scores(test[0]), scores(peers.read(OTHER.get(task, "Banking77Classification"), "test")[0])
+    other = peers.read(OTHER.get(task, "Banking77Classification"), "test")[0]
+    d_in, d_out = (scores(det, features(clf, batch), det.stats.bank) for batch in (test[0], other))
     auroc = roc_auc_score(np.r_[np.zeros(len(d_in)), np.ones(len(d_out))], np.r_[d_in, d_out])
     return {
         "task": task,

@@ -15,6 +15,7 @@ training run turns it back into ``KeyboardInterrupt``, with what the run left an
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 from collections.abc import Iterator
@@ -40,42 +41,37 @@ class TerminatedError(BaseException):
 
 
 @contextmanager
-def stop_on_sigterm() -> Iterator[None]:
-    """Within the block, SIGTERM raises :class:`TerminatedError` (main thread only; elsewhere a no-op)."""
-    if threading.current_thread() is not threading.main_thread():
+def _raising(signum: int, message: str, unless_ignored: bool = False) -> Iterator[None]:
+    """Within the block, ``signum`` raises :class:`TerminatedError` with ``message``.
+
+    The previous handler is restored on the way out. Main thread only (elsewhere a no-op); ``unless_ignored``:
+    a signal the process ignores stays ignored.
+    """
+    previous = signal.getsignal(signum)
+    ignored = previous is signal.SIG_IGN or previous is None  # None: a handler not installed from Python
+    if threading.current_thread() is not threading.main_thread() or (unless_ignored and ignored):
         yield
         return
 
     def handler(signum: int, frame: Any) -> None:
-        raise TerminatedError(f"stopped by {signal.Signals(signum).name}", signum)
+        raise TerminatedError(message, signum)
 
-    previous = signal.signal(signal.SIGTERM, handler)
+    signal.signal(signum, handler)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signum, previous)
 
 
-@contextmanager
-def interrupt_as_error() -> Iterator[None]:
+def stop_on_sigterm() -> contextlib.AbstractContextManager[None]:
+    """Within the block, SIGTERM raises :class:`TerminatedError` (main thread only; elsewhere a no-op)."""
+    return _raising(signal.SIGTERM, "stopped by SIGTERM")
+
+
+def interrupt_as_error() -> contextlib.AbstractContextManager[None]:
     """Within the block, Ctrl-C (SIGINT) raises :class:`TerminatedError` instead of ``KeyboardInterrupt``.
 
     Main thread only (elsewhere a no-op), and not where SIGINT is ignored (a job started in the background by
     a non-interactive shell must stay deaf to it). The handler in place before is restored on the way out.
     """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.getsignal(signal.SIGINT)
-    if previous is signal.SIG_IGN or previous is None:  # None: a handler not installed from Python
-        yield
-        return
-
-    def handler(signum: int, frame: Any) -> None:
-        raise TerminatedError("interrupted (Ctrl-C)", signum)
-
-    signal.signal(signal.SIGINT, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    return _raising(signal.SIGINT, "interrupted (Ctrl-C)", unless_ignored=True)

@@ -179,7 +179,9 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
         )
         from ucse.uncertainty.abstain_rule import recalibration_run
 
-        prior = prior_line(profile.info.get("class_prior"), recalibration_run(profile.info, run_dir))
+        # where `ucse calibrate` (and `ucse review`, which rereads the data too) can serve the run
+        recalibrate = recalibration_run(profile.info, run_dir)
+        prior = prior_line(profile.info.get("class_prior"), recalibrate)
         if prior:
             lines.append(prior)
         a = profile.abstain
@@ -222,11 +224,8 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
         labelled = sum(v for k, v in sizes.items() if k in ("train", "validation") and isinstance(v, int))
         rows = review.get("rows")
         more = ""
-        # ucse review rereads the data as calibrate does: offered where the profile says calibrate can serve
-        # the run (info.recalibrate, recorded when it was fitted), not for rows passed in memory
-        from ucse.uncertainty.abstain_rule import recalibration_run
-
-        if isinstance(rows, int) and labelled > rows and recalibration_run(profile.info, run_dir) is not None:
+        # offered where calibrate can serve the run (info.recalibrate), not for rows passed in memory
+        if isinstance(rows, int) and labelled > rows and recalibrate is not None:
             more = f"; `ucse review run={run_dir}` ranks all {labelled}"
         shown[run.label_review] += f" ({review_note(review)}{more})"
     extra = ", ".join(name for p, name in shown.items() if p.exists())

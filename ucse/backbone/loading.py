@@ -205,6 +205,7 @@ def load_backbone(
     path = resolve_model_path(cfg.model)
     folder = _check_local(cfg, path)
     common: dict = {"revision": cfg.revision, "trust_remote_code": cfg.trust_remote_code}
+    dtype = weights_dtype(cfg, device)
     if cfg.gguf_file is not None:
         common["gguf_file"] = cfg.gguf_file
     previous = hf_logging.get_verbosity()
@@ -229,7 +230,7 @@ def load_backbone(
                     extra["add_pooling_layer"] = False
                 extra["config"] = config
             model, info = AutoModel.from_pretrained(
-                path, dtype=weights_dtype(cfg, device), output_loading_info=True, **common, **extra
+                path, dtype=dtype, output_loading_info=True, **common, **extra
             )
             _warn_load_info(info, str(folder or path))
         if cfg.gguf_file is not None and not hit:
@@ -255,7 +256,7 @@ def load_backbone(
             hf_logging.enable_progress_bar()
     model.requires_grad_(False)
     model.eval()
-    if weights_dtype(cfg, device) is torch.bfloat16:
+    if dtype is torch.bfloat16:
         # Every module, as before the load itself read bf16 (a model's fp32-kept modules, and the GGUF
         # copies, which load in fp32, included): the same weights to the bit either way.
         model.to(torch.bfloat16)

@@ -30,11 +30,9 @@ def run_cli(body: Callable[[], int], interrupted: str = "") -> int:
     except KeyboardInterrupt as err:
         if debug_mode():
             raise
-        said = str(err) if err.args else ""  # a training run says what it left and how to resume
-        if said:
-            print(f"error: {said}", file=sys.stderr)
-        else:
-            print(f"error: interrupted (Ctrl-C).{' ' + interrupted if interrupted else ''}", file=sys.stderr)
+        # a training run says what it left and how to resume; otherwise the command's own word
+        said = str(err) if err.args else f"interrupted (Ctrl-C).{' ' + interrupted if interrupted else ''}"
+        print(f"error: {said}", file=sys.stderr)
         return INTERRUPTED
     except (ValueError, FileNotFoundError, OSError, TerminatedError) as err:
         if debug_mode():

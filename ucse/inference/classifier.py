@@ -218,12 +218,8 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         clf._load(head_dir, batch_size, warn)
         run = RunFolder(head_dir.parent)
         clf.run_dir_ = run.path if run.config.is_file() else None
-        found = clf.run_dir_ is not None
-        clf.metrics_ = (
-            read_run_metrics(run.path, "the run's recorded figures (metrics_) are left empty")
-            if found
-            else {}
-        )
+        without = "the run's recorded figures (metrics_) are left empty"
+        clf.metrics_ = read_run_metrics(run.path, without) if clf.run_dir_ is not None else {}
         return clf
 
     def save_pretrained(self, path: str | Path, overwrite: bool = False) -> Path:

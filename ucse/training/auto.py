@@ -345,10 +345,12 @@ def _cross_validated(cfg, states, labels, c, h, device, weights) -> AutoResult:
     probe, gaussian, steps = _refit(cfg, choice, rows, x, y, c, h, device, probe_info["C"])
     head = compose(cfg.head, choice, gaussian, probe, c)
     heldout = _heldout_outputs(choice, x, oof_a, oof_shipped, oof_mean, oof_var)
-    dist = _fold_distances(choice, rows, x, folds, fold_heads, oof_mean, outputs) if joint else None
-    bank_rows = np.zeros(len(y), dtype=np.int64)  # (N,) each row's fold bank: the other folds' rows
-    for tr, te in folds:
-        bank_rows[te] = len(tr)
+    dist = bank_rows = None
+    if joint:
+        dist = _fold_distances(choice, rows, x, folds, fold_heads, oof_mean, outputs)
+        bank_rows = np.zeros(len(y), dtype=np.int64)  # (N,) each row's fold bank: the other folds' rows
+        for tr, te in folds:
+            bank_rows[te] = len(tr)
     report = {
         "mode": "cross-validation",
         "folds": k,
@@ -357,4 +359,4 @@ def _cross_validated(cfg, states, labels, c, h, device, weights) -> AutoResult:
         "textcnn": {"steps": steps},
         **choice,
     }
-    return AutoResult(head, report, heldout, y, dist, estimate, bank_rows if joint else None)
+    return AutoResult(head, report, heldout, y, dist, estimate, bank_rows)
