@@ -3,7 +3,7 @@
 Trains the default recipe (``head=auto``) on ``bench/peers.py``'s draw of ``shots`` examples per class (or
 the full train + validation splits), then scores the task's test texts (in scope) and another task's test
 texts (out of scope) with the run's own flag. Used to check the matched bank
-(``ucse.uncertainty.train_split.matched_bank``) against the rows of
+(``ucse.uncertainty.train_split.matched_rows``) against the rows of
 ``docs/measurements/uncertainty-ood/ood-bank-size.jsonl``. One JSON line per seed.
 
     UCSE_DATA_DIR=../shared/data python bench/ood_keep_matched.py Banking77Classification 8 0 1 2

@@ -74,7 +74,9 @@ def measure(task: str, shots: str, seed: int, out: Path) -> dict:
     c = len(data.label_names)
     det = load_uncertainty_profile(run / "head", c).ood
     d_test = det.scores(det.features(o.mean, o.pooled), None, None).numpy()  # (N,) shipped flag's distances
-    d_held = read_heldout(run / "heldout.safetensors", c)[2][:, 0]  # (n,) fold heads' nearest distances
+    d_held = read_heldout(run / "heldout.safetensors", c).distances[
+        :, 0
+    ]  # (n,) fold heads' nearest distances
     norm = d_held.copy()
     for (_, te), s in zip(SEEN["folds"], SEEN["scales"]):
         norm[te] = d_held[te] / s

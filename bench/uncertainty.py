@@ -107,7 +107,7 @@ def log_var_bias(value: float | None) -> Iterator[None]:
 def ood_detectors(run_dir: Path, cfg, encoder, data, profile) -> dict[str, OodDetector]:
     """Every out-of-scope score's flag, fitted the way ``ucse train`` fits the saved one (same rows, tpr)."""
     read = read_heldout(RunFolder(run_dir).heldout, len(data.label_names))
-    heldout, dist = (None, None) if read is None else (read[:2], read[2])
+    heldout, dist = (None, None) if read is None else ((read.outputs, read.labels), read.distances)
     outs = encode_splits(cfg, encoder, data, ("train", "validation"))
     held = outs["validation"] if heldout is None else heldout[0]
     probs = profile.calibrator.probs(held.logits)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -113,22 +114,30 @@ def load_heldout(path: Path, num_classes: int) -> tuple[Outputs, np.ndarray] | N
         ValueError: naming the file and what is wrong with it.
     """
     read = read_heldout(path, num_classes)
-    return None if read is None else read[:2]
+    return None if read is None else (read.outputs, read.labels)
 
 
-def read_heldout(
-    path: Path, num_classes: int
-) -> tuple[Outputs, np.ndarray, np.ndarray | None, np.ndarray | None] | None:
-    """Outputs, labels, (N, K) neighbour distances and (N,) their banks' sizes of ``heldout.safetensors``.
+class Heldout(NamedTuple):
+    """The checked contents of ``heldout.safetensors``: rows under models that did not train on them."""
 
-    The last two are ``None`` where the run saved none (runs before the sizes were kept have distances only).
-    """
+    outputs: Outputs
+    """(N, ...) the out-of-fold head outputs."""
+    labels: np.ndarray
+    """(N,) their labels."""
+    distances: np.ndarray | None
+    """(N, K) each row's nearest-neighbour distances in the joint space, or ``None`` where none were saved."""
+    bank_rows: np.ndarray | None
+    """(N,) the size of the bank each row was searched in, or ``None`` (runs before the sizes were kept)."""
+
+
+def read_heldout(path: Path, num_classes: int) -> Heldout | None:
+    """The contents of ``heldout.safetensors``, every tensor checked; ``None`` without the file."""
     t = _read_heldout(path, num_classes)
     if t is None:
         return None
     out = Outputs(t["mean"].numpy(), t["var"].numpy() if "var" in t else None, t["logits"].numpy())
     optional = [t[k].numpy() if k in t else None for k in ("distances", "bank_rows")]
-    return out, t["labels"].numpy(), *optional
+    return Heldout(out, t["labels"].numpy(), *optional)
 
 
 def _read_heldout(path: Path, num_classes: int) -> dict[str, torch.Tensor] | None:

@@ -46,7 +46,12 @@ from ucse.uncertainty.ood_detector import OodStats, needed_stats, reads_mean, re
 from ucse.uncertainty.ood_examples import apply_examples, read_ood_texts
 from ucse.uncertainty.profile import UncertaintyProfile, row_uniforms
 from ucse.uncertainty.selective import aurc
-from ucse.uncertainty.train_split import fit_run_ood, matched_bank, stream_bank, stream_train_gaussians
+from ucse.uncertainty.train_split import (
+    fit_run_ood,
+    stream_bank,
+    stream_matched_bank,
+    stream_train_gaussians,
+)
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +170,8 @@ def fit_for_run(
     """
     c, folder = len(data.label_names), RunFolder(run)
     read = read_heldout(folder.heldout, c)
-    heldout, dist, held_banks = (None, None, None) if read is None else (read[:2], read[2], read[3])
+    heldout = None if read is None else (read.outputs, read.labels)
+    dist, held_banks = (None, None) if read is None else (read.distances, read.bank_rows)
     bank_rows = len(data.labels("train")) + (len(data.labels("validation")) if heldout is not None else 0)
     ocfg = dataclasses.replace(ucfg.ood, score=ucfg.ood.resolved_score(bank_rows))
     old_ood = previous.ood if previous is not None else None
@@ -187,10 +193,9 @@ def fit_for_run(
         # scores on the pooled vector, its threshold cross-fitted over) those rows' outputs.
         whole = ocfg.enabled and not joint
         outs = {s: encoder.run_states(states[s]) for s in ("train", "validation")} if whole else {}
-        if joint:
-            bank = torch.cat([stream_bank(states[s], encoder) for s in ("train", "validation")])
-            if held_banks is not None:  # searched at the size the held-out distances were measured at
-                bank = matched_bank(bank, held_banks, ucfg.seed)
+        if joint:  # searched at the size the held-out distances were measured at
+            parts = [states["train"], states["validation"]]
+            bank = stream_matched_bank(parts, encoder, held_banks, ucfg.seed)
     else:
         gaussians = previous.gaussians if previous is not None else None
         flag_stats = ocfg.enabled and not reuse_ood  # the flag's statistics are fitted on the training split
