@@ -98,6 +98,7 @@ def test_a_replaced_file_is_hashed_again(model, hashed):
         lambda r: json.dumps({**r, "fingerprint": 7}),
         lambda r: json.dumps({**r, "folder": "/elsewhere"}),
         lambda r: json.dumps({**r, "stats": r["stats"][:-1]}),  # another set of files
+        lambda r: "[" * 100_000,  # deeper than Python's JSON reader follows (a RecursionError before)
     ],
 )
 def test_a_damaged_memo_is_ignored_and_the_files_hashed(model, hashed, damage):
@@ -122,3 +123,12 @@ def test_files_changed_a_moment_ago_are_not_remembered(model, hashed, monkeypatc
     monkeypatch.setattr(fingerprint_memo, "RACY_SECONDS", 3600.0)  # the copy was made within the hour
     assert _fresh_process(model) == _fresh_process(model) == _by_hand(model) and len(hashed) == 2
     assert not (model.parent / "cache" / "fingerprints").exists()
+
+
+def test_a_folder_whose_name_is_not_utf8_is_fingerprinted_and_remembered(model, hashed):
+    # Linux paths are bytes: a Latin-1 name decodes to surrogates, which str.encode() refused
+    latin1 = Path(os.fsdecode(bytes(model.parent) + b"/mod\xe8le"))
+    model.rename(latin1)
+    first = _fresh_process(latin1)
+    assert first == _by_hand(latin1) and len(hashed) == 1
+    assert _fresh_process(latin1) == first and len(hashed) == 1  # from the memo

@@ -52,6 +52,7 @@ def test_a_run_without_metrics_reads_as_empty_and_says_nothing(tmp_path, caplog)
         (b"\xff\xfe not utf-8", "is unreadable"),
         (json.dumps([1, 2]).encode(), "holds a JSON list"),
         (b"null", "holds a JSON NoneType"),
+        (b"[" * 100_000, "nested deeper than the JSON reader can follow"),  # a RecursionError before
     ],
 )
 def test_a_damaged_metrics_file_reads_as_empty_with_one_warning(tmp_path, caplog, content, said):

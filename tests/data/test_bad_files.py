@@ -44,6 +44,13 @@ CASES = {
         b'[{"text": "a", "label": "x"},\n {"text": "b", "label": "y"]\n',
         ["line 2"],
     ),
+    "jsonl nested too deeply": (  # a RecursionError before, out of the reader's own diagnosis
+        "d.jsonl",
+        GOOD + b'{"text": ' + b"[" * 100_000 + b"]" * 100_000 + b', "label": "x"}\n',
+        # the object opens depth 1 at column 1, the brackets from column 10: depth 1,000 at 10 + 998
+        ["line 3: JSON syntax error: nested deeper than the JSON reader can follow (column 1008)"],
+    ),
+    "json nested too deeply": ("d.json", b"[" * 100_000 + b"]" * 100_000, ["nested deeper than"]),
     "json array of non-objects": ("d.json", b'[{"text": "a", "label": "x"}, 3]', ["item 2", "a number"]),
     "json column object": (
         "d.json",

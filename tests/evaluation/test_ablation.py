@@ -46,6 +46,8 @@ def test_a_damaged_seed_is_left_out_with_a_warning(tmp_path, caplog):
         3: json.dumps([0.5]),
         4: json.dumps({"test": {"accuracy": "0.8"}}),
         5: '{"test": {}}',
+        6: "[" * 100_000,  # deeper than Python's JSON reader follows: RecursionError before
+        7: '{"test": {"accuracy": 1' + "0" * 400 + "}}",  # beyond a float: OverflowError before
     }
     for seed, text in broken.items():
         d = tmp_path / "A" / "mean" / f"seed{seed}"

@@ -20,14 +20,13 @@ beside it, it guards against stale and corrupt entries, not against someone who 
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import re
 import time
 from pathlib import Path
 
-from ucse import atomic
+from ucse import atomic, json_read
 from ucse.backbone.cache_folder import cache_root
 
 logger = logging.getLogger(__name__)
@@ -54,7 +53,8 @@ def file_stats(folder: Path, names: list[str]) -> Stats:
 def _memo_path(folder: Path, gguf_file: str | None) -> Path | None:
     if os.environ.get(MEMO_ENV, "1") == "0":
         return None
-    key = hashlib.sha256(f"{folder}\0{gguf_file}".encode()).hexdigest()[:32]
+    # os.fsencode: a path that is not UTF-8 (Latin-1 bytes on Linux) holds surrogates, which .encode() refuses
+    key = hashlib.sha256(os.fsencode(f"{folder}\0{gguf_file}")).hexdigest()[:32]
     return cache_root() / "fingerprints" / f"{key}.json"
 
 
@@ -64,7 +64,7 @@ def recall(folder: Path, gguf_file: str | None, stats: Stats) -> str | None:
     if path is None or not path.is_file():
         return None
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
+        record = json_read.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
         logger.debug("ignoring the fingerprint memo %s (%s)", path, err)
         return None

@@ -6,7 +6,6 @@ that module's docstring): its meta, shapes and the xxh3-128 checksums of its fil
 
 from __future__ import annotations
 
-import json
 import logging
 import warnings
 from collections.abc import Sequence
@@ -17,6 +16,7 @@ import numpy as np
 import torch
 import xxhash
 
+from ucse import json_read
 from ucse.backbone.cache_folder import CacheError  # here too: the cache's readers import it from here
 from ucse.backbone.encoder import FrozenBackbone, validate_texts
 from ucse.config import CacheDtype
@@ -116,7 +116,7 @@ class CachedStates:
     def __init__(self, path: str | Path, expected_parts: dict | None = None) -> None:
         self.path = Path(path)
         try:
-            self.meta = json.loads((self.path / "meta.json").read_text())
+            self.meta = json_read.loads((self.path / "meta.json").read_text())
             self.dtype = CacheDtype(self.meta["dtype"])
             n, h = int(self.meta["n"]), int(self.meta["hidden_size"])
             self.offsets = np.load(self.path / "offsets.npy", allow_pickle=False)

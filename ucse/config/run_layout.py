@@ -9,11 +9,12 @@ stack.
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from ucse import json_read
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +105,7 @@ def read_run_metrics(run: str | Path, without: str) -> dict[str, Any]:
     if not path.is_file():
         return {}
     try:
-        metrics = json.loads(path.read_text(encoding="utf-8"))
+        metrics = json_read.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         log.warning("%s is unreadable (%s): %s.", path, str(err).splitlines()[0][:200], without)
         return {}

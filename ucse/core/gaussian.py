@@ -16,7 +16,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from ucse import atomic
+from ucse import atomic, json_read
 
 TENSOR_FILE = "embeddings.safetensors"
 META_FILE = "meta.json"
@@ -161,7 +161,7 @@ class GaussianEmbeddings:
                 f"{tensor_path} is not a readable safetensors file ({err}); re-export it"
             ) from err
         try:
-            meta = json.loads(meta_path.read_text())
+            meta = json_read.loads(meta_path.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
             raise ValueError(f"{meta_path} is not valid JSON ({err}); re-export it") from err
         if not isinstance(meta, dict):

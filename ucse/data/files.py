@@ -24,6 +24,7 @@ from typing import Any
 import datasets
 import pandas as pd
 
+from ucse import json_read
 from ucse.config.checks import check_data_path
 from ucse.data.csv_format import csv_delimiter, csv_lines, csv_problem
 from ucse.data.excel import read_excel
@@ -161,7 +162,7 @@ def _jsonl_problem(text: str) -> str | None:
         if not line.strip():
             continue
         try:
-            value = json.loads(line, parse_constant=_reject_constant)
+            value = json_read.loads(line, parse_constant=_reject_constant)
         except ValueError as err:
             where = f" (column {err.colno})" if isinstance(err, json.JSONDecodeError) else ""
             return f"line {number}: JSON syntax error: {getattr(err, 'msg', err)}{where}"
@@ -218,7 +219,7 @@ def _json_kind(value: Any) -> str:
 def _json_problem(text: str) -> str | None:
     """What is wrong with a ``.json`` text (an array of objects, or JSON Lines), or ``None``."""
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = json_read.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as err:
         if err.msg == "Extra data":  # several top-level values: the file is JSON Lines
             return _jsonl_problem(text)

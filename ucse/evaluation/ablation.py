@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from pathlib import Path
 
 import numpy as np
 
-from ucse import atomic
+from ucse import atomic, json_read
 from ucse.config.run_layout import read_run_metrics
 
 log = logging.getLogger(__name__)
@@ -26,13 +25,27 @@ def collect(sweep_dir: str | Path, metric: str = "accuracy") -> dict[str, dict[s
         task, variant = path.parts[-4], path.parts[-3]
         metrics = read_run_metrics(path.parent, "this seed is left out of the table")
         test = metrics.get("test")
-        value = test.get(metric) if isinstance(test, dict) else None
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        value = _finite(test.get(metric) if isinstance(test, dict) else None)
+        if value is None:
             if metrics:  # an unreadable file was named by the reader already
                 log.warning("%s has no finite test %s: this seed is left out of the table.", path, metric)
             continue
-        table.setdefault(task, {}).setdefault(variant, []).append(float(value))
+        table.setdefault(task, {}).setdefault(variant, []).append(value)
     return table
+
+
+def _finite(value: object) -> float | None:
+    """``value`` as a finite float; ``None`` for anything else (booleans, text, NaN, an integer too large).
+
+    Read from an untrusted file: ``math.isfinite`` of a 400-digit JSON integer raises ``OverflowError``.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def summarise(table: dict[str, dict[str, list[float]]], variants: list[str]) -> dict:
@@ -115,7 +128,7 @@ def collect_eval(sweep_dir: str | Path) -> dict[str, dict[str, dict[str, list[fl
     table: dict = {}
     for path in sorted(Path(sweep_dir).glob("*/*/seed*/eval.json")):
         task, variant = path.parts[-4], path.parts[-3]
-        report = json.loads(path.read_text())
+        report = json_read.loads(path.read_text())
         for name, keys in CALIBRATION_KEYS.items():
             node = report
             for k in keys:

@@ -8,7 +8,6 @@ The official task object is kept (metadata, protocol: logistic-regression probe,
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from mteb.models.abs_encoder import AbsEncoder
 from mteb.models.model_meta import ModelMeta
 from torch.utils.data import DataLoader
 
+from ucse import json_read
 from ucse.evaluation.encoder_protocol import TextEncoder
 
 # The paper evaluates the English portion of multilingual tasks; mteb names that subset "en".
@@ -101,7 +101,7 @@ def _read_split(path: Path, label_ids: dict[str, int] | None = None) -> Dataset:
     with path.open(encoding="utf-8") as fh:
         for line in fh:
             if line.strip():
-                row = json.loads(line)
+                row = json_read.loads(line)
                 texts.append(str(row["text"]))
                 label = row["label"]
                 if isinstance(label, str) and label_ids is not None and not label.lstrip("-").isdigit():

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import torch
 
+from ucse import json_read
 from ucse.backbone.device import resolve_device
 from ucse.config import from_yaml
 from ucse.config.run_layout import RunFolder
@@ -27,7 +28,7 @@ def read_texts(path: Path) -> list[str]:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                row = json_read.loads(line)
             except json.JSONDecodeError as err:
                 raise ValueError(f"{path}:{i} is not valid JSON ({err.msg}); one object per line.") from None
             text = row.get("text") if isinstance(row, dict) else None

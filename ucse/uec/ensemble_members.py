@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
@@ -21,6 +20,7 @@ from typing import Any
 import torch
 from omegaconf import OmegaConf
 
+from ucse import json_read
 from ucse.atomic import write_json
 from ucse.backbone import FrozenBackbone
 from ucse.config import BackboneConfig, ConfigError, TaskConfig, TaskType, load_group
@@ -163,7 +163,7 @@ def _scale(member: Any, pairs: FitPairs, method: ScaleFit = ScaleFit.pairs) -> t
 def _cached_scale(path: Path) -> dict | None:
     """A variance-scale record written earlier, or None when missing, unreadable or not a scale > 0."""
     try:
-        record = json.loads(path.read_text())
+        record = json_read.loads(path.read_text())
         scale = float(record["variance_scale"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -226,7 +226,7 @@ def build_member(
     if folder.is_dir():
         try:
             loaded = LaplaceMember.load(folder, device, backbone=backbone, store_root=store)
-            record = json.loads((folder / "fit.json").read_text())
+            record = json_read.loads((folder / "fit.json").read_text())
         except (LaplaceFileError, ValueError, OSError, KeyError) as err:
             logger.warning("cached Laplace member %s is unusable (%s); refitting it", folder, err)
         else:

@@ -9,7 +9,6 @@ built from that data (``mteb_eval.get_task_or_template``).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import torch
 from omegaconf import OmegaConf
 from scipy.stats import spearmanr
 
+from ucse import json_read
 from ucse.config import ConfigError, TaskConfig, TaskType, load_group
 from ucse.data.pairs import doc_text, load_retrieval, load_sts
 from ucse.data.tasks import DataError, task_folder
@@ -58,7 +58,7 @@ def infer_type(folder: Path) -> TaskType:
             f"{folder} has no test.jsonl (nor corpus.jsonl + queries.jsonl); cannot tell its format"
         )
     with test.open(encoding="utf-8") as fh:
-        first = json.loads(next((line for line in fh if line.strip()), "{}"))
+        first = json_read.loads(next((line for line in fh if line.strip()), "{}"))
     if {"sentence1", "sentence2", "score"} <= set(first):
         return TaskType.sts
     if {"text", "label"} <= set(first):

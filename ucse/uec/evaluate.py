@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 
+from ucse import json_read
 from ucse.atomic import write_json, write_text
 from ucse.backbone.device import resolve_device
 from ucse.config import DataConfig, TaskType
@@ -177,7 +178,7 @@ def write_weight_summary(ensemble_dir: Path, name: str | None = None) -> Path | 
     rows: dict[str, list[float]] = {}
     members: list[str] | None = None
     for path in sorted(Path(ensemble_dir).glob("*/ensemble.json")):
-        report = json.loads(path.read_text())
+        report = json_read.loads(path.read_text())
         if name is not None and report.get("ensemble") != name:
             continue
         ids = [m["id"] for m in report["members"]]

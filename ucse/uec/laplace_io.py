@@ -17,7 +17,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save
 
-from ucse import atomic
+from ucse import atomic, json_read
 from ucse.uec.laplace import DiagonalLaplace
 
 TENSORS = "laplace.safetensors"
@@ -75,7 +75,7 @@ def load_laplace(directory: str | os.PathLike[str]) -> DiagonalLaplace:
         if not path.is_file():
             raise LaplaceFileError(f"{path} is missing; not a saved Laplace posterior (refit the member)")
     try:
-        config = json.loads(cfg_path.read_text())
+        config = json_read.loads(cfg_path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise LaplaceFileError(f"{cfg_path}: unreadable JSON ({err}); refit the member") from None
     if not isinstance(config, dict):

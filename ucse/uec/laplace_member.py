@@ -11,7 +11,6 @@ embeddings live in a :class:`~ucse.uec.pooled_store.PooledStore`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from omegaconf import OmegaConf
 
-from ucse import atomic
+from ucse import atomic, json_read
 from ucse.atomic import atomic_dir
 from ucse.backbone import FrozenBackbone
 from ucse.config import BackboneConfig
@@ -161,7 +160,7 @@ class LaplaceMember:
         if not (folder / MEMBER_FILE).is_file():
             raise FileNotFoundError(f"{folder / MEMBER_FILE} is missing; not a saved Laplace member folder")
         try:
-            info = json.loads((folder / MEMBER_FILE).read_text())
+            info = json_read.loads((folder / MEMBER_FILE).read_text())
             scale = float(info.get("variance_scale", 1.0))
             cfg_node = info["backbone"]
         except (ValueError, KeyError, TypeError) as err:

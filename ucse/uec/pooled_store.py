@@ -10,7 +10,6 @@ Layout: ``<root>/<backbone-key>/pooled.safetensors`` (tensor ``pooled`` (N, H) f
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -20,7 +19,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save
 
-from ucse import atomic
+from ucse import atomic, json_read
 from ucse.backbone import FrozenBackbone, validate_texts
 from ucse.uec.digest import stable_digest
 
@@ -54,7 +53,7 @@ class PooledStore:
     def _read(self) -> None:
         assert self.folder is not None
         try:
-            texts = json.loads((self.folder / "texts.json").read_text())
+            texts = json_read.loads((self.folder / "texts.json").read_text())
             pooled = load_file(str(self.folder / "pooled.safetensors"))["pooled"]
             if pooled.shape != (len(texts), self.backbone.hidden_size) or not bool(
                 torch.isfinite(pooled).all()
