@@ -9,7 +9,7 @@ import signal
 
 import pytest
 
-from ucse.interrupt import TerminatedError, interrupt_as_error
+from ucse.interrupt import TerminatedError, before_stop, interrupt_as_error, stop_on_sigterm
 from ucse.training import train
 from ucse.training.module import UcseModule
 
@@ -75,3 +75,41 @@ def test_ctrl_c_in_an_estimator_fit_offers_no_resume_of_its_temporary_folder(tin
     assert str(stopped.value) == (
         "interrupted (Ctrl-C); nothing was kept (the estimator trained in a temporary folder)."
     )
+
+
+def test_a_stop_runs_the_before_stop_actions_first_and_a_second_signal_is_ignored():
+    order: list[str] = []
+    with (
+        pytest.raises(TerminatedError),
+        interrupt_as_error(),
+        before_stop(lambda: order.append("ended ranks")),
+    ):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            sum(range(10))
+        finally:
+            order.append("clean-up")
+            os.kill(os.getpid(), signal.SIGINT)  # a second Ctrl-C during the clean-up: ignored
+            order.append("clean-up finished")
+    assert order == ["ended ranks", "clean-up", "clean-up finished"]
+    with before_stop(lambda: 1 / 0), pytest.raises(TerminatedError), stop_on_sigterm():  # a failing action
+        os.kill(os.getpid(), signal.SIGTERM)
+        sum(range(10))
+
+
+def test_a_run_keeps_ucses_sigterm_handler_not_lightnings(tiny_run_cfg, monkeypatch):
+    # Lightning's handler broadcasts from inside the handler and deadlocked 2-process runs
+    # (tests/training/test_ddp_stop.py); during fit and test SIGTERM must reach ucse's
+    seen = []
+    real = UcseModule.training_step
+
+    def training_step(self, batch, batch_idx):
+        seen.append(signal.getsignal(signal.SIGTERM))
+        return real(self, batch, batch_idx)
+
+    monkeypatch.setattr(UcseModule, "training_step", training_step)
+    before = signal.getsignal(signal.SIGTERM)
+    train(tiny_run_cfg("recipe=paper", "head=textcnn", "uncertainty.enabled=false", "optim.epochs=1"))
+    handlers = {getattr(h, "__qualname__", repr(h)) for h in seen}
+    assert handlers == {"_raising.<locals>.handler"}, handlers
+    assert signal.getsignal(signal.SIGTERM) is before  # given back after the run

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -40,20 +40,48 @@ class TerminatedError(BaseException):
         return 128 + self.signum
 
 
+_BEFORE_STOP: list[Callable[[], None]] = []
+
+
+@contextmanager
+def before_stop(action: Callable[[], None]) -> Iterator[None]:
+    """Within the block, a stop (:class:`TerminatedError` from a signal) runs ``action`` first.
+
+    For what must happen before any clean-up starts: a distributed run's rank 0 ends its rank processes,
+    which could otherwise hold it in a collective operation during its own teardown. Errors in ``action``
+    are ignored (the stop goes on).
+    """
+    _BEFORE_STOP.append(action)
+    try:
+        yield
+    finally:
+        _BEFORE_STOP.remove(action)
+
+
 @contextmanager
 def _raising(signum: int, message: str, unless_ignored: bool = False) -> Iterator[None]:
-    """Within the block, ``signum`` raises :class:`TerminatedError` with ``message``.
+    """Within the block, ``signum`` raises :class:`TerminatedError` with ``message``, once.
 
     The previous handler is restored on the way out. Main thread only (elsewhere a no-op); ``unless_ignored``:
-    a signal the process ignores stays ignored.
+    a signal the process ignores stays ignored. Once it has raised, the signal is ignored until the block
+    ends, so a second Ctrl-C cannot cut short the clean-up the first one started (the wait for a checkpoint
+    write, a run folder's swap); Lightning did the same, for the rest of the process.
     """
     previous = signal.getsignal(signum)
     ignored = previous is signal.SIG_IGN or previous is None  # None: a handler not installed from Python
     if threading.current_thread() is not threading.main_thread() or (unless_ignored and ignored):
         yield
         return
+    raised = False
 
     def handler(signum: int, frame: Any) -> None:
+        nonlocal raised
+        if raised:
+            return
+        raised = True
+        for action in list(_BEFORE_STOP):
+            with contextlib.suppress(Exception):
+                action()
         raise TerminatedError(message, signum)
 
     signal.signal(signum, handler)

@@ -7,14 +7,18 @@ texts into the cache, happens in ``LightningDataModule.setup``, after the proces
 
 from __future__ import annotations
 
+import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
+import lightning as L
 import torch
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 
 from ucse.backbone.cache import Dist, HiddenStateCache, TokenStates
 from ucse.backbone.encoder import FrozenBackbone
+from ucse.interrupt import before_stop
 
 
 def is_rank_zero() -> bool:
@@ -24,6 +28,31 @@ def is_rank_zero() -> bool:
     before ``Trainer.fit`` too.
     """
     return int(getattr(rank_zero_only, "rank", 0)) == 0
+
+
+@contextmanager
+def stops_end_every_rank(trainer: L.Trainer) -> Iterator[None]:
+    """While ``trainer`` runs, ucse's own stop handling holds: a stop ends the rank processes first.
+
+    Lightning's SIGTERM handler is left out: it broadcasts from inside the signal handler (Lightning
+    #20806 / #20825), which deadlocks when another rank is in another collective operation at that moment
+    (``kill`` of a 2-process CPU run's main process hung in 2 of 3 tries, waiting in that broadcast). ucse's
+    handler (:func:`ucse.interrupt.stop_on_sigterm`, ``interrupt_as_error``) raises ``TerminatedError``
+    instead, and before it does, the process that launched the other ranks ends them (SIGKILL, what Lightning
+    does after Ctrl-C, which ``TerminatedError`` bypasses), so none is left waiting in a collective for it.
+    One process, or a rank that launched none: nothing to end.
+    """
+    # Private: Lightning has no switch for its SIGTERM handler (SLURMEnvironment(auto_requeue=False) only
+    # drops the requeue part). Registration happens at every fit / validate / test; the instance keeps this.
+    trainer._signal_connector.register_signal_handlers = lambda: None  # noqa: SLF001
+
+    def end_ranks() -> None:
+        launcher = trainer.strategy.launcher
+        if launcher is not None:
+            launcher.kill(signal.SIGKILL)  # the processes it launched; already ended ones are skipped
+
+    with before_stop(end_ranks):
+        yield
 
 
 class LazyStates:

@@ -35,11 +35,11 @@ from ucse.config import (
 from ucse.config.run_layout import RunFolder
 from ucse.data import TaskData, load_classification
 from ucse.heads import build_head, save_head
-from ucse.interrupt import TerminatedError, interrupt_as_error
+from ucse.interrupt import TerminatedError, interrupt_as_error, stop_on_sigterm
 from ucse.training.auto_run import fit_auto_run
 from ucse.training.checkpoints import BackgroundCheckpointIO, RelocatableCheckpoint
 from ucse.training.datamodule import StatesDataModule
-from ucse.training.distributed import LazyStates, is_rank_zero
+from ucse.training.distributed import LazyStates, is_rank_zero, stops_end_every_rank
 from ucse.training.fit_head import KeepBest, auto_batch_size, step_budget
 from ucse.training.module import UcseModule
 from ucse.training.preflight import IN_MEMORY, check_data_rows, check_run, is_distributed
@@ -195,6 +195,7 @@ def train(cfg: TrainConfig, data: TaskData | None = None) -> RunResult:
         with ExitStack() as stack:
             stack.enter_context(run_torch_flags())  # Lightning's process-wide flags end with the run
             stack.enter_context(interrupt_as_error())  # Ctrl-C reaches us, not Lightning's sys.exit(1)
+            stack.enter_context(stop_on_sigterm())  # SIGTERM too, not Lightning's deadlock-prone handler
             if rank0:
                 # From here on the folder is this process's: a concurrent run into it fails in one line.
                 stack.enter_context(hold_run_folder(run_dir))
@@ -320,28 +321,30 @@ def _fit_lightning(
     resume = checkpoint_path(cfg, run_dir)
     if resume is not None:
         check_checkpoint_fits(read_checkpoint(resume), module, resume)
-    t_fit = time.perf_counter()
-    trainer.fit(module, datamodule=dm, ckpt_path=resume, weights_only=True)
-    fit_s = time.perf_counter() - t_fit
-    best = ckpt.best_model_path or None
-    if best and not Path(best).is_file():
-        # Resumed from a run trained under another folder name (overwrite=true trains in a temporary
-        # sibling, renamed at the end): the checkpoint kept its old path; it is in this run's checkpoints/.
-        moved = RunFolder(run_dir).checkpoints / Path(best).name
-        best = str(moved) if moved.is_file() else None
-    saved_best = None if ckpt.best_model_score is None else float(ckpt.best_model_score)
-    if keep.state is not None and saved_best in (None, keep.best):
-        # The best epoch ran in this process: its weights and validation scores are in memory, so neither a
-        # checkpoint read nor a second validation pass is needed (docs/RESULTS.md section 5).
-        module.head.load_state_dict(keep.state)
-        val, reload = keep.metrics, None
-    else:  # resumed, and the best epoch ran before the resume: its weights are only in its checkpoint
-        val = trainer.validate(module, datamodule=dm, ckpt_path=best, verbose=False, weights_only=True)[0]
-        reload = best
-    scores = {"val": {"accuracy": val["val/acc"], "f1_macro": val["val/f1_macro"]}}
-    if len(labels["test"]):  # data.test_fraction=0: no test split, no test figures
-        test = trainer.test(module, datamodule=dm, ckpt_path=reload, verbose=False, weights_only=True)[0]
-        scores["test"] = {"accuracy": test["test/acc"], "f1_macro": test["test/f1_macro"]}
+    with stops_end_every_rank(trainer):  # a stop ends every rank, not only this one
+        t_fit = time.perf_counter()
+        trainer.fit(module, datamodule=dm, ckpt_path=resume, weights_only=True)
+        fit_s = time.perf_counter() - t_fit
+        best = ckpt.best_model_path or None
+        if best and not Path(best).is_file():
+            # Resumed from a run trained under another folder name (overwrite=true trains in a temporary
+            # sibling, renamed at the end): the checkpoint kept its old path; it is in this run's
+            # checkpoints/.
+            moved = RunFolder(run_dir).checkpoints / Path(best).name
+            best = str(moved) if moved.is_file() else None
+        saved_best = None if ckpt.best_model_score is None else float(ckpt.best_model_score)
+        if keep.state is not None and saved_best in (None, keep.best):
+            # The best epoch ran in this process: its weights and validation scores are in memory, so
+            # neither a checkpoint read nor a second validation pass is needed (docs/RESULTS.md section 5).
+            module.head.load_state_dict(keep.state)
+            val, reload = keep.metrics, None
+        else:  # resumed, and the best epoch ran before the resume: its weights are only in its checkpoint
+            val = trainer.validate(module, datamodule=dm, ckpt_path=best, verbose=False, weights_only=True)[0]
+            reload = best
+        scores = {"val": {"accuracy": val["val/acc"], "f1_macro": val["val/f1_macro"]}}
+        if len(labels["test"]):  # data.test_fraction=0: no test split, no test figures
+            test = trainer.test(module, datamodule=dm, ckpt_path=reload, verbose=False, weights_only=True)[0]
+            scores["test"] = {"accuracy": test["test/acc"], "f1_macro": test["test/f1_macro"]}
     if trainer.is_global_zero:
         save_head(module.head.cpu().float(), RunFolder(run_dir).head, head_meta(cfg, data))
     return {
