@@ -60,7 +60,7 @@ def test_the_default_flag_reads_the_heads_mu_beside_the_pooled_vector(tmp_path, 
     assert held_banks.tolist() == [192] * n  # 5 folds of 48: every row's bank is the other 192
     keep = np.sort(np.random.default_rng(cfg.uncertainty.seed).choice(n, 192, replace=False))
     bank = _joint(clf.encode_gaussian([rows[i] for i in keep]))
-    assert det.stats.bank.shape == bank.shape == (192, bank.shape[1])
+    assert det.stats.bank.shape == bank.shape == (192, bank.shape[1]) and det.info["bank_rows"] == 192
     # The bank was read from the fp16 hidden-state cache, these rows from a fresh fp32 pass, and it is kept in
     # fp16: each rounding to 11 significant bits moves a unit-row component (|x| <= 1) by at most 4.9e-4.
     assert det.stats.bank.dtype == torch.float16

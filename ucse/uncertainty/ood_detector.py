@@ -251,13 +251,20 @@ def fit_ood_on_distances(cfg: OodConfig, stats: OodStats, n_train: int, held: to
 
     Args:
         cfg: score (``joint_knn``), tpr, k.
-        stats: its bank: the (M, D + H) joint features of every row the shipped head trained on.
-        n_train: M.
+        stats: its bank: the (m, D + H) joint features of the rows the shipped head trained on (all M, or
+            the random subset as large as the held-out rows' banks).
+        n_train: M, the rows the shipped head trained on (``info["bank_rows"]`` is m).
         held: (N,) k-th neighbour distances of N held-out in-scope rows under the selection models.
     """
     det = OodDetector(cfg.score, cfg.tpr, math.inf, stats, cfg.k)
     set_threshold(det, [held.to(torch.float64)])
-    det.info = {"heldout": "selection models", "n_heldout": len(held), "n_train": n_train}
+    bank_rows = None if stats.bank is None else int(stats.bank.shape[0])
+    det.info = {
+        "heldout": "selection models",
+        "n_heldout": len(held),
+        "n_train": n_train,
+        "bank_rows": bank_rows,
+    }
     return det
 
 
