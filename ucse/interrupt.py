@@ -16,7 +16,9 @@ training run turns it back into ``KeyboardInterrupt``, with what the run left an
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -41,6 +43,22 @@ class TerminatedError(BaseException):
 
 
 _BEFORE_STOP: list[Callable[[], None]] = []
+_STOPS: list[TerminatedError] = []  # every stop a signal raised in this process, in order
+
+
+def stop_mark() -> int:
+    """A mark for :func:`stops_since`: the stops recorded so far."""
+    return len(_STOPS)
+
+
+def stops_since(mark: int) -> TerminatedError | None:
+    """The first stop a signal raised after ``mark`` (:func:`stop_mark`), whether or not it was caught.
+
+    A stop raised inside a finalizer is swallowed by Python; what runs next can then fail on what the stop
+    broke (a DataLoader whose workers the same Ctrl-C ended). Code that knows where it can stop cleanly (a
+    training step's start) or that turns failures into messages asks here first.
+    """
+    return _STOPS[mark] if len(_STOPS) > mark else None
 
 
 @contextmanager
@@ -60,35 +78,54 @@ def before_stop(action: Callable[[], None]) -> Iterator[None]:
 
 @contextmanager
 def _raising(signum: int, message: str, unless_ignored: bool = False) -> Iterator[None]:
-    """Within the block, ``signum`` raises :class:`TerminatedError` with ``message``, once.
+    """Within the block, ``signum`` raises :class:`TerminatedError` with ``message``.
 
     The previous handler is restored on the way out. Main thread only (elsewhere a no-op); ``unless_ignored``:
-    a signal the process ignores stays ignored. Once it has raised, the signal is ignored until the block
-    ends, so a second Ctrl-C cannot cut short the clean-up the first one started (the wait for a checkpoint
-    write, a run folder's swap); Lightning did the same, for the rest of the process.
+    a signal the process ignores stays ignored. Every signal raises, not only the first, and each stop is
+    recorded (:func:`stops_since`): one raised where Python swallows exceptions (a finalizer, ``__del__``:
+    "Exception ignored in ...", e.g. while a DataLoader shuts its workers down) would otherwise be lost, and
+    the run went on, or failed later on what the stop had broken.
     """
     previous = signal.getsignal(signum)
     ignored = previous is signal.SIG_IGN or previous is None  # None: a handler not installed from Python
     if threading.current_thread() is not threading.main_thread() or (unless_ignored and ignored):
         yield
         return
-    raised = False
+
+    owner = os.getpid()
 
     def handler(signum: int, frame: Any) -> None:
-        nonlocal raised
-        if raised:
+        if os.getpid() != owner:
+            # A process forked inside the block (a DataLoader worker) inherits this handler; its own code
+            # (torch's worker loop) expects Python's: KeyboardInterrupt on Ctrl-C (it ends quietly on that),
+            # death on SIGTERM. The process that owns the run stops it. Before, each worker died of this stop
+            # with a traceback, and the run hung or failed on "DataLoader worker exited unexpectedly".
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
             return
-        raised = True
         for action in list(_BEFORE_STOP):
             with contextlib.suppress(Exception):
                 action()
-        raise TerminatedError(message, signum)
+        stop = TerminatedError(message, signum)
+        _STOPS.append(stop)
+        raise stop
 
+    def unraisable(info: Any) -> None:
+        # A stop raised inside a finalizer: recorded, and raised again where it can be (StopWhenSignalled,
+        # train()); Python's "Exception ignored in ..." traceback would only confuse the one-line message.
+        if not isinstance(info.exc_value, TerminatedError):
+            hook(info)
+
+    hook = sys.unraisablehook
     signal.signal(signum, handler)
+    sys.unraisablehook = unraisable
     try:
         yield
     finally:
         signal.signal(signum, previous)
+        sys.unraisablehook = hook
 
 
 def stop_on_sigterm() -> contextlib.AbstractContextManager[None]:

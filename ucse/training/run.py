@@ -35,7 +35,7 @@ from ucse.config import (
 from ucse.config.run_layout import RunFolder
 from ucse.data import TaskData, load_classification
 from ucse.heads import build_head, save_head
-from ucse.interrupt import TerminatedError, interrupt_as_error, stop_on_sigterm
+from ucse.interrupt import TerminatedError, interrupt_as_error, stop_mark, stop_on_sigterm, stops_since
 from ucse.training.auto_run import fit_auto_run
 from ucse.training.checkpoints import BackgroundCheckpointIO, RelocatableCheckpoint
 from ucse.training.datamodule import StatesDataModule
@@ -45,6 +45,7 @@ from ucse.training.module import UcseModule
 from ucse.training.preflight import IN_MEMORY, check_data_rows, check_run, is_distributed
 from ucse.training.run_folder import check_checkpoint_fits, check_run_dir, checkpoint_path, read_checkpoint
 from ucse.training.run_lock import hold_run_folder
+from ucse.training.stops import StopWhenSignalled
 from ucse.training.torch_flags import run_torch_flags
 from ucse.version import __version__
 
@@ -155,7 +156,7 @@ def _trainer(
         max_epochs=cfg.optim.epochs,
         precision="bf16-mixed" if head_bf16 else "32-true",
         # The bar reads the logged loss (a host sync on a GPU) only when it redraws: every log interval.
-        callbacks=[ckpt, keep]
+        callbacks=[ckpt, keep, StopWhenSignalled()]
         + ([TQDMProgressBar(refresh_rate=cfg.log_every_n_steps)] if cfg.progress_bar else []),
         logger=[
             CSVLogger(run_dir, name="logs", version=""),
@@ -191,6 +192,7 @@ def train(cfg: TrainConfig, data: TaskData | None = None) -> RunResult:
     data = data if data is not None else load_classification(cfg.task, cfg.data, cfg.seed)
     check_data_rows(cfg, data)  # before the run folder is touched
     swap = False
+    mark = stop_mark()
     try:
         with ExitStack() as stack:
             stack.enter_context(run_torch_flags())  # Lightning's process-wide flags end with the run
@@ -210,12 +212,24 @@ def train(cfg: TrainConfig, data: TaskData | None = None) -> RunResult:
             work.mkdir(parents=True, exist_ok=True)
             metrics = _run(cfg, data, work, device, t0)
     except TerminatedError as stop:
-        if stop.signum == signal.SIGINT:  # Ctrl-C stays a KeyboardInterrupt for the caller, with the details
-            raise KeyboardInterrupt(_stopped(stop, cfg, run_dir, swap)) from None
-        raise TerminatedError(_stopped(stop, cfg, run_dir, swap), stop.signum) from None
+        _raise_stopped(stop, cfg, run_dir, swap)
+    except Exception:
+        # A stop swallowed on the way (a finalizer), then a failure it caused (its DataLoader workers ended
+        # by the same Ctrl-C): the stop is what happened.
+        stop = stops_since(mark)
+        if stop is None:
+            raise
+        _raise_stopped(stop, cfg, run_dir, swap)
     if rank0:
         log.info("run folder: %s  test: %s", run_dir, metrics.get("test", "none (no test split)"))
     return RunResult(run_dir, metrics)
+
+
+def _raise_stopped(stop: TerminatedError, cfg: TrainConfig, run_dir: Path, swap: bool) -> None:
+    """Re-raise a stop with what the run left: Ctrl-C as ``KeyboardInterrupt``, SIGTERM as the stop."""
+    if stop.signum == signal.SIGINT:  # Ctrl-C stays a KeyboardInterrupt for the caller, with the details
+        raise KeyboardInterrupt(_stopped(stop, cfg, run_dir, swap)) from None
+    raise TerminatedError(_stopped(stop, cfg, run_dir, swap), stop.signum) from None
 
 
 def _stopped(stop: TerminatedError, cfg: TrainConfig, run_dir: Path, swap: bool) -> str:
