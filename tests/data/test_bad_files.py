@@ -97,6 +97,22 @@ CASES = {
         b'[{"text": "NaN is fine in a string", "label": "x"},\n {"text": NaN, "label": "y"}',
         ["line 2: NaN is not valid JSON (write null or a number) (column 11)"],
     ),
+    # pandas read a first data row with one field too many as a row label: every column shifted left
+    "csv extra field on the first data row": (
+        "d.csv",
+        b"text,label,annotator\nGreat phone, love it,pos,alice\nfine,neg,bob\nok,pos,carol\n",
+        ["line 2: 4 fields where the header has 3 (quote fields that hold the delimiter)"],
+    ),
+    "csv trailing delimiter on a row": (
+        "d.csv",
+        b"text,label\na,x\nb,y,\nc,x\n",
+        ["line 3: 3 fields where the header has 2 (remove the delimiter at the end of each line)"],
+    ),
+    "csv a long document and a bad row": (  # the line recount met csv's 131,072-character field limit
+        "d.csv",
+        b'text,label\n"' + b"x " * 70_000 + b'",a\nb,y\n,x\n',
+        ["line 4: 'text' is missing"],
+    ),
     "tsv ragged row": ("d.tsv", b"text\tlabel\na\tx\nb\ty\tz\n", ["line 3: 3 fields"]),
     "tsv missing label": ("d.tsv", b"text\tlabel\na\tx\nb\t\n", ["line 3: 'label' is missing"]),
     "parquet garbage": ("d.parquet", b"PAR1 not really", ["is not a readable Parquet file"]),
@@ -203,3 +219,13 @@ def test_a_syntax_error_in_a_data_root_task_file_is_one_line_naming_it(tmp_path,
 def write_text_lines(path, lines):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(line + "\n" for line in lines))
+
+
+def test_a_csv_with_cr_only_line_ends_reads_as_with_lf(tmp_path):
+    # old Mac exports end lines with CR alone: the separator search read the whole file as one header line
+    rows = "".join(f"t{i},{'xy'[i % 2]}\n" for i in range(8))
+    (tmp_path / "lf.csv").write_bytes(("text,label\n" + rows).encode())
+    (tmp_path / "cr.csv").write_bytes(("text,label\n" + rows).replace("\n", "\r").encode())
+    lf, cr = read_file(tmp_path / "lf.csv"), read_file(tmp_path / "cr.csv")
+    assert cr.columns == lf.columns == ["text", "label"]
+    assert cr.values("text") == lf.values("text") and cr.values("label") == lf.values("label")

@@ -146,6 +146,26 @@ def test_in_memory_forms_match_the_csv(tmp_path):
         assert td.splits["test"]["text"] == ref.splits["test"]["text"], type(form)
 
 
+def test_numpy_labels_read_as_the_python_values_they_hold(tmp_path):
+    import numpy as np
+
+    rows = own_rows(60)
+    texts = [r["text"] for r in rows]
+    ids = [NAMES.index(r["label"]) for r in rows]
+    as_list = load_task_data((texts, ids))
+    for labels in (np.array(ids), np.array(ids, dtype=np.int32), [np.int64(i) for i in ids]):
+        td = load_task_data((np.array(texts), labels))  # each was refused: "not a non-empty string"
+        assert td.label_names == as_list.label_names
+        assert td.splits["test"]["text"] == as_list.splits["test"]["text"]
+        assert td.labels("test").tolist() == as_list.labels("test").tolist()
+
+
+def test_a_dataframe_with_a_repeated_column_name_is_refused_naming_it():
+    df = pd.DataFrame([["a", "x", "y"], ["b", "y", "x"]], columns=["text", "label", "label"])
+    with pytest.raises(DataError, match=r"more than one column named \['label'\]"):
+        load_task_data(df)
+
+
 def test_class_label_keeps_its_order_and_int_labels_sort_numerically(tmp_path):
     rows = own_rows(60)
     order = ["pets", "music", "money"]

@@ -23,7 +23,8 @@ def csv_delimiter(text: str) -> str:
     Only the header decides (a comma inside a later text must not), and ',' wins whenever it splits the
     header at all, so a comma-separated file is read exactly as before.
     """
-    header = next((line for line in io.StringIO(text) if line.strip()), "").rstrip("\r\n")
+    # newline=None: a file with CR-only line ends (old Mac exports) is read line by line too
+    header = next((line for line in io.StringIO(text, newline=None) if line.strip()), "").rstrip("\r\n")
     for delimiter in CSV_DELIMITERS:
         if len(next(csv.reader([header], delimiter=delimiter), [])) > 1:
             if delimiter != ",":
@@ -32,9 +33,46 @@ def csv_delimiter(text: str) -> str:
     return ","
 
 
+def _records(text: str, delimiter: str):
+    """The standard library's reader over ``text``, without its 131,072-character field limit.
+
+    pandas reads fields of any length; a long document in one cell must not fail only when this reader
+    recounts the rows (the limit is process-wide: it is raised, never lowered).
+    """
+    csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))
+    return csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+
+
+def csv_field_problem(text: str, delimiter: str) -> str | None:
+    """The first data row with more fields than the header, described; ``None`` when there is none.
+
+    pandas reads a first data row with one field too many as a row label and shifts every column one to the
+    left (texts read as labels, labels as the next column), and cuts such fields off further down; neither
+    is an error there.
+    """
+    reader = _records(text, delimiter)
+    header: list[str] | None = None
+    previous = 0
+    for record in reader:
+        start, previous = previous + 1, reader.line_num
+        if not record or (len(record) == 1 and not record[0].strip()):
+            continue
+        if header is None:
+            header = record
+        elif len(record) > len(header):
+            extra = record[len(header) :]
+            fix = (
+                "remove the delimiter at the end of each line"
+                if not any(f.strip() for f in extra)
+                else "quote fields that hold the delimiter"
+            )
+            return f"line {start}: {len(record)} fields where the header has {len(header)} ({fix})"
+    return None
+
+
 def csv_lines(text: str, delimiter: str) -> list[int]:
     """1-based line where each data row starts, skipping blank lines as pandas does (quoted newlines kept)."""
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    reader = _records(text, delimiter)
     starts, previous = [], 0
     for record in reader:
         if record and not (len(record) == 1 and not record[0].strip()):

@@ -26,7 +26,7 @@ import pandas as pd
 
 from ucse import json_read
 from ucse.config.checks import check_data_path
-from ucse.data.csv_format import csv_delimiter, csv_lines, csv_problem
+from ucse.data.csv_format import csv_delimiter, csv_field_problem, csv_lines, csv_problem
 from ucse.data.excel import read_excel
 from ucse.data.tasks import DataError
 
@@ -284,6 +284,9 @@ def read_file(path: Path) -> RawSplit:
         raise DataError(f"{path} holds only blank lines. {expected}")
     if builder == "csv":
         delimiter = "\t" if suffix == ".tsv" else csv_delimiter(text)
+        too_many = csv_field_problem(text, delimiter)
+        if too_many:
+            raise DataError(f"{path} {too_many}. {expected}")
         try:
             header = list(pd.read_csv(io.StringIO(text), sep=delimiter, nrows=0).columns)
             # Every column as a string: pandas would infer types per 10k-row chunk and read "NA"/"null"

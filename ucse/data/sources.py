@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import datasets
+import numpy as np
 import pandas as pd
 
 from ucse.config import DataConfig, TaskConfig, default_task_name
@@ -65,6 +66,9 @@ def _from_memory(source: Any, text_column: str, label_column: str) -> tuple[dict
     if isinstance(source, datasets.Dataset):
         return {"train": RawSplit("the Dataset", source)}, "in-memory Dataset"
     if isinstance(source, pd.DataFrame):
+        repeated = sorted({str(c) for c in source.columns[source.columns.duplicated()]})
+        if repeated:
+            raise DataError(f"The DataFrame has more than one column named {repeated}; rename them apart.")
         columns = {str(c): [none_if_na(v) for v in source[c].tolist()] for c in source.columns}
         # a Categorical's categories are the label order its user chose (low, mid, high), like a ClassLabel's
         cats = {
@@ -75,7 +79,8 @@ def _from_memory(source: Any, text_column: str, label_column: str) -> tuple[dict
         }
         return {"train": RawSplit("the DataFrame", columns, categories=cats)}, "in-memory DataFrame"
     if isinstance(source, (tuple, list)) and len(source) == 2 and not isinstance(source[0], (str, dict)):
-        texts, labels = (list(part) for part in source)
+        # numpy scalars (np.array labels, np.int64, np.bool_) as the Python values they hold
+        texts, labels = ([v.item() if isinstance(v, np.generic) else v for v in part] for part in source)
         if len(texts) != len(labels):
             raise DataError(
                 f"(texts, labels) have different lengths: {len(texts)} texts, {len(labels)} labels."
