@@ -15,6 +15,8 @@ from toy_tasks import OWN_CUES, own_rows
 
 import ucse
 from ucse.core.encoder import UcseEncoder
+from ucse.heads.io import HEAD_FILES
+from ucse.heads.manifest import write_manifest
 from ucse.inference import classifier as classifier_module
 from ucse.inference.classifier import UcseClassifier
 
@@ -109,6 +111,10 @@ def test_without_calibration_it_falls_back_to_the_softmax(clf, tiny_clf_run, tmp
     shutil.copytree(tiny_clf_run / "head", head)
     for f in head.glob("calibration.*"):
         f.unlink()
+    # Listed in the manifest but gone: a partial copy, which would silently drop abstention, sets and the flag
+    with pytest.raises(ValueError, match=r"calibration\.(json|safetensors) is missing, though .*manifest"):
+        UcseClassifier.from_pretrained(head, device="cpu")
+    write_manifest(head, HEAD_FILES)  # a head saved without a profile lists none
     plain = UcseClassifier.from_pretrained(head, device="cpu")  # a head folder, not a run folder
     texts = [r["text"] for r in own_rows(9, seed=2)]
     logits, _ = _reference_probs(tiny_clf_run, texts)
@@ -205,8 +211,15 @@ def test_save_pretrained_replaces_nothing_unasked_and_publishes_nothing_tampered
     with pytest.raises(FileExistsError, match="already holds files; nothing was written"):
         clf.save_pretrained(busy)
     assert [p.name for p in busy.iterdir()] == ["notes.txt"]
-    clf.save_pretrained(busy, overwrite=True)
-    assert not (busy / "notes.txt").exists() and (busy / "model.safetensors").is_file()
+    # overwrite=True replaces a saved head, never a folder of other files (`save_pretrained(".", ...)`)
+    with pytest.raises(ValueError, match="it is not a saved head folder"):
+        clf.save_pretrained(busy, overwrite=True)
+    assert [p.name for p in busy.iterdir()] == ["notes.txt"]
+    older = tmp_path / "older"
+    clf.save_pretrained(older)
+    (older / "model.safetensors").write_bytes(b"an older head's weights")
+    clf.save_pretrained(older, overwrite=True)
+    assert (older / "model.safetensors").read_bytes() == (clf.head_dir_ / "model.safetensors").read_bytes()
     for overlapping in (clf.head_dir_ / "copy", clf.head_dir_.parent):  # inside the head; its run folder
         with pytest.raises(ValueError, match="overlaps the head folder"):
             clf.save_pretrained(overlapping, overwrite=True)

@@ -232,7 +232,9 @@ def save_calibration(directory: str | Path, config: dict[str, Any], arrays: dict
     write_manifest(root, ARTIFACTS)
 
 
-def load_calibration(directory: str | Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]] | None:
+def load_calibration(
+    directory: str | Path, lost_ok: bool = False
+) -> tuple[dict[str, Any], dict[str, torch.Tensor]] | None:
     """Read the calibration saved by :func:`save_calibration`, or ``None`` when the head has none.
 
     Only the files are checked here (manifest, digests, JSON object, readable arrays); the fields belong to
@@ -247,9 +249,11 @@ def load_calibration(directory: str | Path) -> tuple[dict[str, Any], dict[str, t
     """
     root = Path(directory)
     cfg_path, arr_path = root / CALIBRATION_FILE, root / CALIBRATION_ARRAYS
+    if not cfg_path.is_file() and lost_ok:
+        return None
+    verify_files(root, (CALIBRATION_FILE, CALIBRATION_ARRAYS), REFIT)  # listed but missing fails too
     if not cfg_path.is_file():
         return None
-    verify_files(root, (CALIBRATION_FILE, CALIBRATION_ARRAYS), REFIT)
     try:
         config = json.loads(cfg_path.read_bytes())
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:
@@ -307,6 +311,12 @@ def copy_head(source: str | Path, target: str | Path, overwrite: bool = False) -
         raise FileExistsError(
             f"{target} already holds files; nothing was written. Pass overwrite=True to replace it, or "
             "name a new folder."
+        )
+    if target.is_dir() and {p.name for p in target.iterdir()} - HEAD_FILES:
+        # overwrite=True replaces a saved head, never a folder of other files (as save_head refuses)
+        raise ValueError(
+            f"Refusing to replace {target}: it is not a saved head folder (only "
+            f"{', '.join(sorted(HEAD_FILES))} may be in it); nothing was written. Name a new folder."
         )
     present = sorted(name for name in HEAD_FILES if (source / name).is_file())
     with atomic.atomic_dir(target, replace=overwrite) as tmp:

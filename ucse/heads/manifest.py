@@ -91,6 +91,11 @@ def verify_files(root: Path, names: tuple[str, ...], fix: str) -> None:
     for name in names:
         target = root / name
         if not target.is_file():
+            if name in files:  # saved with the head, gone since: a partial copy would drop what it held
+                raise ValueError(
+                    f"{target} is missing, though {path} lists it: the folder was copied or edited in "
+                    f"part; {fix}."
+                )
             continue
         entry = files.get(name)
         if entry is None:

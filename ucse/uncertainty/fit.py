@@ -370,7 +370,7 @@ def refit_run_profile(
     encoder = UcseEncoder.from_dir(
         folder.head, device=resolve_device(train_cfg.accelerator), trust_remote_code=trust_remote_code
     )
-    before = load_uncertainty_profile(folder.head, num_classes=len(encoder.label_names) or None)
+    before = load_uncertainty_profile(folder.head, num_classes=len(encoder.label_names) or None, lost_ok=True)
     data = load_classification(train_cfg.task, train_cfg.data, train_cfg.seed)
     check_same_splits(run, data, ("train", "validation"), refuse=True)  # before anything is replaced
     check_target_labels(ucfg.calibration, data.label_names)

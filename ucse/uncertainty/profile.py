@@ -335,27 +335,29 @@ def warn_if_uncertifiable(profile: UncertaintyProfile, head_dir: str | Path) -> 
 
 
 def load_uncertainty_profile(
-    head_dir: str | Path, num_classes: int | None = None, device: torch.device | str = "cpu"
+    head_dir: str | Path,
+    num_classes: int | None = None,
+    device: torch.device | str = "cpu",
+    lost_ok: bool = False,
 ) -> UncertaintyProfile:
     """The profile saved in ``head_dir``, or the plain fallback (softmax, MSP, no abstention, no sets).
 
-    The saved files are untrusted input: checked against the head folder's manifest, then every field
-    typed and range-checked (:mod:`ucse.uncertainty.saved_profile`) before any is used.
+    Untrusted input: checked against the manifest, every field typed and range-checked before use.
 
     Args:
         head_dir: a saved head folder (``config.json`` + ``model.safetensors`` [+ calibration files]).
         num_classes: C for the fallback; read from the head's ``config.json`` when omitted.
-        device: where the out-of-scope flag's neighbour bank is kept and searched (the classifier's device:
-            on a GPU the search then costs milliseconds instead of the host's time).
+        device: where the out-of-scope flag's bank is kept and searched (the classifier's: fast on a GPU).
+        lost_ok: a profile the manifest lists but whose files are gone is the fallback (``ucse calibrate``
+            refits it) instead of an error (a partial copy would lose abstention, sets and the flag).
 
     Returns:
         The :class:`UncertaintyProfile`; ``profile.fitted`` tells which.
 
     Raises:
-        ValueError / FileNotFoundError: a calibration that is unreadable, out of range, changed since it was
-            saved or fitted for other weights; one line naming the file and field.
+        ValueError / FileNotFoundError: a calibration unreadable, out of range, changed or for other weights.
     """
-    saved = load_calibration(head_dir)
+    saved = load_calibration(head_dir, lost_ok=lost_ok)
     if saved is None:
         return UncertaintyProfile.plain(num_classes if num_classes is not None else saved_sizes(head_dir)[0])
     cfg, arr = saved
