@@ -2,10 +2,12 @@
 
 from collections import Counter
 
+import datasets
 import pytest
 from toy_tasks import TOY_COUNTS, TOY_NAMES, make_task, toy_data, toy_rows, toy_task
 
 from ucse.data import load_classification
+from ucse.data.splitting import stratified_split
 
 
 @pytest.fixture
@@ -110,3 +112,14 @@ def test_a_small_slice_of_many_small_labels_keeps_two_rows_of_each(seed, size):
     assert len(parts["test"]) == size and max(test.values()) == 1
     assert all(rest[c] >= 2 for c in range(10)) and sum(rest.values()) + size == len(labels)
     assert not set(parts["test"]["text"][:]) & set(parts["train"]["text"][:])
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_random_fallback_split_never_takes_a_labels_last_row(seed):
+    # 4 labels x 2 rows and a 3-row slice: no stratification, and a plain random slice could take both rows
+    # of one label (seed 3 of a 0.3 / 0.3 carve of 4 x 3 rows left label 'a' with no training row)
+    ds = datasets.Dataset.from_dict({"text": [f"t{i}" for i in range(8)], "label": [0, 0, 1, 1, 2, 2, 3, 3]})
+    parts = stratified_split(ds, 3, seed)
+    assert len(parts["test"]) == 3 and len(parts["train"]) == 5
+    assert sorted(set(parts["train"]["label"][:])) == [0, 1, 2, 3]
+    assert sorted(parts["train"]["text"][:] + parts["test"]["text"][:]) == sorted(ds["text"][:])

@@ -99,10 +99,20 @@ def stratified_split(ds: datasets.Dataset, test_size: float | int, seed: int) ->
             else err
         )
         logger.warning(
-            "Cannot stratify a split of %d rows by label (%s); using a seeded random split.",
+            "Cannot stratify a split of %d rows by label (%s); using a seeded random split that keeps a "
+            "row of every label for training.",
             len(ds),
             why,
         )
+        # Random, but never a label's last row: one row of each label stays (a plain random slice of 3
+        # rows from 4 labels x 2 could take both rows of one label, which then had none to train on).
+        rng, y = np.random.default_rng(seed), np.asarray(labels)
+        keep = {c: rng.choice(np.flatnonzero(y == c)) for c in counts}
+        movable = np.array([i for i in range(len(ds)) if keep[y[i]] != i])
+        if 0 < size <= len(movable):
+            test = np.sort(rng.choice(movable, size, replace=False))
+            rest = np.setdiff1d(np.arange(len(ds)), test)
+            return datasets.DatasetDict({"train": ds.select(rest), "test": ds.select(test)})
         return ds.train_test_split(test_size=test_size, seed=seed)
 
 
