@@ -102,8 +102,9 @@ def test_grid_search_over_the_head(tiny_params, rows):
 def test_pickle_is_small_and_predicts_the_same(tiny_params, rows):
     texts, y = rows
     clf = UcseClassifier(**tiny_params).fit(texts[:180], y[:180])
+    (clf.head_dir_ / "notes.txt").write_text("SECRET-CONTENT")  # not a head file (or a link to one)
     blob = pickle.dumps(clf)
-    assert len(blob) < 1_000_000
+    assert len(blob) < 1_000_000 and b"SECRET-CONTENT" not in blob
     back = pickle.loads(blob)
     assert back.head_dir_ != clf.head_dir_  # its own copy of the head folder
     np.testing.assert_array_equal(back.predict(texts[180:]), clf.predict(texts[180:]))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import io
+import subprocess
 import sys
 
 import pytest
@@ -97,3 +98,35 @@ def test_a_full_disk_while_writing_leaves_nothing_and_says_so(tmp_path, monkeypa
     with pytest.raises(DataError, match=message):
         write_predictions(rows, str(out))
     assert list(tmp_path.iterdir()) == []  # neither the file nor its temporary sibling
+
+
+def test_a_link_to_nowhere_at_out_counts_as_an_existing_file(tmp_path):
+    # before, the whole input was predicted and the write then blamed "another process"
+    (tmp_path / "dang.jsonl").symlink_to(tmp_path / "nowhere.jsonl")
+    with pytest.raises(DataError, match="already exists; nothing was written"):
+        check_output(str(tmp_path / "dang.jsonl"), overwrite=False)
+
+
+def test_stdout_closed_is_one_clear_error_before_any_work(monkeypatch):
+    monkeypatch.setattr(sys, "stdout", None)  # what Python gives a process started with `>&-`
+    with pytest.raises(DataError, match="standard output is closed"):
+        check_output("-", overwrite=False)
+
+
+def test_a_reader_that_stops_early_ends_the_output_quietly(tmp_path):
+    # `ucse predict ... out=- | head -2`: exit 0 and no "Broken pipe" error
+    code = (
+        "import sys; from ucse.inference.files import write_predictions; "
+        "write_predictions([[{'text': 'x' * 50, 'label': 'a'}] * 1000] * 20, '-'); "
+        "print('done', file=sys.stderr)"
+    )
+    proc = subprocess.run(
+        f'{sys.executable} -c "{code}" | head -c 10 > /dev/null; echo ${{PIPESTATUS[0]}}',
+        shell=True,
+        executable="/bin/bash",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.stdout.strip() == "0" and "done" in proc.stderr, proc.stderr
+    assert "Broken pipe" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

@@ -32,7 +32,7 @@ from ucse.backbone.device import resolve_device
 from ucse.config import Device, debug_mode
 from ucse.config.run_layout import RunFolder, read_run_metrics, resolve_head_dir
 from ucse.core.encoder import EncodedBatch, UcseEncoder
-from ucse.heads.io import copy_head
+from ucse.heads.io import HEAD_FILES, copy_head
 from ucse.heads.meta import label_values
 from ucse.uncertainty.profile import UncertaintyOutput, load_uncertainty_profile, warn_if_uncertifiable
 
@@ -266,8 +266,12 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         state = {k: v for k, v in self.__dict__.items() if k not in _UNPICKLED}
         if "head_dir_" in self.__dict__:
             state["head_dir_"] = None
+            # Only a head's own files (their content was checked against the manifest on loading): a pickle
+            # is shared, and any other file, or a link (head/notes.txt -> ~/.ssh/...), went into it too.
             state["_head_files"] = {
-                f.name: f.read_bytes() for f in sorted(self.head_dir_.iterdir()) if f.is_file()
+                name: (self.head_dir_ / name).read_bytes()
+                for name in sorted(HEAD_FILES)
+                if (self.head_dir_ / name).is_file()
             }
         return state
 

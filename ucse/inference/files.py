@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import sys
 import tempfile
 from collections.abc import Iterable
@@ -33,6 +34,7 @@ def check_output(out: str, overwrite: bool = False) -> None:
     loaded and the texts are run.
     """
     if out == STDIO:
+        _require_stdout()
         return
     path = Path(out).expanduser()
     if path.suffix.lower() not in OUTPUT_SUFFIXES:
@@ -43,7 +45,7 @@ def check_output(out: str, overwrite: bool = False) -> None:
         raise DataError(f"out={out} is a folder; give a file path ending in .jsonl or .csv.")
     if not path.parent.is_dir():
         raise FileNotFoundError(f"out={out}: folder {path.parent} does not exist; create it first.")
-    if path.exists() and not overwrite:
+    if (path.exists() or path.is_symlink()) and not overwrite:  # a link to nowhere is there too
         raise DataError(f"out={out} already exists; nothing was written. Pass overwrite=true to replace it.")
     try:  # an unnamed temporary file (O_TMPFILE where supported): the truest test of writability
         with tempfile.TemporaryFile(dir=path.parent):
@@ -53,6 +55,11 @@ def check_output(out: str, overwrite: bool = False) -> None:
             f"out={out}: folder {path.parent} is not writable ({err.strerror}); nothing was done. "
             "Choose a writable folder."
         ) from None
+
+
+def _require_stdout() -> None:
+    if sys.stdout is None:  # started with stdout closed (`>&-`): before, an AttributeError traceback
+        raise DataError("out=-: standard output is closed; give out=<file>.jsonl or .csv.")
 
 
 def _csv_cell(value: Any) -> Any:
@@ -90,9 +97,15 @@ def write_predictions(rows: list[dict] | Iterable[list[dict]], out: str, overwri
     """
     blocks = [rows] if isinstance(rows, list) and (not rows or isinstance(rows[0], dict)) else rows
     if out == STDIO:
-        for chunk in _render(blocks, ".jsonl"):
-            sys.stdout.write(chunk)
-        sys.stdout.flush()
+        _require_stdout()
+        try:
+            for chunk in _render(blocks, ".jsonl"):
+                sys.stdout.write(chunk)
+            sys.stdout.flush()
+        except BrokenPipeError:  # the reader stopped early (`| head`): what it read is what it wanted
+            # Python would report the pipe again while flushing at exit: point stdout at /dev/null
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
         return
     path = Path(out).expanduser()
     try:
