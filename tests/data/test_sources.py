@@ -146,6 +146,18 @@ def test_in_memory_forms_match_the_csv(tmp_path):
         assert td.splits["test"]["text"] == ref.splits["test"]["text"], type(form)
 
 
+def test_csv_labels_that_are_not_plain_integers_stay_names(tmp_path):
+    # "01" and "1" were read as the id 1 (two labels merged), "007" as 7, and "²" failed int()
+    for labels, names in ((["01", "1", "02", "2"], ["01", "02", "1", "2"]), (["007", "²"], ["007", "²"])):
+        rows = [(f"text {k} {i}", lab) for i in range(6) for k, lab in enumerate(labels)]
+        path = tmp_path / "d.csv"
+        path.write_text("text,label\n" + "".join(f"{t},{lab}\n" for t, lab in rows))
+        assert load_task_data(path).label_names == names
+    rows = [(f"text {k} {i}", lab) for i in range(6) for k, lab in enumerate(["3", "-1", " 10 "])]
+    path.write_text("text,label\n" + "".join(f"{t},{lab}\n" for t, lab in rows))
+    assert load_task_data(path).label_names == ["-1", "3", "10"]  # plain integers are still ids
+
+
 def test_numpy_labels_read_as_the_python_values_they_hold(tmp_path):
     import numpy as np
 

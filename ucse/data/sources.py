@@ -19,6 +19,7 @@ pandas ``DataFrame`` or a ``(texts, labels)`` pair, and returns the same ``TaskD
 from __future__ import annotations
 
 import logging
+import re
 import shlex
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -157,8 +158,16 @@ def _guess_columns(raw: RawSplit, sample: int = 2000) -> tuple[str, str, list[st
     return text, label, others
 
 
+_INT = re.compile(r"-?(0|[1-9][0-9]*)")
+
+
 def _is_int_literal(value: Any) -> bool:
-    return isinstance(value, str) and value.strip().lstrip("+-").isdigit()
+    """Whether ``value`` is an integer written as ``int`` writes it back.
+
+    Otherwise ``"01"`` and ``"1"`` were one label id (two labels merged), ``"007"`` renamed ``7``, and
+    ``"²"`` (``str.isdigit``) failed ``int()``.
+    """
+    return isinstance(value, str) and _INT.fullmatch(value.strip()) is not None
 
 
 def _label_kind(labels: list, typed: bool) -> bool:
