@@ -233,9 +233,15 @@ def test_a_damaged_run_is_one_line_naming_the_file(case, run, txt, tmp_path, cap
     damage, expect = CASES[case]
     damage(run)
     out = tmp_path / "p.jsonl"
-    line = _one_error_line(capsys, main(["predict", f"run={run}", f"input={txt}", f"out={out}"]))
+    source = txt
+    if "config.yaml" in case:  # the run's config is read for a table's text column only
+        source = tmp_path / "new.csv"
+        source.write_text("text\n" + txt.read_text())
+    line = _one_error_line(capsys, main(["predict", f"run={run}", f"input={source}", f"out={out}"]))
     assert expect in line and str(run) in line, line
     assert not out.exists()
+    if "config.yaml" in case:  # a .txt file has no columns: the damaged config does not stop it
+        assert main(["predict", f"run={run}", f"input={txt}", f"out={out}"]) == 0 and out.is_file()
 
 
 def test_eval_of_a_missing_run_folder_says_it_does_not_exist(tmp_path, capsys):

@@ -33,17 +33,19 @@ def help_text() -> str:
     return f"ucse predict: {__doc__.strip()}\n\n{format_fields(PredictConfig)}"
 
 
-def _trained_text_column(head_dir: Path) -> str:
-    """The text column the run was trained on (from ``<run>/config.yaml``), else ``text``."""
-    from ucse.config.run_layout import RunFolder
+def _trained_text_column(head_dir: Path, source: str) -> str:
+    """The text column the run was trained on (from ``<run>/config.yaml``), else ``text``.
 
-    cfg_file = RunFolder(head_dir.parent).config
-    if not cfg_file.is_file():
+    Read only for a table input: a ``.txt`` file or stdin has no columns, and needs no config.
+    """
+    from ucse.config.run_layout import RunFolder, run_of_head
+
+    run = run_of_head(head_dir)
+    if run is None or Path(source).suffix.lower() in (".txt", "") or source == "-":
         return "text"
     from ucse.config import from_yaml
 
-    cfg = from_yaml(cfg_file)
-    return cfg.data.text_column
+    return from_yaml(RunFolder(run).config).data.text_column
 
 
 def main(argv: list[str]) -> int:
@@ -61,7 +63,7 @@ def main(argv: list[str]) -> int:
         from ucse.inference.files import check_output, read_texts, write_predictions
 
         check_output(cfg.out, cfg.overwrite)
-        column = cfg.text_column or _trained_text_column(head_dir)
+        column = cfg.text_column or _trained_text_column(head_dir, cfg.input)
         texts = read_texts(cfg.input, column, sole_column=cfg.text_column is None)
         from ucse.inference.blocks import predict_blocks
         from ucse.inference.classifier import UcseClassifier

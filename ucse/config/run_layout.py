@@ -93,6 +93,17 @@ def resolve_head_dir(path: str | Path) -> Path:
     )
 
 
+def run_of_head(head_dir: str | Path) -> Path | None:
+    """The run folder a head folder belongs to: its parent, where the head is ``<run>/head`` of a run.
+
+    A head saved elsewhere (``save_pretrained("proj/exported")``) has no run, even beside a ``config.yaml``
+    of the user's own: reading that as the run's made predict fail on an unknown config key.
+    """
+    head = Path(head_dir)
+    run = RunFolder(head.parent)
+    return run.path if run.head == head and run.config.is_file() else None
+
+
 def read_run_metrics(run: str | Path, without: str) -> dict[str, Any]:
     """A run's ``metrics.json`` as a dict; ``{}`` where the run has none or it is unreadable or not an object.
 

@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 
 from ucse.backbone.device import resolve_device
 from ucse.config import Device, debug_mode
-from ucse.config.run_layout import RunFolder, read_run_metrics, resolve_head_dir
+from ucse.config.run_layout import RunFolder, read_run_metrics, resolve_head_dir, run_of_head
 from ucse.core.encoder import EncodedBatch, UcseEncoder
 from ucse.heads.io import HEAD_FILES, copy_head
 from ucse.heads.meta import label_values
@@ -216,10 +216,9 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         )
         head_dir = resolve_head_dir(path)
         clf._load(head_dir, batch_size, warn)
-        run = RunFolder(head_dir.parent)
-        clf.run_dir_ = run.path if run.config.is_file() else None
+        clf.run_dir_ = run_of_head(head_dir)
         without = "the run's recorded figures (metrics_) are left empty"
-        clf.metrics_ = read_run_metrics(run.path, without) if clf.run_dir_ is not None else {}
+        clf.metrics_ = read_run_metrics(clf.run_dir_, without) if clf.run_dir_ is not None else {}
         return clf
 
     def save_pretrained(self, path: str | Path, overwrite: bool = False) -> Path:
