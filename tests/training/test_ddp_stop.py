@@ -11,13 +11,11 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
+from stopped_run import output, training_run
 
 
 def _alive(pids: list[int]) -> list[int]:
@@ -44,36 +42,8 @@ def _alive(pids: list[int]) -> list[int]:
 def test_a_stopped_two_process_run_ends_every_rank(
     tiny_task_root, tiny_bert_dir, tmp_path, signum, whole_group
 ):
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    args = [
-        f"data.root={tiny_task_root}",
-        f"backbone.model={tiny_bert_dir}",
-        "backbone.name=tiny-bert",
-        "recipe=paper",
-        "optim.epochs=1000",  # far longer than the test waits
-        "progress_bar=false",
-        "devices=2",
-        "strategy=ddp",
-        "uncertainty.enabled=false",
-        f"cache.dir={tmp_path / 'cache'}",
-        f"output_dir={tmp_path / 'run'}",
-    ]
-    log = (tmp_path / "log.txt").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "train.py", *args],
-        cwd=REPO,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,  # its own process group, as a terminal's foreground job has
-    )
     ranks: list[int] = []
-    try:
-        last = tmp_path / "run" / "checkpoints" / "last.ckpt"
-        deadline = time.time() + 180
-        while not last.is_file() and proc.poll() is None and time.time() < deadline:
-            time.sleep(0.2)
-        assert last.is_file(), (tmp_path / "log.txt").read_text()[-3000:]
+    with training_run(tiny_task_root, tiny_bert_dir, tmp_path, "devices=2", "strategy=ddp") as proc:
         time.sleep(1.0)  # well inside the next epochs: steps, all-reduces, validation
         found = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout
         ranks = [int(p) for p in found.split()]
@@ -86,7 +56,7 @@ def test_a_stopped_two_process_run_ends_every_rank(
         deadline = time.time() + 10
         while _alive(ranks) and time.time() < deadline:
             time.sleep(0.1)
-        out = (tmp_path / "log.txt").read_text()
+        out = output(tmp_path)
         assert code == 128 + signum, out[-3000:]
         assert not _alive(ranks), out[-3000:]
         assert "Traceback" not in out, out[-3000:]
@@ -94,10 +64,3 @@ def test_a_stopped_two_process_run_ends_every_rank(
         assert said and all("Resume with the same command plus ckpt_path=last." in line for line in said), (
             said
         )
-    finally:
-        for pid in [proc.pid, *_alive(ranks)]:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        log.close()

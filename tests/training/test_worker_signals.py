@@ -11,16 +11,12 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
+from stopped_run import output, training_run
 
 from ucse.interrupt import interrupt_as_error, stop_on_sigterm
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 3), (signal.SIGTERM, -signal.SIGTERM)])
@@ -46,39 +42,12 @@ def test_a_process_forked_in_the_block_gets_pythons_own_signal_behaviour(signum,
 
 @pytest.mark.slow  # a run with two DataLoader workers, started and stopped (~15 s)
 def test_ctrl_c_with_dataloader_workers_is_one_line_and_no_traceback(tiny_task_root, tiny_bert_dir, tmp_path):
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    args = [
-        f"data.root={tiny_task_root}",
-        f"backbone.model={tiny_bert_dir}",
-        "backbone.name=tiny-bert",
-        "recipe=paper",
-        "optim.epochs=1000",
-        "progress_bar=false",
-        "num_workers=2",
-        "uncertainty.enabled=false",
-        f"cache.dir={tmp_path / 'cache'}",
-        f"output_dir={tmp_path / 'run'}",
-    ]
-    log = (tmp_path / "log.txt").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "train.py", *args],
-        cwd=REPO,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,  # its own process group, as a terminal's foreground job has
-    )
-    try:
-        last = tmp_path / "run" / "checkpoints" / "last.ckpt"
-        deadline = time.time() + 120
-        while not last.is_file() and proc.poll() is None and time.time() < deadline:
-            time.sleep(0.2)
-        assert last.is_file(), (tmp_path / "log.txt").read_text()[-3000:]
+    with training_run(tiny_task_root, tiny_bert_dir, tmp_path, "num_workers=2") as proc:
         time.sleep(0.5)
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the training process and its workers
         code = proc.wait(timeout=60)
         time.sleep(1.0)  # the workers' last words, if any
-        out = (tmp_path / "log.txt").read_text()
+        out = output(tmp_path)
         assert code == 130, out[-3000:]
         # No worker died of ucse's stop, and none swallowed in a finalizer was printed. (torch's own worker
         # shutdown can still print its atexit "worker killed by signal" after the line: not ucse's to change.)
@@ -87,9 +56,3 @@ def test_ctrl_c_with_dataloader_workers_is_one_line_and_no_traceback(tiny_task_r
         ]
         said = [line for line in out.splitlines() if line.startswith("error: ")]
         assert len(said) == 1 and "ckpt_path=last" in said[0], said
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        log.close()
