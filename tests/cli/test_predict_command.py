@@ -112,6 +112,7 @@ def _bad_cases(run: Path, tmp: Path) -> dict[str, tuple[list[str], str]]:
         "out folder missing": ([f"run={run}", ok, f"out={tmp / 'no' / 'p.jsonl'}"], "does not exist"),
         "bad key": ([f"run={run}", ok, "topk=2"], "Did you mean 'top_k'"),
         "bad top_k": ([f"run={run}", ok, "top_k=0"], "top_k=0 must be >= 1"),
+        "batch size 0": ([f"run={run}", ok, "batch_size=0"], "batch_size=0 must be >= 1"),  # was the default
     }
 
 
@@ -130,6 +131,7 @@ def _bad_cases(run: Path, tmp: Path) -> dict[str, tuple[list[str], str]]:
         "out folder missing",
         "bad key",
         "bad top_k",
+        "batch size 0",
     ],
 )
 def test_bad_inputs_exit_2_with_one_line(case, tiny_clf_run, tmp_path, capsys):

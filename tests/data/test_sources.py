@@ -310,8 +310,14 @@ def test_labels_that_differ_only_in_case_or_spaces_are_named(tmp_path, caplog):
     rows += [{"text": f"salary {i}", "label": "payroll "} for i in range(3)]
     td = load_task_data(write_rows(tmp_path / "hr.tsv", rows))
     assert "Payroll" in td.label_names and "payroll " in td.label_names  # kept apart: the user decides
-    warned = [r.getMessage() for r in caplog.records if "letter case or surrounding spaces" in r.getMessage()]
+    warned = [r.getMessage() for r in caplog.records if "letter case, surrounding spaces" in r.getMessage()]
     assert len(warned) == 1 and "'Payroll' and 'payroll '" in warned[0] and "hr.tsv" in warned[0]
+    caplog.clear()
+    # the same word composed and decomposed (NFC 'café', NFD 'cafe' + combining accent): they look identical
+    rows = own_rows(60) + [{"text": f"latte {i}", "label": "caf\u00e9"} for i in range(3)]
+    rows += [{"text": f"espresso {i}", "label": "cafe\u0301"} for i in range(3)]
+    load_task_data(write_rows(tmp_path / "menu.tsv", rows))
+    assert sum("Unicode form" in r.getMessage() and "menu.tsv" in r.getMessage() for r in caplog.records) == 1
     caplog.clear()
     load_task_data(write_rows(tmp_path / "ok.tsv", own_rows(60)))
     assert not any("letter case" in r.getMessage() for r in caplog.records)

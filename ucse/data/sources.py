@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import re
 import shlex
+import unicodedata
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -228,18 +229,19 @@ def _label_names(keys: list, class_names: list[str] | None, where: str, column: 
 
 
 def _warn_similar(names: list[str], where: str) -> None:
-    """Warn where label names differ only in letter case or surrounding spaces ('Payroll', 'payroll ').
+    """Warn where label names differ only in letter case, surrounding spaces or Unicode form.
 
-    A spreadsheet's typo, most likely, but possibly meant: they stay separate labels; the fix is the user's.
+    ('Payroll' and 'payroll ', or 'café' composed and decomposed, which look identical.) A spreadsheet's
+    typo, most likely, but possibly meant: they stay separate labels; the fix is the user's.
     """
     groups: dict[str, list[str]] = {}
     for n in names:
-        groups.setdefault(n.strip().casefold(), []).append(n)
+        groups.setdefault(unicodedata.normalize("NFKC", n).strip().casefold(), []).append(n)
     similar = [g for g in groups.values() if len(g) > 1]
     if similar:
         logger.warning(
-            "%s: labels that differ only in letter case or surrounding spaces are trained as different "
-            "labels: %s. If they are one label, write them the same way in the file.",
+            "%s: labels that differ only in letter case, surrounding spaces or Unicode form are trained as "
+            "different labels: %s. If they are one label, write them the same way in the file.",
             where,
             shown([" and ".join(repr(n) for n in g) for g in similar], limit=5, sep="; "),
         )

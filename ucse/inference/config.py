@@ -51,4 +51,6 @@ def build_predict_config(overrides: list[str] | None = None) -> PredictConfig:
         raise ConfigError("predict needs input=<texts.txt | .csv | .jsonl | .parquet | - for stdin>.")
     if cfg.top_k is not None and cfg.top_k < 1:
         raise ConfigError(f"top_k={cfg.top_k} must be >= 1 (or null for all labels).")
+    if cfg.batch_size is not None and cfg.batch_size < 1:  # 0 was taken as "the run's setting"
+        raise ConfigError(f"batch_size={cfg.batch_size} must be >= 1 (or null for the run's setting).")
     return cfg
