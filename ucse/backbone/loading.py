@@ -237,7 +237,14 @@ def load_backbone(
             save_dequantised(model_fingerprint(cfg), model, tokenizer)
     except ValueError as err:
         if "custom code" not in str(err) and "trust_remote_code" not in str(err):
-            raise
+            # transformers' own message runs to several lines (a folder that is not a model: "Couldn't
+            # instantiate the backend tokenizer from one of: ..."): its first line, and what to point at
+            where = f"local folder '{folder}'" if folder is not None else f"hub id '{path}'"
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+            raise BackboneLoadError(
+                f"Could not load backbone.model='{cfg.model}' from {where}: {first} Point backbone.model at "
+                "a transformers model folder (config.json, weights and tokenizer files)."
+            ) from err
         raise BackboneLoadError(
             f"backbone.model='{cfg.model}' ships its own model code (auto_map), which is not run: "
             "trust_remote_code is off. If you trust that code, turn it on yourself "
