@@ -229,3 +229,13 @@ def test_a_csv_with_cr_only_line_ends_reads_as_with_lf(tmp_path):
     lf, cr = read_file(tmp_path / "lf.csv"), read_file(tmp_path / "cr.csv")
     assert cr.columns == lf.columns == ["text", "label"]
     assert cr.values("text") == lf.values("text") and cr.values("label") == lf.values("label")
+
+
+def test_an_empty_label_text_cell_is_named_in_its_own_column(tmp_path):
+    # the label-id + label_text layout trains on label_text: a missing name was blamed on 'label' (it held 1)
+    path = tmp_path / "d.csv"
+    path.write_text("text,label,label_text\na,0,x\nb,1,y\nc,1,\nd,0,x\ne,1,y\n")
+    with pytest.raises(DataError) as err:
+        load_task_data(path)
+    msg = str(err.value)
+    assert "line 4: 'label_text' is missing" in msg, msg

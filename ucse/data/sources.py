@@ -97,8 +97,11 @@ def _from_memory(source: Any, text_column: str, label_column: str) -> tuple[dict
     )
 
 
-def _columns(raw: RawSplit, text_column: str, label_column: str) -> tuple[list, list, list[str] | None]:
-    """(texts, labels, ClassLabel names or None) of one split; a missing column fails listing those found."""
+def _columns(raw: RawSplit, text_column: str, label_column: str) -> tuple[list, list, list[str] | None, str]:
+    """(texts, labels, ClassLabel names or None, the column the labels came from) of one split.
+
+    A missing column fails listing those found.
+    """
     missing = [
         (c, k)
         for c, k in ((text_column, "text_column"), (label_column, "label_column"))
@@ -128,8 +131,8 @@ def _columns(raw: RawSplit, text_column: str, label_column: str) -> tuple[list, 
     if names is None and "label_text" in raw.columns and label_column != "label_text":
         if all(v is None or _is_int_literal(v) or type(v) is int for v in labels):
             # The ../shared/data layout: integer ids plus their names; train on the names.
-            labels = raw.values("label_text")
-    return raw.values(text_column), labels, names
+            return raw.values(text_column), raw.values("label_text"), names, "label_text"
+    return raw.values(text_column), labels, names, label_column
 
 
 def _guess_columns(raw: RawSplit, sample: int = 2000) -> tuple[str, str, list[str]] | None:
@@ -294,8 +297,9 @@ def load_task_data(
     for role in ROLES:  # train first: its labels are the label set the other splits are checked against
         if role in raws:
             allowed = None if role == "train" else set(kept["train"][1])
+            used = (text_column, read[role][3])  # a bad label is named in the column it was read from
             kept[role], dropped[role] = _check(
-                raws[role], role, read[role][:2], columns, by_name, allowed, data.drop_bad_rows
+                raws[role], role, read[role][:2], used, by_name, allowed, data.drop_bad_rows
             )
         if role == "train":
             label_names = _label_names(kept["train"][1], class_names, raws["train"].where, label_column)
