@@ -39,9 +39,10 @@ def _trained_text_column(head_dir: Path, source: str) -> str:
     Read only for a table input: a ``.txt`` file or stdin has no columns, and needs no config.
     """
     from ucse.config.run_layout import RunFolder, run_of_head
+    from ucse.data.texts import STDIO
 
     run = run_of_head(head_dir)
-    if run is None or Path(source).suffix.lower() in (".txt", "") or source == "-":
+    if run is None or source == STDIO or Path(source).suffix.lower() in (".txt", ""):
         return "text"
     from ucse.config import from_yaml
 

@@ -10,6 +10,7 @@ import csv
 import io
 import logging
 import re
+from collections.abc import Iterator
 
 logger = logging.getLogger(__name__)
 
@@ -33,14 +34,20 @@ def csv_delimiter(text: str) -> str:
     return ","
 
 
-def _records(text: str, delimiter: str):
-    """The standard library's reader over ``text``, without its 131,072-character field limit.
+def _rows(text: str, delimiter: str) -> Iterator[tuple[int, list[str]]]:
+    """(1-based line where it starts, fields) of every non-blank record of ``text``, header included.
 
-    pandas reads fields of any length; a long document in one cell must not fail only when this reader
-    recounts the rows (the limit is process-wide: it is raised, never lowered).
+    Blank lines are skipped as pandas skips them; quoted newlines stay inside their field. The standard
+    library's 131,072-character field limit is lifted: pandas reads fields of any length, and a long document
+    in one cell must not fail only here (the limit is process-wide: it is raised, never lowered).
     """
     csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))
-    return csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    previous = 0
+    for record in reader:
+        start, previous = previous + 1, reader.line_num
+        if record and not (len(record) == 1 and not record[0].strip()):
+            yield start, record
 
 
 def csv_field_problem(text: str, delimiter: str) -> str | None:
@@ -50,16 +57,10 @@ def csv_field_problem(text: str, delimiter: str) -> str | None:
     left (texts read as labels, labels as the next column), and cuts such fields off further down; neither
     is an error there.
     """
-    reader = _records(text, delimiter)
-    header: list[str] | None = None
-    previous = 0
-    for record in reader:
-        start, previous = previous + 1, reader.line_num
-        if not record or (len(record) == 1 and not record[0].strip()):
-            continue
-        if header is None:
-            header = record
-        elif len(record) > len(header):
+    rows = _rows(text, delimiter)
+    _, header = next(rows, (0, []))
+    for start, record in rows:
+        if len(record) > len(header):
             extra = record[len(header) :]
             fix = (
                 "remove the delimiter at the end of each line"
@@ -72,13 +73,7 @@ def csv_field_problem(text: str, delimiter: str) -> str | None:
 
 def csv_lines(text: str, delimiter: str) -> list[int]:
     """1-based line where each data row starts, skipping blank lines as pandas does (quoted newlines kept)."""
-    reader = _records(text, delimiter)
-    starts, previous = [], 0
-    for record in reader:
-        if record and not (len(record) == 1 and not record[0].strip()):
-            starts.append(previous + 1)
-        previous = reader.line_num
-    return starts[1:]  # the first record is the header
+    return [start for start, _ in _rows(text, delimiter)][1:]  # the first record is the header
 
 
 def csv_problem(err: BaseException) -> str:

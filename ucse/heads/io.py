@@ -75,11 +75,7 @@ def save_head(head: Head, directory: str | Path, meta: dict[str, Any]) -> Path:
             f"{type(head).__name__} has no .spec; build heads with ucse.heads.build_head to save them."
         )
     dest = Path(directory)
-    if dest.exists() and (not dest.is_dir() or {p.name for p in dest.iterdir()} - HEAD_FILES):
-        raise ValueError(
-            f"Refusing to replace {dest}: it is not a saved head folder (only "
-            f"{', '.join(sorted(HEAD_FILES))} may be in it). Choose an empty or new directory."
-        )
+    refuse_foreign(dest, "Choose an empty or new directory.")
     config = {
         "format_version": FORMAT_VERSION,
         "head": dataclasses.asdict(spec.config),
@@ -283,6 +279,19 @@ def load_calibration(
     return config, arrays
 
 
+def refuse_foreign(dest: Path, fix: str) -> None:
+    """Refuse ``dest`` unless it is absent or a saved head folder: a head write replaces only a head.
+
+    Raises:
+        ValueError: naming ``dest``, the files a head folder may hold, and ``fix``.
+    """
+    if dest.exists() and (not dest.is_dir() or {p.name for p in dest.iterdir()} - HEAD_FILES):
+        raise ValueError(
+            f"Refusing to replace {dest}: it is not a saved head folder (only "
+            f"{', '.join(sorted(HEAD_FILES))} may be in it). {fix}"
+        )
+
+
 def copy_head(source: str | Path, target: str | Path, overwrite: bool = False) -> Path:
     """Copy a saved head folder (head, profile, manifest) to ``target``, verified, written atomically.
 
@@ -312,12 +321,7 @@ def copy_head(source: str | Path, target: str | Path, overwrite: bool = False) -
             f"{target} already holds files; nothing was written. Pass overwrite=True to replace it, or "
             "name a new folder."
         )
-    if target.is_dir() and {p.name for p in target.iterdir()} - HEAD_FILES:
-        # overwrite=True replaces a saved head, never a folder of other files (as save_head refuses)
-        raise ValueError(
-            f"Refusing to replace {target}: it is not a saved head folder (only "
-            f"{', '.join(sorted(HEAD_FILES))} may be in it); nothing was written. Name a new folder."
-        )
+    refuse_foreign(target, "Nothing was written; name a new folder.")  # overwrite=True replaces a head only
     present = sorted(name for name in HEAD_FILES if (source / name).is_file())
     with atomic.atomic_dir(target, replace=overwrite) as tmp:
         for name in present:

@@ -119,13 +119,11 @@ def stream_matched_bank(
     """
     n = sum(len(p) for p in parts)
     keep = None if heldout_bank_rows is None else matched_rows(n, heldout_bank_rows, seed)
+    if keep is None:
+        return torch.cat([stream_bank(part, encoder) for part in parts])
     blocks, offset = [], 0
     for part in parts:
-        idx = (
-            np.arange(len(part))
-            if keep is None
-            else keep[(keep >= offset) & (keep < offset + len(part))] - offset
-        )
+        idx = keep[(keep >= offset) & (keep < offset + len(part))] - offset  # this part's kept rows
         offset += len(part)
         if len(idx):
             blocks.append(stream_bank(SubsetStates(part, idx.tolist()), encoder))
