@@ -3,6 +3,7 @@
 import json
 
 import datasets
+import pandas as pd
 import pytest
 from toy_tasks import own_rows, write_rows
 
@@ -38,6 +39,11 @@ CASES = {
         "d.jsonl",
         GOOD + b'{"text": 5, "label": "x"}\n',
         ["line 3: 'text' is not a string (int)"],
+    ),
+    "jsonl duplicate key": (  # Arrow: "Trailing data at position 42", no line
+        "d.jsonl",
+        GOOD + b'{"text": "a b", "text": "c", "label": "x"}\n',
+        ["line 3: the key 'text' appears twice in one object (keep one)"],
     ),
     "json syntax error": (
         "d.json",
@@ -115,6 +121,16 @@ CASES = {
     ),
     "tsv ragged row": ("d.tsv", b"text\tlabel\na\tx\nb\ty\tz\n", ["line 3: 3 fields"]),
     "tsv missing label": ("d.tsv", b"text\tlabel\na\tx\nb\t\n", ["line 3: 'label' is missing"]),
+    "csv quoted start": (
+        "d.csv",
+        b'text,label\na,x\nb,y\n"hi" she said,x\n',
+        ["line 4: text follows the quote that closes"],
+    ),
+    "tsv stray quote": (  # read before as one text 'quoted\tx\nb\ty\nc d' labelled x, rows 4-5 gone
+        "d.tsv",
+        b'text\tlabel\na\tx\n"quoted\tx\nb\ty\nc "d\tx\ne\ty\n',
+        ["line 3: a quote opens a cell that runs to line 5, taking in the rows between"],
+    ),
     "parquet garbage": ("d.parquet", b"PAR1 not really", ["is not a readable Parquet file"]),
     "parquet 0 bytes": ("d.parquet", b"", ["is empty (0 bytes)"]),
 }
@@ -145,6 +161,16 @@ def test_a_csv_separated_otherwise_is_read_by_its_header(tmp_path, sep):
     assert raw.columns == ["text", "label"]
     assert list(zip(raw.values("text"), raw.values("label"))) == rows
     assert raw.lines() == [2, 3, 4, 5]
+
+
+def test_a_quoted_tsv_cell_may_hold_line_ends(tmp_path):
+    # what pandas' to_csv(sep="\t") writes for texts with line ends, tabs and quotes: read back as written
+    rows = [("two\nlines", "x"), ('say "hi"', "y"), ("a\ttab\nthen more", "x"), ("plain", "y")]
+    path = tmp_path / "d.tsv"
+    pd.DataFrame(rows, columns=["text", "label"]).to_csv(path, sep="\t", index=False)
+    raw = read_file(path)
+    assert list(zip(raw.values("text"), raw.values("label"))) == rows
+    assert raw.lines() == [2, 4, 5, 7]
 
 
 def test_a_comma_csv_keeps_other_separators_in_its_texts(tmp_path):

@@ -34,40 +34,63 @@ def csv_delimiter(text: str) -> str:
     return ","
 
 
-def _rows(text: str, delimiter: str) -> Iterator[tuple[int, list[str]]]:
+class _QuoteError(ValueError):
+    """A quoted cell never closed, or text after the quote that closes one (the message says where)."""
+
+
+def _rows(text: str, delimiter: str, strict: bool = False) -> Iterator[tuple[int, list[str]]]:
     """(1-based line where it starts, fields) of every non-blank record of ``text``, header included.
 
     Blank lines are skipped as pandas skips them; quoted newlines stay inside their field. The standard
     library's 131,072-character field limit is lifted: pandas reads fields of any length, and a long document
     in one cell must not fail only here (the limit is process-wide: it is raised, never lowered).
+    ``strict`` raises :class:`_QuoteError` where a quoted cell is never closed or text follows its closing
+    quote (``"hi" she said``), which pandas reads without a word.
     """
     csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=strict)
     previous = 0
-    for record in reader:
-        start, previous = previous + 1, reader.line_num
-        if record and not (len(record) == 1 and not record[0].strip()):
-            yield start, record
+    try:
+        for record in reader:
+            start, previous = previous + 1, reader.line_num
+            if record and not (len(record) == 1 and not record[0].strip()):
+                yield start, record
+    except csv.Error as err:
+        start, end = previous + 1, reader.line_num
+        if "unexpected end of data" in str(err):
+            raise _QuoteError(f"line {start}: a quoted field is never closed") from None
+        fix = 'put a text that holds quotes in quotes and double its own: """hi"" she said"'
+        if end == start:
+            raise _QuoteError(
+                f"line {start}: text follows the quote that closes a quoted cell ({fix})"
+            ) from None
+        raise _QuoteError(
+            f"line {start}: a quote opens a cell that runs to line {end}, taking in the rows between ({fix})"
+        ) from None
 
 
 def csv_field_problem(text: str, delimiter: str) -> str | None:
-    """The first data row with more fields than the header, described; ``None`` when there is none.
+    """The first data row with more fields than the header, or misplaced quotes, described; else ``None``.
 
     pandas reads a first data row with one field too many as a row label and shifts every column one to the
     left (texts read as labels, labels as the next column), and cuts such fields off further down; neither
-    is an error there.
+    is an error there. Nor is a text that starts with a quote: pandas drops the quote and its partner, and
+    where that partner is rows further down, reads every row in between into the one cell.
     """
-    rows = _rows(text, delimiter)
-    _, header = next(rows, (0, []))
-    for start, record in rows:
-        if len(record) > len(header):
-            extra = record[len(header) :]
-            fix = (
-                "remove the delimiter at the end of each line"
-                if not any(f.strip() for f in extra)
-                else "quote fields that hold the delimiter"
-            )
-            return f"line {start}: {len(record)} fields where the header has {len(header)} ({fix})"
+    rows = _rows(text, delimiter, strict=True)
+    try:
+        _, header = next(rows, (0, []))
+        for start, record in rows:
+            if len(record) > len(header):
+                extra = record[len(header) :]
+                fix = (
+                    "remove the delimiter at the end of each line"
+                    if not any(f.strip() for f in extra)
+                    else "quote fields that hold the delimiter"
+                )
+                return f"line {start}: {len(record)} fields where the header has {len(header)} ({fix})"
+    except _QuoteError as err:
+        return str(err)
     return None
 
 

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
-import re
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -24,10 +22,10 @@ from typing import Any
 import datasets
 import pandas as pd
 
-from ucse import json_read
 from ucse.config.checks import check_data_path
 from ucse.data.csv_format import csv_delimiter, csv_field_problem, csv_lines, csv_problem
 from ucse.data.excel import read_excel
+from ucse.data.json_format import columns_as_written, json_problem, jsonl_lines, jsonl_problem
 from ucse.data.tasks import DataError
 
 FORMATS = {
@@ -155,98 +153,6 @@ def _position(raw: bytes, offset: int) -> tuple[int, int]:
     return raw[:offset].count(b"\n") + 1, offset - (raw.rfind(b"\n", 0, offset) + 1) + 1
 
 
-def _jsonl_problem(text: str) -> str | None:
-    """The first line of a JSON Lines text that is not one JSON object, described; ``None`` if all are."""
-    first_kind: dict[str, tuple[str, int]] = {}  # column -> (JSON kind, line) of its first non-null value
-    for number, line in enumerate(text.split("\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            value = json_read.loads(line, parse_constant=_reject_constant)
-        except ValueError as err:
-            where = f" (column {err.colno})" if isinstance(err, json.JSONDecodeError) else ""
-            return f"line {number}: JSON syntax error: {getattr(err, 'msg', err)}{where}"
-        if not isinstance(value, dict):
-            return f"line {number}: expected one JSON object ({{...}}), got {_json_kind(value)}"
-        problem = _value_problem(value) or _kind_change(value, number, first_kind)
-        if problem:
-            return f"line {number}: {problem}"
-    return None
-
-
-def _kind_change(row: dict, number: int, first_kind: dict[str, tuple[str, int]]) -> str | None:
-    """A column whose JSON kind differs from its first value's (``datasets`` fails on some such files)."""
-    for key, value in row.items():
-        if value is None:
-            continue
-        kind = _json_kind(value)
-        seen = first_kind.setdefault(key, (kind, number))
-        if seen[0] != kind:
-            return f"'{key}' is {kind} but {seen[0]} on line {seen[1]}; give each column one type"
-    return None
-
-
-def _value_problem(row: dict) -> str | None:
-    """A top-level value Arrow cannot hold (an integer beyond 64 bits), described; else ``None``."""
-    for key, value in row.items():
-        if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**64:
-            return f"'{key}' is an integer too large to store ({str(value)[:20]}...)"
-    return None
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON (write null or a number)")
-
-
-# a JSON string (skipped whole, escapes included) or a bare constant outside one
-_STRING_OR_CONSTANT = re.compile(r'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)')
-
-
-def _constant_at(text: str) -> tuple[int, int] | None:
-    """1-based (line, column) of the first bare ``NaN`` / ``Infinity`` outside a JSON string, or ``None``."""
-    for m in _STRING_OR_CONSTANT.finditer(text):
-        if m.group(1):
-            start = m.start(1)
-            return text.count("\n", 0, start) + 1, start - text.rfind("\n", 0, start)
-    return None
-
-
-def _json_kind(value: Any) -> str:
-    kinds = {dict: "an object", list: "an array", str: "a string", bool: "true/false", type(None): "null"}
-    return kinds.get(type(value), "a number")
-
-
-def _json_problem(text: str) -> str | None:
-    """What is wrong with a ``.json`` text (an array of objects, or JSON Lines), or ``None``."""
-    try:
-        value = json_read.loads(text, parse_constant=_reject_constant)
-    except json.JSONDecodeError as err:
-        if err.msg == "Extra data":  # several top-level values: the file is JSON Lines
-            return _jsonl_problem(text)
-        return f"line {err.lineno}: JSON syntax error: {err.msg} (column {err.colno})"
-    except ValueError as err:  # a bare NaN / Infinity: json names no place for it, so find the token
-        at = _constant_at(text)
-        return f"line {at[0]}: {err} (column {at[1]})" if at else f"JSON error: {err}"
-    if isinstance(value, list):
-        for i, item in enumerate(value):
-            problem = (
-                f"is {_json_kind(item)}, expected an object"
-                if not isinstance(item, dict)
-                else _value_problem(item)
-            )
-            if problem:
-                return f"item {i + 1} of the top-level array: {problem}"
-        return "holds no rows" if not value else None
-    return f"expected an array of objects, got {_json_kind(value)}"
-
-
-def _jsonl_lines(text: str) -> list[int] | None:
-    """1-based line of each row of a JSON Lines text (blank lines hold no row); ``None`` for an array."""
-    if text.lstrip().startswith("["):
-        return None
-    return [n for n, line in enumerate(text.split("\n"), 1) if line.strip()]
-
-
 def _load(builder: str, path: Path, **kwargs: Any) -> datasets.Dataset:
     """``load_dataset(builder, data_files=path)`` into memory, with a throw-away Arrow cache."""
     with tempfile.TemporaryDirectory(prefix="ucse-read-") as cache, _quiet():
@@ -303,22 +209,33 @@ def read_file(path: Path) -> RawSplit:
             raise DataError(f"{path} {csv_problem(cause)}. {expected}") from None
         return RawSplit(str(path), ds, typed=False, line_map=lambda: csv_lines(text, delimiter))
     try:
-        ds = _load("json", path)
+        ds: datasets.Dataset | dict[str, list] = _load("json", path)
     except Exception as err:  # Arrow JSON errors name a chunk-relative row or none at all
-        problem = _json_problem(text) if suffix == ".json" or text.lstrip().startswith("[") else None
-        problem = problem or _jsonl_problem(text)
+        problem = json_problem(text) if suffix == ".json" or text.lstrip().startswith("[") else None
+        problem = problem or jsonl_problem(text)
         cause = _root_cause(err)
         if problem is None and "corresponds to no data" in str(cause):
             problem = "holds no rows (or only empty objects)"
-        elif problem is None:
-            problem = f"could not be read as JSON ({type(cause).__name__}: {cause})"
-        raise DataError(f"{path} {problem}. {expected}") from None
-    if len(ds) == 0 or not ds.column_names:
+        if problem:
+            raise DataError(f"{path} {problem}. {expected}") from None
+        # Every row is a JSON object, but Arrow cannot put a column of mixed kinds ("1" and 2, a text and a
+        # list) in one table: the values as written, each checked where it is used (a stray label named).
+        ds = columns_as_written(text)
+    else:
+        if any(type(feature).__name__ == "Json" for feature in ds.features.values()):
+            # Where Arrow can, datasets keeps such a column as JSON and decodes its strings ("1" as 1) again.
+            ds = columns_as_written(text)
+    rows = RawSplit(str(path), ds, line_map=lambda: jsonl_lines(text))
+    if len(rows) == 0 or not rows.columns:
         raise DataError(f"{path} holds no rows. {expected}")
-    if suffix == ".json" and len(ds) == 1 and all(isinstance(v, list) for v in ds[0].values()):
+    if (
+        suffix == ".json"
+        and len(rows) == 1
+        and all(isinstance(rows.values(c)[0], list) for c in rows.columns)
+    ):
         # One object of columns ({"text": [...], "label": [...]}) reads as a single row of lists.
         raise DataError(f"{path} holds one object of column lists, not rows. {expected}")
-    return RawSplit(str(path), ds, line_map=lambda: _jsonl_lines(text))
+    return rows
 
 
 def _split_role(name: str) -> str | None:
