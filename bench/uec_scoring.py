@@ -2,10 +2,11 @@
 
 Both scorers stream the corpus in chunks (matmul + running top-k). UEC is timed with both exact
 strategies of :func:`ucse.uec.similarity.topk`: ``dense`` (sigma_s^2 for every pair, one extra fused
-(Nq, 2D) x (2D, C) matmul) and ``bounded`` (per-pair bounds on sigma_s^2 prune documents, exact sigma_s^2
-only for survivors). Timings are best-of-N after a warm-up on the same data in one process. Peak memory
-is reported as ru_maxrss growth per method (process-wide, so a method only shows growth beyond the
-previous peak) plus the analytic size of the largest per-chunk temporaries.
+(Nq, 2D) x (2D, C) matmul) and ``bounded`` (each query's top 2k documents by mu_s get their exact
+sigma_s^2, and s_hat <= mu_s certifies that no other document can enter the top k). Timings are best-of-N
+after a warm-up on the same data in one process. Peak memory is reported as ru_maxrss growth per method
+(process-wide, so a method only shows growth beyond the previous peak) plus the analytic size of the largest
+per-chunk temporaries.
 
 Usage: ``python bench/uec_scoring.py [--queries 1000] [--docs 100000] [--repeats 3] [--device cuda]``
 

@@ -31,6 +31,13 @@ def test_config_errors_name_the_key(tmp_path):
     (tmp_path / "bad3.yaml").write_text("name: x\nmembers:\n  - {id: a, backbone: minilm-l6}\nrule: trace\n")
     with pytest.raises(ConfigError, match="rule='trace'; choose one of .*Did you mean 'softmax_trace'"):
         load_ensemble_config(str(tmp_path / "bad3.yaml"))
+    # accepted before, then failed after every member was built (T = 0 is refused in divide mode)
+    (tmp_path / "bad4.yaml").write_text(
+        "name: x\nmembers:\n  - {id: a, backbone: minilm-l6}\n  - {id: b, backbone: minilm-l6}\n"
+        "temperature_mode: divide\nequal_weights_fallback: true\n"
+    )
+    with pytest.raises(ConfigError, match="equal_weights_fallback=true needs temperature_mode=sharpen"):
+        load_ensemble_config(str(tmp_path / "bad4.yaml"))
 
 
 def test_every_bundled_ensemble_config_loads():

@@ -95,8 +95,15 @@ def test_weights_are_per_row_without_leakage():
 def test_errors_and_zero_variance():
     a = GaussianEmbeddings(torch.randn(3, 4), torch.rand(3, 4), {"member": "e5"})
     b = GaussianEmbeddings(torch.randn(3, 6), torch.rand(3, 6), {"member": "bge"})
-    with pytest.raises(ValueError, match=r"'e5': 4, 'bge': 6"):
+    with pytest.raises(ValueError, match=r"'#0 e5': 4, '#1 bge': 6"):
         convolve([a, b])
+    # two members of one name: the checks keyed them by name alone and let torch.stack fail instead
+    b.meta["member"] = "e5"
+    with pytest.raises(ValueError, match=r"different dimensions \{'#0 e5': 4, '#1 e5': 6\}"):
+        convolve([a, b])
+    short = GaussianEmbeddings(torch.randn(2, 4), torch.rand(2, 4), {"member": "e5"})
+    with pytest.raises(ValueError, match=r"different numbers of rows \{'#0 e5': 3, '#1 e5': 2\}"):
+        convolve([a, short])
     with pytest.raises(ValueError, match="rule='median'"):
         convolve([a, a], rule="median")
     with pytest.raises(ValueError, match="temperature"):

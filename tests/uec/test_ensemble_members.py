@@ -46,6 +46,26 @@ def test_truncated_cached_posterior_is_rebuilt(tiny_bert_dir, caplog):
         rebuilt, _ = build_member(member, pairs, torch.device("cpu"))
     assert "unusable" in caplog.text and "refitting" in caplog.text
     torch.testing.assert_close(rebuilt.encode(texts[:3]).var, first.encode(texts[:3]).var)
+    # fit.json or member.json holding a list: refitted too (an AttributeError / a list record before)
+    for name in ("fit.json", "member.json"):
+        (folder,) = (cache_root() / "uec" / "laplace").glob("tiny-*")
+        (folder / name).write_text("[1]")
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            rebuilt, info = build_member(member, pairs, torch.device("cpu"))
+        assert "unusable" in caplog.text and isinstance(info, dict)
+        torch.testing.assert_close(rebuilt.encode(texts[:3]).var, first.encode(texts[:3]).var)
+
+
+def test_calibrate_without_held_out_pairs_fails_before_the_fit(tiny_bert_dir):
+    texts = sample_texts(40, seed=2)
+    member = MemberConfig(
+        id="tiny", kind=MemberKind.laplace, backbone="minilm-l6", fit=FitConfig(heldout_fraction=0)
+    )
+    for groups, fraction in ((list(range(20)), 0.0), ([0] * 20, 0.25)):  # no share held out; one group only
+        pairs = FitPairs(list(zip(texts[:20], texts[20:])), groups, fraction)
+        with pytest.raises(ValueError, match="member 'tiny': no held-out pairs to fit its variance scale"):
+            build_member(member, pairs, torch.device("cpu"))
 
 
 class _Fixed:

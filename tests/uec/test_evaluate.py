@@ -225,6 +225,13 @@ def test_weight_summary_aggregates_tasks_and_refuses_mixed_members(tmp_path):
         report = _json.loads((tmp_path / task / "ensemble.json").read_text())
         (tmp_path / task / "ensemble.json").write_text(_json.dumps({**report, "ensemble": "mine"}))
     assert write_weight_summary(tmp_path, "mine") == png
+    # Files of the same name that are no reports (a list; an object without the weights) are left out too:
+    # before, an AttributeError / KeyError escaped the "never fail the finished evaluation" guard.
+    for task, text in {"D": "[1, 2]", "E": '{"members": [{"id": "m1"}]}', "F": "{"}.items():
+        (tmp_path / task).mkdir()
+        (tmp_path / task / "ensemble.json").write_text(text)
+    assert write_weight_summary(tmp_path, "mine") == png
+    assert write_weight_summary(tmp_path / "D") is None
 
 
 def _write_own_retrieval(folder: Path) -> None:
@@ -286,6 +293,14 @@ def test_unknown_task_fails_in_one_line(tmp_path):
     (tmp_path / "data" / "Odd" / "test.jsonl").write_text('{"question": "x"}\n')
     with pytest.raises(DataError, match=r"line 1 has keys \['question'\]"):
         run_ensemble(EvalConfig(ensemble="minilm-pair", task="Odd", data_root=str(tmp_path / "data")))
+    # a first row that is not an object, or not JSON: one DataError (a TypeError / traceback before)
+    for text, match in (
+        ("5\n", "first row is not a JSON object"),
+        ("{oops\n", "first row is not valid JSON"),
+    ):
+        (tmp_path / "data" / "Odd" / "test.jsonl").write_text(text)
+        with pytest.raises(DataError, match=match):
+            run_ensemble(EvalConfig(ensemble="minilm-pair", task="Odd", data_root=str(tmp_path / "data")))
 
 
 def test_trained_heads_ensemble_reads_run_caches_and_resolves_task_paths(tiny_run_cfg, tmp_path, monkeypatch):

@@ -1,3 +1,4 @@
+import json
 import math
 from pathlib import Path
 
@@ -180,6 +181,21 @@ def test_map_is_a_stationary_point_and_pretrained_is_not():
     assert la.prior_precision in la.diagnostics["delta_history"]
 
 
+def test_rounds_that_run_out_still_end_at_the_mode_of_the_chosen_prior():
+    # One evidence round moves delta from its start (1.0) and the rounds end there: the MAP is refined once
+    # more at the chosen delta (before, it stayed the MAP of delta = 1 under a posterior built for the other).
+    pa, pb, w, b = _tiny(seed=8, n=12, f=3, d=3)
+    w = torch.eye(3, dtype=torch.float64) + 0.3 * w
+    grid = torch.logspace(-2, 2, 9)
+    one = DiagonalLaplace(temperature=TAU, batch_size=6, prior_grid=grid, evidence_rounds=1).fit(pa, pb, w, b)
+    assert one.diagnostics["delta_history"] == [one.prior_precision] and one.prior_precision != 1.0
+    g_map, norm_map = one.objective_grad_norm(pa, pb)
+    assert g_map / norm_map < 1e-6
+    one.prior_precision = 1.0  # the same weights under the first round's delta: not stationary there, so
+    g_one, norm_one = one.objective_grad_norm(pa, pb)  # the check above tells the two deltas' modes apart
+    assert g_one / norm_one > 1e-4
+
+
 def test_scored_space_variance_matches_monte_carlo():
     """predict() gives the moments of y / ||y||, y = W phi + b with W, b drawn from the posterior."""
     pa, pb, w, b = _tiny(seed=9, n=10, f=3, d=3)
@@ -231,6 +247,12 @@ def test_load_validates_what_it_reads(tmp_path: Path):
             ),
             "prior_precision",
         ),
+        # these loaded before and failed later: a float32 curvature in predict (double != float), a string
+        # score in torch.tensor (TypeError), a list of diagnostics where a run updates a dict
+        "dtype": (lambda d, t: t.__setitem__("h_weight", t["h_weight"].float()), "share one float dtype"),
+        "grid": (lambda d, t: _edit_json(d, grid_scores="x"), "'grid_scores' must be one number per"),
+        "diagnostics": (lambda d, t: _edit_json(d, diagnostics=[1]), "'diagnostics' an object"),
+        "log_lik": (lambda d, t: _edit_json(d, log_lik=True), "'log_lik' must be a number"),
     }
     for name, (edit, match) in cases.items():
         with pytest.raises(ValueError, match=match) as err:
@@ -242,6 +264,11 @@ def test_load_validates_what_it_reads(tmp_path: Path):
     (trunc / "laplace.safetensors").write_bytes((folder / "laplace.safetensors").read_bytes()[:100])
     with pytest.raises(ValueError, match="laplace.safetensors"):
         load_laplace(trunc)
+
+
+def _edit_json(folder: Path, **fields) -> None:
+    path = folder / "laplace.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **fields}))
 
 
 def test_laplace_torch_not_used():

@@ -75,6 +75,9 @@ def test_save_load_roundtrip_and_fingerprint_check(fitted, tmp_path):
     (tmp_path / "m" / "member.json").write_text(json.dumps(info))
     with pytest.raises(ValueError, match="refit the member"):
         LaplaceMember.load(tmp_path / "m")
+    (tmp_path / "m" / "member.json").write_text("[1]")  # was an AttributeError: not a ValueError to refit on
+    with pytest.raises(ValueError, match="unreadable member file.*expected a JSON object, got list"):
+        LaplaceMember.load(tmp_path / "m")
 
 
 def test_unfitted_member_and_groups(tiny_bert_dir):
@@ -103,6 +106,18 @@ def test_cached_member_serves_rows_without_rerunning(fitted, tmp_path):
     assert fitted.backbone.forward_calls == calls and again.encoded_texts == 0
     cached.encode(["a new text never seen"])
     assert cached.encoded_texts == len(TEXTS) + 1
+
+
+def test_a_cache_entry_of_other_rows_is_encoded_again(fitted, tmp_path, caplog):
+    # a valid file whose row count is not the texts': its rows were served by position (other texts' vectors)
+    cached = CachedMember(fitted, tmp_path / "emb")
+    folder = tmp_path / "emb" / cached._key(TEXTS)
+    fitted.encode(TEXTS[:1]).save(folder)
+    got = cached.precompute(TEXTS)
+    assert "re-encoding" in caplog.text and cached.encoded_texts == len(TEXTS)
+    ref = fitted.encode(TEXTS)
+    torch.testing.assert_close(got.mean, ref.mean)
+    torch.testing.assert_close(cached.encode(TEXTS[::-1]).mean, ref.mean.flip(0))
 
 
 def test_head_member_is_mu_and_sigma_squared(tiny_bert_dir, tmp_path):

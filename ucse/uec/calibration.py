@@ -50,7 +50,10 @@ class ScaleFit(str, Enum):
 
 def _check(a: GaussianEmbeddings, b: GaussianEmbeddings) -> None:
     if a.mean.shape != b.mean.shape:
-        raise ValueError(f"positive pairs need matching (N, D) Gaussians, got {a.shape} and {b.shape}")
+        raise ValueError(
+            "positive pairs need matching (N, D) Gaussians, got "
+            f"{tuple(a.mean.shape)} and {tuple(b.mean.shape)}"
+        )
     if a.n < 1:
         raise ValueError("fitting a variance scale needs at least one held-out positive pair, got none")
 

@@ -209,6 +209,12 @@ def validate(cfg: EnsembleConfig) -> EnsembleConfig:
         raise ConfigError(
             f"Invalid value temperature={cfg.temperature}; it must be > 0 (or null for the paper's)"
         )
+    if cfg.equal_weights_fallback and cfg.temperature_mode == TemperatureMode.divide.value:
+        # equal weights are T = 0 in sharpen mode; divide mode has no T for them (T -> 0 is the argmax)
+        raise ConfigError(
+            "equal_weights_fallback=true needs temperature_mode=sharpen (its equal weights are T = 0 there); "
+            "set temperature_mode: sharpen or equal_weights_fallback: false"
+        )
     cfg.variants = [parse_enum(Variant, v, "variants[]") for v in cfg.variants]
     if not cfg.members:
         raise ConfigError(f"ensemble '{cfg.name}' has no members; list them under `members:`")
@@ -220,6 +226,11 @@ def validate(cfg: EnsembleConfig) -> EnsembleConfig:
         m.fit.prior = parse_enum(PriorSelection, m.fit.prior, f"members[{m.id}].fit.prior")
         m.fit.similarity = parse_enum(PairSimilarity, m.fit.similarity, f"members[{m.id}].fit.similarity")
         m.fit.scale = parse_enum(ScaleFit, m.fit.scale, f"members[{m.id}].fit.scale")
+        if not 0 <= m.fit.heldout_fraction < 1:
+            raise ConfigError(
+                f"Invalid value members[{m.id}].fit.heldout_fraction={m.fit.heldout_fraction}; "
+                "it must be in [0, 1)"
+            )
         if m.kind is MemberKind.laplace and not m.backbone:
             raise ConfigError(f"laplace member '{m.id}' needs `backbone:` (a configs/backbone/<name>.yaml)")
         if m.kind is MemberKind.head and not m.head_dir:

@@ -9,10 +9,11 @@ The coefficients pi_k(x) depend on row x only, from that row's member statistics
 * ``inverse_trace`` (Eq. 4): pi_k ∝ 1 / tr(Sigma_k(x)).
 * ``inverse_cost`` (Eq. 8): pi_k ∝ 1 / (tr(Sigma_k(x)) + ||mu_k(x)||^2); the cost c_k is the per-model
   surrogate loss of Eq. 7. (After member normalisation ||mu_k||^2 = 1, so this is 1 / (tr + 1).)
-* ``softmax_trace``: pi = softmax(-tr(Sigma_k) / T), the exact minimiser of Eq. 7 plus an entropy term
-  T * sum pi log pi (the paper's Lagrangian step in App. A.1 for the *linear* Eq. 7 only fixes a vertex;
-  the entropy-regularised form is the well-posed version described in the ICLR summary).
-* ``softmax_precision``: softmax(sum_d 1/var_kd / T), the reference code's variant (kept as an option).
+* ``softmax_trace``: logit l_k = -tr(Sigma_k), so pi = softmax(-T tr) in the default ``sharpen`` mode
+  (below): the exact minimiser of Eq. 7 plus an entropy term (1/T) * sum pi log pi (``divide`` mode:
+  softmax(-tr / T), entropy weight T). The paper's Lagrangian step in App. A.1 for the *linear* Eq. 7 only
+  fixes a vertex; the entropy-regularised form is the well-posed version described in the ICLR summary.
+* ``softmax_precision``: logit l_k = sum_d 1/var_kd, the reference code's variant (kept as an option).
 
 Temperature (the one place it is defined; ``TemperatureMode``). Every rule has a per-member logit l_k
 (for the inverse rules l_k = -log c_k, so softmax(l) is Eq. 4 / Eq. 8 exactly):
@@ -118,13 +119,14 @@ def _check_members(members: list[GaussianEmbeddings]) -> None:
     for i, m in enumerate(members):
         if not isinstance(m, GaussianEmbeddings):
             raise TypeError(f"member {i} is a {type(m).__name__}, expected GaussianEmbeddings")
-    dims = {m.member if m.member != "?" else f"#{i}": m.dim for i, m in enumerate(members)}
+    # keyed by position too: two members of one name would otherwise share a key and skip the check
+    dims = {f"#{i} {m.member}": m.dim for i, m in enumerate(members)}
     if len(set(dims.values())) > 1:
         raise ValueError(
             f"members have different dimensions {dims}; Gaussian convolution adds vectors so all members "
             "need the same D (the paper's stated limitation); truncate (Matryoshka) or pick same-D members"
         )
-    counts = {m.member if m.member != "?" else f"#{i}": m.n for i, m in enumerate(members)}
+    counts = {f"#{i} {m.member}": m.n for i, m in enumerate(members)}
     if len(set(counts.values())) > 1:
         raise ValueError(f"members embed different numbers of rows {counts}; they must embed the same inputs")
 
@@ -141,7 +143,8 @@ def coefficient_logits(
         eps: floor on traces / variances so zero variance gives a large finite logit, not inf/NaN.
 
     Returns:
-        (N, K) float64 logits; pi = softmax(logits / T, dim=1).
+        (N, K) float64 logits; pi = softmax(T * logits, dim=1) (``sharpen``) or softmax(logits / T, dim=1)
+        (``divide``).
     """
     try:
         rule = WeightRule(rule)

@@ -199,6 +199,12 @@ def build_member(
     A head member evaluated on the task it was trained on (``task``) reads that task's token states from its
     run's hidden-state cache instead of running its backbone again.
     """
+    if calibrate and not pairs.heldout:  # else the fit ran first and the scale failed on "texts is empty"
+        raise ValueError(
+            f"member '{member.id}': no held-out pairs to fit its variance scale (fit.heldout_fraction="
+            f"{member.fit.heldout_fraction:g}, {len(set(pairs.fit_groups))} pair group(s)); raise "
+            "fit.heldout_fraction, give the fit split pairs of more than one group, or set calibrate: false"
+        )
     if member.kind is MemberKind.head:
         head = HeadMember(member.head_dir, member.id, device, member.overrides or None)
         info: dict = {"kind": "head"}
@@ -227,6 +233,8 @@ def build_member(
         try:
             loaded = LaplaceMember.load(folder, device, backbone=backbone, store_root=store)
             record = json_read.loads((folder / "fit.json").read_text())
+            if not isinstance(record, dict):
+                raise ValueError(f"fit.json holds {type(record).__name__}, not an object")
         except (LaplaceFileError, ValueError, OSError, KeyError) as err:
             logger.warning("cached Laplace member %s is unusable (%s); refitting it", folder, err)
         else:

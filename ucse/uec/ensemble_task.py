@@ -57,8 +57,15 @@ def infer_type(folder: Path) -> TaskType:
         raise DataError(
             f"{folder} has no test.jsonl (nor corpus.jsonl + queries.jsonl); cannot tell its format"
         )
-    with test.open(encoding="utf-8") as fh:
-        first = json_read.loads(next((line for line in fh if line.strip()), "{}"))
+    try:
+        with test.open(encoding="utf-8") as fh:
+            first = json_read.loads(next((line for line in fh if line.strip()), "{}"))
+    except ValueError as err:  # malformed JSON or UTF-8 (both ValueErrors)
+        raise DataError(
+            f"{test}: its first row is not valid JSON ({err}); expected one object per line"
+        ) from None
+    if not isinstance(first, dict):
+        raise DataError(f"{test}: its first row is not a JSON object ({{...}}); expected one object per line")
     if {"sentence1", "sentence2", "score"} <= set(first):
         return TaskType.sts
     if {"text", "label"} <= set(first):

@@ -178,14 +178,19 @@ def write_weight_summary(ensemble_dir: Path, name: str | None = None) -> Path | 
     rows: dict[str, list[float]] = {}
     members: list[str] | None = None
     for path in sorted(Path(ensemble_dir).glob("*/ensemble.json")):
-        report = json_read.loads(path.read_text())
-        if name is not None and report.get("ensemble") != name:
+        try:
+            report = json_read.loads(path.read_text())
+            if not isinstance(report, dict) or (name is not None and report.get("ensemble") != name):
+                continue
+            ids = [m["id"] for m in report["members"]]
+            weights = dict(report["weights_per_row"])
+        except (OSError, ValueError, KeyError, TypeError) as err:  # a file of the same name, not a report
+            logger.warning("%s is not an ensemble report (%s); left out of the weight summary", path, err)
             continue
-        ids = [m["id"] for m in report["members"]]
         if members is not None and ids != members:
             raise ValueError(f"{path} has members {ids}, other tasks of {ensemble_dir} have {members}.")
         members = ids
-        rows.update(report["weights_per_row"])
+        rows.update(weights)
     if not rows or members is None:
         return None
     weights = torch.tensor(list(rows.values()))  # (rows, K)

@@ -262,9 +262,12 @@ class DiagonalLaplace:
             if self.prior_precision == delta:
                 break
             delta = self.prior_precision
-        if self.refine_steps and self.prior_precision != delta:  # last round moved delta: refine once more
-            self._refine(pa, pb, groups, self.prior_precision)
-            self._curvature(pa, pb, groups)
+        else:
+            # The rounds ran out with the last one moving delta: the MAP and curvature are still those of the
+            # previous delta, so refine once more at the chosen one (the posterior is then around its mode).
+            if self.refine_steps:
+                self._refine(pa, pb, groups, self.prior_precision)
+                self._curvature(pa, pb, groups)
         grad_map, norm_map = self.objective_grad_norm(pa, pb, groups)
         map_w, map_b = self.weight, self.bias
         self.weight, self.bias = weight, bias  # the same objective at the pretrained map

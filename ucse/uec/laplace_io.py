@@ -90,6 +90,11 @@ def load_laplace(directory: str | os.PathLike[str]) -> DiagonalLaplace:
         if not bool(torch.isfinite(tensors[key]).all()):
             raise LaplaceFileError(f"{ten_path}: tensor '{key}' has non-finite values; refit the member")
     weight = tensors["weight"]
+    if not weight.is_floating_point() or any(t.dtype != weight.dtype for t in tensors.values()):
+        kinds = ", ".join(f"{k} {str(t.dtype).removeprefix('torch.')}" for k, t in tensors.items())
+        raise LaplaceFileError(
+            f"{ten_path}: the tensors must share one float dtype, got {kinds}; refit the member"
+        )
     if weight.ndim != 2:
         raise LaplaceFileError(f"{ten_path}: tensor 'weight' must be (D, F), got {tuple(weight.shape)}")
     dim = weight.shape[0]
@@ -132,7 +137,20 @@ def load_laplace(directory: str | os.PathLike[str]) -> DiagonalLaplace:
     obj.weight, obj.bias = weight, tensors["bias"]
     obj.prior_weight, obj.prior_bias = tensors["prior_weight"], tensors["prior_bias"]
     obj.h_weight, obj.h_bias = tensors["h_weight"], tensors["h_bias"]
-    obj.grid_scores = torch.tensor(_field(config, "grid_scores", cfg_path), dtype=torch.float64)
-    obj.prior_precision, obj.log_lik = float(delta), float(_field(config, "log_lik", cfg_path))
-    obj.diagnostics = config.get("diagnostics", {})
+    scores, log_lik = _field(config, "grid_scores", cfg_path), _field(config, "log_lik", cfg_path)
+    diagnostics = config.get("diagnostics", {})
+    if not (
+        isinstance(scores, list) and all(_number(v) for v in scores) and len(scores) == len(obj.prior_grid)
+    ):
+        raise LaplaceFileError(f"{cfg_path}: field 'grid_scores' must be one number per prior_grid value")
+    if not _number(log_lik) or not isinstance(diagnostics, dict):
+        raise LaplaceFileError(f"{cfg_path}: field 'log_lik' must be a number and 'diagnostics' an object")
+    obj.grid_scores = torch.tensor(scores, dtype=torch.float64)
+    obj.prior_precision, obj.log_lik = float(delta), float(log_lik)
+    obj.diagnostics = diagnostics
     return obj
+
+
+def _number(value: object) -> bool:
+    """A JSON number (not true/false, which Python counts as integers)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)

@@ -161,6 +161,8 @@ class LaplaceMember:
             raise FileNotFoundError(f"{folder / MEMBER_FILE} is missing; not a saved Laplace member folder")
         try:
             info = json_read.loads((folder / MEMBER_FILE).read_text())
+            if not isinstance(info, dict):
+                raise TypeError(f"expected a JSON object, got {type(info).__name__}")
             scale = float(info.get("variance_scale", 1.0))
             cfg_node = info["backbone"]
         except (ValueError, KeyError, TypeError) as err:

@@ -182,7 +182,11 @@ class CachedMember:
         if folder is not None and folder.is_dir():
             try:
                 emb = GaussianEmbeddings.load(folder)
-            except (OSError, ValueError, TypeError) as err:  # truncated / corrupt cache entry
+                shape, want = tuple(emb.mean.shape), (len(texts), self.dim)
+                if shape != want:  # a valid file of other texts: its rows would be served by position
+                    raise ValueError(f"it holds {shape} embeddings where these texts need {want}")
+            except (OSError, ValueError, TypeError) as err:  # truncated / corrupt / foreign cache entry
+                emb = None
                 logger.warning("cached embeddings %s are unreadable (%s); re-encoding", folder, err)
         if emb is None:
             emb = self.member.encode(texts)

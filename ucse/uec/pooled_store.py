@@ -54,6 +54,8 @@ class PooledStore:
         assert self.folder is not None
         try:
             texts = json_read.loads((self.folder / "texts.json").read_text())
+            if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+                raise ValueError("texts.json is not a list of texts")
             pooled = load_file(str(self.folder / "pooled.safetensors"))["pooled"]
             if pooled.shape != (len(texts), self.backbone.hidden_size) or not bool(
                 torch.isfinite(pooled).all()
