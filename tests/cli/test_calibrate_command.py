@@ -257,3 +257,22 @@ def test_training_with_a_target_prior_checks_its_labels_before_anything_is_writt
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "'cats' is not one of the run's 3 labels (money, music, pets)" in err[0], err
     assert not out.exists()
+
+
+def test_eval_refuses_to_fit_a_profile_on_changed_rows(tiny_bert_dir, tmp_path, capsys):
+    # A run with no saved profile (the library's train() fits none): eval fits one on the run's validation
+    # and train rows, which must still be the rows it was trained with (calibrate and review refuse too).
+    from ucse.training import train
+
+    rows = own_rows(120, seed=9)
+    data = write_rows(tmp_path / "tickets.csv", rows)
+    run = train(_cfg(data, tmp_path / "run", tiny_bert_dir)).run_dir
+    assert main(["eval", f"run={run}", "plots=false", "efficiency=false"]) == 0
+    assert json.loads((run / "eval.json").read_text())["profile_source"] == "fitted at evaluation"
+    capsys.readouterr()
+    before = (run / "eval.json").read_bytes()
+    write_rows(data, rows[::-1])  # the same rows in another order: another carve of train and validation
+    assert main(["eval", f"run={run}", "plots=false", "efficiency=false"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not the ones this run was trained with" in err[0] and "Retrain" in err[0]
+    assert (run / "eval.json").read_bytes() == before  # nothing replaced

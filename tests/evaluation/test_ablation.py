@@ -56,3 +56,42 @@ def test_a_damaged_seed_is_left_out_with_a_warning(tmp_path, caplog):
     assert collect(tmp_path) == {"A": {"mean": [0.7, 0.9]}}
     for seed in broken:  # each one named, once
         assert sum(f"seed{seed}" in r.getMessage() for r in caplog.records) == 1, seed
+
+
+def test_collect_eval_reads_each_quantity_and_leaves_damaged_reports_out(tmp_path, caplog):
+    from ucse.evaluation.ablation import calibration_markdown, collect_eval
+
+    good = {
+        "metrics": {"ece": 0.1, "nll": 0.5},
+        "calibration": {"ece_after": 0.02},
+        "selective": {"default_score": "entropy", "aurc": {"msp": 0.3, "entropy": 0.2}, "test_error": 0.04},
+    }
+    reports = {
+        0: json.dumps(good),
+        1: json.dumps({**good, "metrics": {"ece": 0.3, "nll": True}}),  # true is no number: absent
+        # each of these escaped as a traceback and stopped the sweep before
+        2: "[]",
+        3: json.dumps({"selective": []}),
+        4: json.dumps({"metrics": {"ece": [1]}}),
+        5: json.dumps({"selective": {"default_score": [1], "aurc": {}}}),
+        6: '{"metrics": {"ece": NaN, "nll": 1e400}}',
+        7: "{bad",
+    }
+    for seed, text in reports.items():
+        d = tmp_path / "A" / "mean" / f"seed{seed}"
+        d.mkdir(parents=True)
+        (d / "eval.json").write_text(text)
+    table = collect_eval(tmp_path)["A"]["mean"]
+    assert table["ECE"] == [0.1, 0.3] and table["NLL"] == [0.5]
+    assert table["ECE calibrated"] == [0.02, 0.02] and table["AURC (default score)"] == [0.2, 0.2]
+    assert table["AURC (msp)"] == [0.3, 0.3] and table["selective error"] == [0.04, 0.04]
+    assert set(table) == {
+        "ECE",
+        "NLL",
+        "ECE calibrated",
+        "AURC (default score)",
+        "AURC (msp)",
+        "selective error",
+    }
+    assert sum("seed7" in r.getMessage() for r in caplog.records) == 1
+    assert "| A | mean | 0.2000 ± 0.1414 |" in calibration_markdown({"A": {"mean": table}})

@@ -129,3 +129,23 @@ def test_efficiency_runs_the_backbone_in_both_timed_paths(tiny_run, tmp_path):
     assert report["n_samples"] == 12 and report["head_params"] == sum(
         p.numel() for p in enc.head.parameters()
     )
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        # each was accepted and failed after the whole evaluation (t-SNE's perplexity, an unpack) or never
+        ("tsne_samples=2", "tsne_samples=2; it must be at least 4"),
+        ("tsne_samples=-5", "tsne_samples=-5"),
+        ("batch_size=0", "batch_size=0; it must be at least 1"),
+        ("efficiency_batches=0", "efficiency_batches=0"),
+        ("sigma_thresholds=[0.5]", r"sigma_thresholds=\[0.5\]; give two increasing"),
+        ("sigma_thresholds=[1.0,0.8]", r"sigma_thresholds=\[1.0, 0.8\]"),
+    ],
+)
+def test_eval_settings_are_checked_before_any_work(bad, message):
+    from ucse.config import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        build_eval_config(["run=somewhere", bad])
+    build_eval_config(["run=somewhere", "tsne_samples=4", "sigma_thresholds=[0.5,0.9]"])  # the limits pass

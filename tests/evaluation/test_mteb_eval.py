@@ -108,6 +108,52 @@ def test_load_local_task_multilingual_restricted_to_en(tmp_path: Path) -> None:
         load_local_task("MassiveIntentClassification", tmp_path)
 
 
+def test_local_task_reads_the_runs_columns_and_names_bad_rows(tmp_path: Path) -> None:
+    _write_task(tmp_path, "Banking77Classification")
+    folder = tmp_path / "Banking77Classification"
+    # the run's data.text_column / data.label_column (a KeyError traceback before), names mapped to ids
+    for split in ("train", "test"):
+        rows = [json.loads(line) for line in (folder / f"{split}.jsonl").read_text().splitlines()]
+        renamed = [{"sentence": r["text"], "intent": r["label_text"]} for r in rows]
+        (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in renamed))
+    task = load_local_task("Banking77Classification", tmp_path, text_column="sentence", label_column="intent")
+    train_text, train_y = task.dataset["train"]["text"], task.dataset["train"]["label"]
+    ids = {
+        w: i
+        for i, w in enumerate(
+            dict.fromkeys(r["intent"] for r in map(json.loads, (folder / "train.jsonl").open()))
+        )
+    }
+    assert list(train_y) == [ids[json.loads(line)["intent"]] for line in (folder / "train.jsonl").open()]
+    assert list(train_text)[0] == json.loads((folder / "train.jsonl").open().readline())["sentence"]
+    good = (folder / "test.jsonl").read_text()
+    # each read before as a wrong id or a TypeError: a boolean and 1.7 became 1, a null label failed int()
+    for bad, message in (
+        ('{"sentence": "a b", "intent": true}', "'intent' must be an integer id or a name, got True"),
+        ('{"sentence": "a b", "intent": 1.7}', "got 1.7"),
+        ('{"sentence": "a b", "intent": null}', "got None"),
+        ('{"sentence": ["a"], "intent": "x"}', "'sentence' is not a string"),
+        ('{"text": "a b", "intent": "x"}', "expected an object with 'sentence' and 'intent'"),
+        ("[1]", "expected an object"),
+        ("{oops", "not valid JSON"),
+    ):
+        (folder / "test.jsonl").write_text(good + "\n" + bad + "\n")
+        with pytest.raises(ValueError, match=f"test.jsonl line 32: .*{message}"):
+            load_local_task(
+                "Banking77Classification", tmp_path, text_column="sentence", label_column="intent"
+            )
+
+
+def test_official_eval_splits_when_none_are_named(tmp_path: Path) -> None:
+    # FinancialPhrasebankClassification is evaluated on its train split alone: no test.jsonl is needed
+    _write_task(tmp_path, "FinancialPhrasebankClassification")
+    (tmp_path / "FinancialPhrasebankClassification" / "test.jsonl").unlink()
+    task = load_local_task("FinancialPhrasebankClassification", tmp_path, eval_splits=None)
+    assert list(task.eval_splits) == ["train"] and task.dataset["train"].num_rows == 60
+    with pytest.raises(FileNotFoundError, match="test.jsonl"):
+        load_local_task("FinancialPhrasebankClassification", tmp_path)
+
+
 def test_score_matches_independent_probe(tmp_path: Path) -> None:
     _write_task(tmp_path, "Banking77Classification")
     task = load_local_task("Banking77Classification", tmp_path)

@@ -63,3 +63,22 @@ def test_the_headline_scores_the_probabilities_predict_returns():
     report["calibration"]["ece_floor_after"] = 0.0412  # beside the ECE: what perfect calibration would show
     head = eval_summary(report, None).splitlines()[0]
     assert "ECE 0.1157 (a perfectly calibrated model: 0.0412)  NLL 0.3557" in head
+
+
+def test_error_among_answered_texts_is_undefined_when_every_text_abstains():
+    rng = np.random.default_rng(1)
+    val, yv = _batch(rng, 300, [1 / 3, 1 / 3, 1 / 3])
+    profile = fit_profile(val, yv, UncertaintyConfig(), counts=np.array([100, 100, 100]))
+    test, yt = _batch(rng, 200, [1 / 3, 1 / 3, 1 / 3])
+    assert profile.abstain is not None
+    profile.abstain.threshold = -1.0  # below every score: every text abstains
+    s = actionable_report(profile, test, yt)["selective"]
+    # it was 0.0, which a sweep's table averaged in as a perfect "selective error"
+    assert s["test_coverage"] == 0.0 and s["test_error"] is None
+    assert "test error n/a (every text abstains) at coverage 0.0000" in format_table(
+        actionable_report(profile, test, yt)
+    )
+    profile.abstain.threshold = float("inf")  # none abstains: the error is the plain error
+    s = actionable_report(profile, test, yt)["selective"]
+    pred = profile.calibrator.probs(test.logits).numpy().argmax(1)
+    assert s["test_coverage"] == 1.0 and s["test_error"] == pytest.approx((pred != yt).mean())

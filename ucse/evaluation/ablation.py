@@ -128,15 +128,21 @@ def collect_eval(sweep_dir: str | Path) -> dict[str, dict[str, dict[str, list[fl
     table: dict = {}
     for path in sorted(Path(sweep_dir).glob("*/*/seed*/eval.json")):
         task, variant = path.parts[-4], path.parts[-3]
-        report = json_read.loads(path.read_text())
+        try:
+            report = json_read.loads(path.read_text())
+        except (OSError, ValueError) as err:  # a damaged file must not stop the sweep that writes this table
+            log.warning("%s is unreadable (%s): this seed is left out of the calibration table.", path, err)
+            continue
         for name, keys in CALIBRATION_KEYS.items():
             node = report
             for k in keys:
                 if k == "{default_score}":  # the score the run's profile reports as its uncertainty
-                    k = report.get("selective", {}).get("default_score")
-                node = node.get(k) if isinstance(node, dict) else None
-            if node is not None:
-                table.setdefault(task, {}).setdefault(variant, {}).setdefault(name, []).append(float(node))
+                    selective = report.get("selective") if isinstance(report, dict) else None
+                    k = selective.get("default_score") if isinstance(selective, dict) else None
+                node = node.get(k) if isinstance(node, dict) and isinstance(k, str) else None
+            value = _finite(node)  # untrusted: true, text, NaN or 1e400 count as absent
+            if value is not None:
+                table.setdefault(task, {}).setdefault(variant, {}).setdefault(name, []).append(value)
     return table
 
 

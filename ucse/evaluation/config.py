@@ -64,4 +64,13 @@ def build_eval_config(overrides: list[str] | None = None) -> EvalConfig:
             "run=<run folder> export=<texts.jsonl|split> out=<dir> (export Gaussian embeddings), "
             f"or ensemble=<name> task=<task>; got {modes or 'none'}."
         )
+    # checked here, not after the whole evaluation has run (t-SNE needs perplexity 2 < its rows)
+    for key, least in (("tsne_samples", 4), ("batch_size", 1), ("efficiency_batches", 1)):
+        if getattr(cfg, key) < least:
+            raise ConfigError(f"Invalid value {key}={getattr(cfg, key)}; it must be at least {least}.")
+    low_high = list(cfg.sigma_thresholds)
+    if len(low_high) != 2 or not 0 < low_high[0] < low_high[1]:
+        raise ConfigError(
+            f"Invalid value sigma_thresholds={low_high}; give two increasing positive numbers: [0.8,1.0]."
+        )
     return cfg

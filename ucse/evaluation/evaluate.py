@@ -137,6 +137,8 @@ def run_profile(
         return profile, "saved"
     if not train_cfg.uncertainty.enabled:
         return profile, "plain softmax (uncertainty.enabled=false)"
+    # as ucse calibrate and review refuse: a profile fitted on other rows could read rows the head trained on
+    check_same_splits(run, data, ("train", "validation"), refuse=True)
     val, train = encoder.run_states(states["validation"]), encoder.run_states(states["train"])
     fitted = fit_profile(
         val,
@@ -184,7 +186,11 @@ def mteb_report(encoder: UcseEncoder, cfg: TrainConfig, batch_size: int) -> dict
         ("raw_backbone_pooled", PooledBackboneEncoder(encoder)),
     ):
         # A fresh task object per model: evaluation consumes the task's state.
-        task = load_local_task(cfg.task.name, root) if root else load_hub_task(cfg.task.name)
+        task = (
+            load_local_task(cfg.task.name, root, None, cfg.data.text_column, cfg.data.label_column)
+            if root
+            else load_hub_task(cfg.task.name)
+        )
         results[name] = evaluate_classification(enc, task, batch_size=batch_size)
         log.info("MTEB %s %s: %.4f", cfg.task.name, name, results[name]["main_score"])
     return results

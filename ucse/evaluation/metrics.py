@@ -38,8 +38,10 @@ def classification_metrics(
             [0, 1] means logits) misfires on logits that happen to lie in [0, 1].
 
     Returns:
-        ``accuracy`` (micro), ``f1_macro``, ``auroc`` (one-vs-rest, macro over the classes ``labels``
-        hold, on softmax probabilities; ``None`` with fewer than two),
+        ``accuracy`` (micro), ``f1_macro`` (over the labels that occur in ``labels`` or among the predictions,
+        scikit-learn's default: a label predicted but absent scores 0; the report's ``decisions`` block, what
+        ``predict`` answers, averages over the labels ``labels`` hold only), ``auroc`` (one-vs-rest, macro
+        over the classes ``labels`` hold, on softmax probabilities; ``None`` with fewer than two),
         ``ece`` (15 equal-width bins, L1, top-label confidence), ``nll`` (mean -log p_true, natural log),
         ``brier`` (multiclass: mean over samples of sum_c (p_c - onehot_c)^2, range [0, 2]; this is the
         original Brier 1950 definition, not the binary one that is halved for C=2).
@@ -50,6 +52,16 @@ def classification_metrics(
         raise ValueError(f"scores must be (N, {num_classes}), got {tuple(s.shape)}")
     if y.shape != (s.shape[0],):
         raise ValueError(f"labels must be ({s.shape[0]},), got {tuple(y.shape)}")
+    # One NaN / inf row (or a negative probability) made torchmetrics take every row for logits and softmax
+    # them again: plausible, wrong ECE and AUROC for the whole set. Refused instead.
+    bad = ~torch.isfinite(s).all(dim=1)
+    if from_probs:
+        bad |= (s < 0).any(dim=1) | (s.sum(dim=1) <= 0)
+    if bool(bad.any()):
+        what = "probabilities must be finite, >= 0, not all 0" if from_probs else "scores must be finite"
+        raise ValueError(
+            f"{int(bad.sum())} of {len(s)} rows cannot be scored ({what}); first row {int(bad.nonzero()[0])}"
+        )
 
     if from_probs:
         probs = s / s.sum(dim=1, keepdim=True)

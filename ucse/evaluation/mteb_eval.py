@@ -8,6 +8,7 @@ The official task object is kept (metadata, protocol: logistic-regression probe,
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -94,20 +95,49 @@ class MtebEncoder(AbsEncoder):
         return np.concatenate(chunks, axis=0)
 
 
-def _read_split(path: Path, label_ids: dict[str, int] | None = None) -> Dataset:
-    """``text`` / int ``label`` rows; string labels are mapped through ``label_ids`` (grown as met)."""
+_INT = re.compile(r"-?[0-9]+")
+
+
+def _read_split(
+    path: Path,
+    label_ids: dict[str, int] | None = None,
+    text_column: str = "text",
+    label_column: str = "label",
+) -> Dataset:
+    """``text`` / int ``label`` rows; string labels are mapped through ``label_ids`` (grown as met).
+
+    Raises:
+        ValueError: naming the file and line of a row that is not an object with a string text and an
+            integer or named label (a boolean or a 1.7 was read as the id 1 before).
+    """
     texts: list[str] = []
     labels: list[int] = []
     with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            where = f"{path} line {number}"
+            try:
                 row = json_read.loads(line)
-                texts.append(str(row["text"]))
-                label = row["label"]
-                if isinstance(label, str) and label_ids is not None and not label.lstrip("-").isdigit():
-                    labels.append(label_ids.setdefault(label, len(label_ids)))
-                else:
-                    labels.append(int(label))
+            except ValueError as err:
+                raise ValueError(f"{where}: not valid JSON ({err})") from None
+            if not isinstance(row, dict) or text_column not in row or label_column not in row:
+                raise ValueError(
+                    f"{where}: expected an object with '{text_column}' and '{label_column}' "
+                    "(set data.text_column / data.label_column to the file's columns)"
+                )
+            text, label = row[text_column], row[label_column]
+            if not isinstance(text, str):
+                raise ValueError(f"{where}: '{text_column}' is not a string: {text!r}")
+            if isinstance(label, str) and _INT.fullmatch(label.strip()):
+                labels.append(int(label))
+            elif isinstance(label, str) and label_ids is not None:
+                labels.append(label_ids.setdefault(label, len(label_ids)))
+            elif isinstance(label, int) and not isinstance(label, bool):
+                labels.append(label)
+            else:
+                raise ValueError(f"{where}: '{label_column}' must be an integer id or a name, got {label!r}")
+            texts.append(text)
     return Dataset.from_dict({"text": texts, "label": labels})
 
 
@@ -138,17 +168,27 @@ def get_task_or_template(task_name: str, kind: str) -> AbsTask:
     return task
 
 
-def load_local_task(task_name: str, data_root: str | Path, eval_splits: Sequence[str] = ("test",)) -> AbsTask:
+def load_local_task(
+    task_name: str,
+    data_root: str | Path,
+    eval_splits: Sequence[str] | None = ("test",),
+    text_column: str = "text",
+    label_column: str = "label",
+) -> AbsTask:
     """The official mteb classification task with its data replaced by ``data_root/task_name/*.jsonl``.
 
-    Only ``train`` (the probe's training pool) and the ``eval_splits`` are read, each a JSONL file with
-    ``text`` and int ``label``. Multilingual tasks (AmazonCounterfactual, Massive*) are restricted to
-    the English subset ``en``, and their dataset takes mteb's ``{hf_subset: DatasetDict}`` form.
+    Only ``train`` (the probe's training pool) and the ``eval_splits`` are read, each a JSONL file with a
+    text column and an integer (or named) label column. Multilingual tasks (AmazonCounterfactual, Massive*)
+    are restricted to the English subset ``en``, and their dataset takes mteb's ``{hf_subset: DatasetDict}``
+    form.
 
     Args:
         task_name: official MTEB task name, e.g. ``"Banking77Classification"``.
         data_root: folder holding one sub-folder per task (the shared/data layout).
-        eval_splits: splits to evaluate on; the paper reports ``test``.
+        eval_splits: splits to evaluate on; the paper reports ``test``; ``None``: the task's official ones
+            (FinancialPhrasebankClassification has only ``train``).
+        text_column: the files' text column (``data.text_column``).
+        label_column: the files' label column (``data.label_column``).
 
     Returns:
         The task, with ``data_loaded`` set so mteb does not try to download it.
@@ -156,7 +196,9 @@ def load_local_task(task_name: str, data_root: str | Path, eval_splits: Sequence
     folder = Path(data_root) / task_name
     if not folder.is_dir():
         raise FileNotFoundError(f"no local data for {task_name} under {data_root}")
-    task = get_task_or_template(task_name, "classification").filter_eval_splits(list(eval_splits))
+    task = get_task_or_template(task_name, "classification")
+    eval_splits = list(task.metadata.eval_splits if eval_splits is None else eval_splits)
+    task = task.filter_eval_splits(eval_splits)
     multilingual = task.metadata.is_multilingual
     if multilingual:
         # Raises ValueError when the task has no "en" subset.
@@ -168,7 +210,7 @@ def load_local_task(task_name: str, data_root: str | Path, eval_splits: Sequence
         path = folder / f"{split}.jsonl"
         if not path.is_file():
             raise FileNotFoundError(f"missing split file {path}")
-        splits[split] = _read_split(path, label_ids)
+        splits[split] = _read_split(path, label_ids, text_column, label_column)
     data = DatasetDict(splits)
     task.dataset = {ENGLISH_SUBSET: data} if multilingual else data
     # The official tasks' transforms (column renames, subsampling) must run on injected data as well.
@@ -200,12 +242,14 @@ def check_known_task(task_name: str, option: str = "mteb=true") -> None:
         raise ValueError(f"{option}: mteb has no task '{task_name}' (your own data?). {hint}{fix}") from None
 
 
-def load_hub_task(task_name: str, eval_splits: Sequence[str] = ("test",)) -> AbsTask:
+def load_hub_task(task_name: str, eval_splits: Sequence[str] | None = None) -> AbsTask:
     """The official task with mteb loading its own data from the hub (no local copy configured).
 
-    Multilingual tasks are restricted to the English subset, as for local data.
+    Multilingual tasks are restricted to the English subset, as for local data. ``eval_splits`` ``None``:
+    the task's official ones.
     """
-    task = mteb.get_task(task_name).filter_eval_splits(list(eval_splits))
+    task = mteb.get_task(task_name)
+    task = task.filter_eval_splits(list(task.metadata.eval_splits if eval_splits is None else eval_splits))
     if task.metadata.is_multilingual:
         task.filter_languages(None, hf_subsets=[ENGLISH_SUBSET])
     return task

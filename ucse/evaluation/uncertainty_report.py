@@ -55,7 +55,8 @@ def actionable_report(
         "threshold": None if a is None or not np.isfinite(a.threshold) else a.threshold,
         "validation_bound": None if a is None else a.bound,
         "test_coverage": float(answered.mean()),
-        "test_error": float((~correct[answered]).mean()) if answered.any() else 0.0,
+        # undefined when every text abstains (0 read as perfect once averaged into a sweep's table)
+        "test_error": float((~correct[answered]).mean()) if answered.any() else None,
     }
     conformal = None
     if res.sets is not None:
@@ -95,7 +96,9 @@ def actionable_report(
                 plot_risk_coverage(
                     curves,
                     plots_dir / "risk_coverage.png",
-                    (selective["test_coverage"], selective["test_error"]),
+                    None
+                    if selective["test_error"] is None
+                    else (selective["test_coverage"], selective["test_error"]),
                 )
             ),
         ]
@@ -131,9 +134,8 @@ def format_table(report: dict) -> str:
         if s["target_coverage"] is not None
         else "no abstention rule"
     )
-    lines.append(
-        f"  abstain ({target}): test error {s['test_error']:.4f} at coverage {s['test_coverage']:.4f}"
-    )
+    error = "n/a (every text abstains)" if s["test_error"] is None else f"{s['test_error']:.4f}"
+    lines.append(f"  abstain ({target}): test error {error} at coverage {s['test_coverage']:.4f}")
     if k is not None:
         lines.append(
             f"conformal {k['method']} (alpha {k['alpha']}): coverage {k['coverage']:.4f}, "

@@ -81,7 +81,8 @@ def shift_weights(target: Array | None, labels: Array) -> np.ndarray | None:
 def decision_scores(labels: Array, pred: Array, weights: Array | None = None) -> dict[str, float]:
     """Accuracy, balanced accuracy (mean per-label recall) and macro-F1 of (N,) top labels ``pred``.
 
-    Macro-F1 is over the labels ``labels`` hold (a label absent from a small split has no F1). ``weights``:
+    Macro-F1 is over the labels ``labels`` hold (a label absent from a small split has no F1; the headline
+    ``metrics.f1_macro`` of ``ucse eval`` also counts labels only predicted, at 0). ``weights``:
     (N,) per-row weights (scikit-learn's ``sample_weight``), e.g. to score the rows as if mixed otherwise.
     """
     y, p = np.asarray(labels), np.asarray(pred)
