@@ -53,6 +53,22 @@ def test_map_temperature_is_scipys_minimiser_of_the_penalised_nll(n):
     assert objective(np.log(t)) <= objective(u_ref) + 1e-9
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_tiny_logits_reach_the_global_minimum_not_a_false_one_near_t_1(seed):
+    # A probe fitted at C = 0.01 on 3 texts per class: logits ~1e-2, the best T ~1e-2. From T = 1 the fit
+    # stopped at a false minimum (T ~0.8, the probe rated as a coin) and head=auto shipped the TextCNN alone.
+    rng = np.random.default_rng(seed)
+    labels = np.repeat(np.arange(4), 3)
+    logits = 0.01 * (rng.normal(size=(12, 4)) + 4 * np.eye(4)[labels])
+    t = cal.fit_temperature(logits, labels)
+    _, objective = _map_log_t_by_scipy(logits, labels, cal.LOG_T_PRIOR_STD)
+    grid = np.linspace(-15, 8, 23_001)  # brute force over log T: the global minimiser
+    u_ref = grid[np.argmin([objective(u) for u in grid])]
+    assert np.log(t) == pytest.approx(u_ref, abs=2e-3)
+    assert objective(np.log(t)) <= objective(u_ref) + 1e-9
+    assert t < 0.05
+
+
 def test_the_prior_keeps_a_handful_of_wrong_predictions_from_erasing_the_softmax():
     # 16 two-class out-of-fold predictions, 10 of them wrong: the likelihood keeps falling as T grows
     # (probability 1/2 for everything); the prior stops it at a finite, moderate softening.

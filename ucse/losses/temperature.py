@@ -2,8 +2,9 @@
 
 A pure function of (N, C) logits and (N,) labels, shared by the uncertainty profile's calibration
 (``ucse/uncertainty/calibration.py``) and ``head=auto``'s blend choice (``ucse/training/auto.py``), which sits
-below the uncertainty layer and so cannot import it. L-BFGS over log T keeps T positive; the NLL is convex in
-1/T. (torch-uncertainty's scalers do the same but cannot be imported here: they pull torchvision.)
+below the uncertainty layer and so cannot import it. L-BFGS over log T keeps T positive, started from a
+coarse grid (the objective is not convex in log T). (torch-uncertainty's scalers cannot be imported here:
+they pull torchvision.)
 """
 
 from __future__ import annotations
@@ -58,7 +59,11 @@ def fit_temperature(
 ) -> float:
     """The temperature T minimising ``NLL(softmax(logits / T), labels)`` plus a weak prior on log T.
 
-    Optimised over log T so T stays positive; the NLL is convex in 1/T, so L-BFGS finds the optimum.
+    Optimised over log T so T stays positive, by L-BFGS from the best point of a coarse grid of log T
+    (-16 to 10, steps of 0.5). The NLL is convex in 1/T but not in log T, and with the prior the objective
+    can hold a second, false minimum near T = 1: when the logits are tiny (a probe fitted at C = 0.01 on a
+    few texts, logits ~1e-2, best T ~1e-2), a start at T = 1 stopped there, rated the probe as a coin and
+    made ``head=auto`` ship a worse model.
 
     Args:
         logits: (N, C) validation logits.
@@ -72,8 +77,15 @@ def fit_temperature(
     x = torch.as_tensor(logits).detach().cpu().double()
     y = torch.as_tensor(labels).long()
     penalty = 0.0 if prior_std is None else 1.0 / (2.0 * prior_std**2 * max(len(y), 1))
-    log_t = torch.zeros((), dtype=torch.float64, requires_grad=True)
-    lbfgs_one_thread(
-        [log_t], lambda: torch.nn.functional.cross_entropy(x / log_t.exp(), y) + penalty * log_t**2
-    )
+
+    def objective(log_t: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.cross_entropy(x / log_t.exp(), y) + penalty * log_t**2
+
+    with torch.no_grad():
+        grid = torch.arange(-32, 21, dtype=torch.float64) / 2  # log T from -16 to 10, 53 points
+        values = [float(objective(g)) for g in grid]
+    # the lowest point; among equal ones (a flat objective: all logits equal) the one nearest T = 1
+    best = min(range(len(grid)), key=lambda i: (values[i], abs(float(grid[i]))))
+    log_t = grid[best].clone().requires_grad_(True)
+    lbfgs_one_thread([log_t], lambda: objective(log_t))
     return float(log_t.detach().exp())

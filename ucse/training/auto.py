@@ -8,9 +8,9 @@ difference. Held out means the validation split when it has at least max(200, 5C
 cross-validation over train + validation (out-of-fold predictions; the fold probes choose their C inside
 the fold for the selection, and are refitted at the shipped probe's C for the temperatures). The shipped
 probe keeps the C chosen on the rows it was first fitted on, so its logits have the scale its temperature
-was fitted at. Either way the chosen models are then refitted on every train + validation row
-(``data.refit``, on by default), and the held-out predictions of the selection models are kept for calibrating
-the uncertainty profile.
+was fitted at. The chosen models are then refitted on every train + validation row (with a validation
+split, as ``data.refit`` says, on by default; after cross-validation always), and the held-out predictions
+of the selection models are kept for calibrating the uncertainty profile.
 """
 
 from __future__ import annotations
@@ -341,7 +341,9 @@ def _cross_validated(cfg, states, labels, c, h, device, weights) -> AutoResult:
             oof_var[te] = out.var
     choice = choose_blend(oof_a, oof_b, y, weights)
     estimate = blend_logits(choice, oof_a, oof_b)  # nested: no C chosen on a held-out text
-    choice["t_probe"] = fit_temperature(oof_shipped, y)  # the blend's probe temperature, at C*'s scale
+    # the blend's probe temperature, at C*'s scale; the selection's (fold probes at their own C) kept too
+    choice["t_probe_selection"] = choice["t_probe"]
+    choice["t_probe"] = fit_temperature(oof_shipped, y)
     probe, gaussian, steps = _refit(cfg, choice, rows, x, y, c, h, device, probe_info["C"])
     head = compose(cfg.head, choice, gaussian, probe, c)
     heldout = _heldout_outputs(choice, x, oof_a, oof_shipped, oof_mean, oof_var)
