@@ -155,11 +155,13 @@ def test_texts_cut_at_max_length_are_reported_once(tiny_bert_dir, caplog):
     texts = ["a b", "one two three four five six seven eight nine", "short text", "w " * 40]
     lengths = fb.token_lengths(texts)
     assert lengths.max() == 8  # [CLS] + 6 words + [SEP]: cut
-    told = [r.getMessage() for r in caplog.records if "are cut there" in r.getMessage()]
-    assert len(told) == 1 and told[0].startswith(f"{int((lengths >= 8).sum())} of 4 texts reach 8 tokens")
+    told = [r.getMessage() for r in caplog.records if "where longer ones are cut" in r.getMessage()]
+    assert len(told) == 1 and told[0].startswith(
+        f"{int((lengths >= 8).sum())} of 4 texts reach the 8-token limit"
+    )
     assert "can go up to the model's" in told[0]  # the tiny model takes more than 8
     fb.token_lengths(texts)  # once per loaded backbone
-    assert sum("are cut there" in r.getMessage() for r in caplog.records) == 1
+    assert sum("where longer ones are cut" in r.getMessage() for r in caplog.records) == 1
     caplog.clear()
     FrozenBackbone(make_tiny_bert_cfg(tiny_bert_dir, max_length=64)).token_lengths(texts[:3])
-    assert not any("are cut there" in r.getMessage() for r in caplog.records)
+    assert not any("where longer ones are cut" in r.getMessage() for r in caplog.records)

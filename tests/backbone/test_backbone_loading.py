@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_models import make_tiny_bert_cfg, make_tiny_qwen3_cfg
+from tiny_models import VOCAB_WORDS, make_tiny_bert_cfg, make_tiny_qwen3_cfg
 
 from ucse.backbone import (
     BackboneLoadError,
@@ -108,6 +108,54 @@ def test_fingerprint_stable_distinct_and_content_sensitive(tiny_bert_dir, tiny_q
     assert model_fingerprint(hub) == "hub:Qwen/Qwen3-Embedding-0.6B@abc"
 
 
+def test_a_hub_fingerprint_names_the_commit_its_revision_resolves_to(tmp_path, monkeypatch):
+    # keyed by "main", the cache served states of the old weights once the hub's main had moved on
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    repo = tmp_path / "models--fake--tiny"
+    for commit in ("a" * 40, "b" * 40):
+        (repo / "snapshots" / commit).mkdir(parents=True)
+        (repo / "snapshots" / commit / "config.json").write_text("{}")
+    (repo / "refs").mkdir()
+    cfg = BackboneConfig(model="fake/tiny")
+    (repo / "refs" / "main").write_text("a" * 40)
+    assert model_fingerprint(cfg) == "hub:fake/tiny@" + "a" * 40
+    (repo / "refs" / "main").write_text("b" * 40)  # a new snapshot downloaded: main moved
+    assert model_fingerprint(cfg) == "hub:fake/tiny@" + "b" * 40
+    assert (
+        model_fingerprint(BackboneConfig(model="fake/tiny", revision="a" * 40)) == "hub:fake/tiny@" + "a" * 40
+    )
+    assert model_fingerprint(BackboneConfig(model="fake/other")) == "hub:fake/other@main"  # nothing cached
+
+
+def test_models_numbering_positions_from_the_pad_token_are_padded_right(tiny_bert_dir, tmp_path, caplog):
+    # RoBERTa, XLM-R, MPNet: left padding changed a text's states with the texts beside it (by up to 2.2)
+    from transformers import RobertaConfig, RobertaModel
+
+    from ucse.backbone.encoder import FrozenBackbone
+    from ucse.config import PaddingSide
+
+    folder = tmp_path / "roberta"
+    shutil.copytree(tiny_bert_dir, folder)
+    (folder / "config.json").unlink()
+    (folder / "model.safetensors").unlink()
+    config = RobertaConfig(
+        vocab_size=5 + len(VOCAB_WORDS), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=130, pad_token_id=0,
+    )  # fmt: skip
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        RobertaModel(config).save_pretrained(folder)
+    fb = FrozenBackbone(make_tiny_bert_cfg(folder, padding_side=PaddingSide.left, precision=Precision.fp32))
+    assert fb.tokenizer.padding_side == "right" and "numbers its token positions" in caplog.text
+    texts = ["the man is eating bread", "a dog"]
+    got = fb.token_states(texts)[1]  # "a dog" batched beside a longer text
+    with torch.no_grad():  # the reference: transformers on that text alone, no padding at all
+        ref = fb.model(**fb.tokenizer(["a dog"], return_tensors="pt")).last_hidden_state[0]
+    torch.testing.assert_close(got, ref, rtol=0, atol=1e-5)
+
+
 def test_padding_side_auto_keeps_tokenizer_default(tiny_qwen3_dir, tiny_bert_dir):
     from ucse.config import PaddingSide
 
@@ -176,6 +224,30 @@ def test_gguf_is_dequantised_once_and_later_loads_read_the_saved_copy(tmp_path, 
     text = "Instruct: classify\nQuery: a much longer sentence about a horse<|im_end|>"
     assert first_tok(text)["input_ids"] == second_tok(text)["input_ids"]
     assert second_tok.eos_token == first_tok.eos_token
+
+
+def test_a_damaged_dequantised_copy_is_moved_away_and_written_again(
+    tiny_bert_dir, tmp_path, monkeypatch, caplog
+):
+    # a truncated safetensors raised SafetensorError (neither OSError nor ValueError) on every load, and the
+    # folder stayed, so it was never rebuilt
+    from ucse.backbone.gguf import dequantised_dir, load_dequantised, save_dequantised
+
+    monkeypatch.setenv("UCSE_CACHE_DIR", str(tmp_path))
+    cfg = BackboneConfig(model=str(tiny_bert_dir), gguf_file="tiny.gguf")
+    model, tokenizer = load_backbone(make_tiny_bert_cfg(tiny_bert_dir, precision=Precision.fp32))
+    save_dequantised("sha256:tiny", model, tokenizer)
+    folder = dequantised_dir("sha256:tiny")
+    assert load_dequantised(cfg, "sha256:tiny") is not None
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    assert load_dequantised(cfg, "sha256:tiny") is None
+    assert "Rebuilding the unreadable dequantised copy" in caplog.text
+    assert not folder.exists() and not list(folder.parent.glob(".tmp-*"))  # moved away and deleted
+    save_dequantised("sha256:tiny", model, tokenizer)  # what the load then does: a whole new copy
+    again, _ = load_dequantised(cfg, "sha256:tiny")
+    a, b = model.state_dict(), again.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
 
 
 @pytest.mark.parametrize(

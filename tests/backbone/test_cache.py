@@ -1,5 +1,6 @@
 import copy
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -116,7 +117,11 @@ def test_changed_key_parts_make_new_entries(tiny_bert_dir, tiny_qwen3_backbone, 
     assert truncated.lengths.max() == 6
 
 
-@pytest.mark.parametrize("damage", ["meta_garbage", "offsets_wrong", "states_truncated", "meta_other_parts"])
+@pytest.mark.parametrize(
+    "damage",
+    # checksums_text, n_negative: an AttributeError / IndexError that crashed the run before
+    ["meta_garbage", "offsets_wrong", "states_truncated", "meta_other_parts", "checksums_text", "n_negative"],
+)
 def test_corrupt_entry_is_detected_and_rebuilt(tiny_bert_backbone, tmp_path, damage):
     cache = HiddenStateCache(tmp_path)
     entry = cache.get_or_build(tiny_bert_backbone, TEXTS, "Toy", "train")
@@ -129,6 +134,13 @@ def test_corrupt_entry_is_detected_and_rebuilt(tiny_bert_backbone, tmp_path, dam
     elif damage == "states_truncated":
         data = (folder / "states.npy").read_bytes()
         (folder / "states.npy").write_bytes(data[: len(data) // 2])
+    elif damage == "checksums_text":
+        meta = json.loads((folder / "meta.json").read_text())
+        (folder / "meta.json").write_text(json.dumps({**meta, "checksums": "xxh3_128:0"}))
+    elif damage == "n_negative":
+        meta = json.loads((folder / "meta.json").read_text())
+        (folder / "meta.json").write_text(json.dumps({**meta, "n": -1}))
+        np.save(folder / "offsets.npy", np.zeros(0, dtype=np.int64))
     else:
         meta = json.loads((folder / "meta.json").read_text())
         meta["parts"]["prompt"] = "other {text}"
@@ -141,6 +153,26 @@ def test_corrupt_entry_is_detected_and_rebuilt(tiny_bert_backbone, tmp_path, dam
     assert rebuilt.path == folder
     torch.testing.assert_close(rebuilt.states(0), tiny_bert_backbone.token_states(TEXTS[:1])[0], **FP16_TOL)
     assert [p.name for p in tmp_path.iterdir()] == [folder.name]
+
+
+def test_a_bad_entry_another_process_replaced_or_moved_is_left_alone(tiny_bert_backbone, tmp_path):
+    # Two processes find one bad entry. The first moves it away and may publish a rebuilt one before the
+    # second discards: the second's rename failed ("Cannot use the hidden-state cache folder") or deleted
+    # the fresh entry.
+    from ucse.backbone.cache_folder import discard
+
+    cache = HiddenStateCache(tmp_path)
+    folder = cache.get_or_build(tiny_bert_backbone, TEXTS, "Toy", "train").path
+    key = folder.name
+    seen_bad = folder.stat().st_ino
+    moved = tmp_path / "elsewhere"
+    folder.rename(moved)
+    discard(tmp_path, folder, key, seen_bad)  # already gone: nothing to do, no error
+    shutil.copytree(moved, folder)  # "rebuilt" by the other process: another folder (inode) at that name
+    discard(tmp_path, folder, key, seen_bad)
+    assert len(CachedStates(folder)) == len(TEXTS)  # the other process's entry, still there and whole
+    discard(tmp_path, folder, key, folder.stat().st_ino)  # the one found bad: moved away and deleted
+    assert not folder.exists() and not list(tmp_path.glob(".tmp-*"))
 
 
 def test_failed_build_leaves_nothing_and_stale_temp_is_cleaned(tiny_bert_dir, tmp_path):

@@ -174,13 +174,15 @@ class HiddenStateCache:
 
     def _open_valid(self, final: Path, parts: dict, key: str) -> CachedStates | None:
         """The entry at ``final`` if present and sound; a corrupt one is discarded with a warning."""
-        if not final.exists():
+        try:
+            inode = final.stat().st_ino
+        except FileNotFoundError:
             return None
         try:
             return CachedStates(final, expected_parts=parts)
         except CacheError as err:
             logger.warning("Rebuilding corrupt cache entry: %s", err)
-            discard(self.root, final, key)
+            discard(self.root, final, key, inode)
             return None
 
     def _mkdir_root(self) -> None:

@@ -74,10 +74,20 @@ def publish(tmp: Path, final: Path) -> None:
             raise
 
 
-def discard(root: Path, folder: Path, key: str) -> None:
-    """Move a bad entry out of sight atomically, then delete it."""
+def discard(root: Path, folder: Path, key: str, inode: int | None = None) -> None:
+    """Move a bad entry out of sight atomically, then delete it.
+
+    Two processes can find the same bad entry: one moves it away first (the other's rename then failed,
+    reported as an unwritable cache folder) and may publish a rebuilt one before the other gets here. With
+    ``inode``, the folder found bad, a folder since replaced or removed is left alone.
+    """
     trash = root / f".tmp-{key}-{os.getpid()}-bad{uuid.uuid4().hex[:8]}"
-    folder.rename(trash)
+    try:
+        if inode is not None and folder.stat().st_ino != inode:
+            return  # another process's rebuilt entry
+        folder.rename(trash)
+    except FileNotFoundError:
+        return  # another process moved it away first
     shutil.rmtree(trash, ignore_errors=True)
 
 

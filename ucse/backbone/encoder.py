@@ -169,8 +169,9 @@ class FrozenBackbone:
             else f"{self.max_length} is the model's own limit"
         )
         log.warning(
-            "%d of %d texts reach %d tokens and are cut there: the rest of each is not read (%s; or split "
-            "long texts into parts). Reported once per loaded backbone.",
+            # "reach", not "are cut": the tokenizer truncates without saying whether a text was longer
+            "%d of %d texts reach the %d-token limit, where longer ones are cut: what follows is not read "
+            "(%s; or split long texts into parts). Reported once per loaded backbone.",
             cut,
             len(lengths),
             self.max_length,

@@ -4,9 +4,11 @@ transformers reads a GGUF file by parsing its metadata (config and tokenizer voc
 every tensor in Python, which took ~45 s for SmolLM2-135M (Q4_1) on this project's 2-core CPU, on every run,
 even when the token states come from the cache. The first load therefore saves the dequantised fp32 weights
 (safetensors), the config and the tokenizer with ``save_pretrained`` under
-``<UCSE_CACHE_DIR or ~/.cache/ucse>/gguf/<content hash>/``; later loads read that folder (memory-mapped
-safetensors, about a second). The folder is keyed by the GGUF file's content hash, written into a temporary
-sibling and renamed, so a changed or half-written file is never used. ``UCSE_GGUF_CACHE=0`` turns it off.
+``<UCSE_CACHE_DIR or ~/.cache/ucse>/gguf/<fingerprint hash>/``; later loads read that folder (memory-mapped
+safetensors, about a second). The folder is keyed by the model's fingerprint (the GGUF file's content hash;
+for a hub repo, the commit its revision resolves to), written into a temporary sibling and renamed, so a
+changed or half-written file is never used; a copy that no longer loads is moved away and written again.
+``UCSE_GGUF_CACHE=0`` turns it off.
 """
 
 from __future__ import annotations
@@ -51,10 +53,18 @@ def load_dequantised(
 
         model = AutoModel.from_pretrained(folder, dtype=torch.float32)
         tokenizer = AutoTokenizer.from_pretrained(folder)
-    except (OSError, ValueError) as err:
+    # Any failure: safetensors' own SafetensorError (a truncated file) is neither an OSError nor a
+    # ValueError, and escaped every handler on every load, since the folder stayed where it was.
+    except Exception as err:  # noqa: BLE001
         logger.warning(
-            "Ignoring the unreadable dequantised copy of %s at '%s' (%s).", cfg.gguf_file, folder, err
+            "Rebuilding the unreadable dequantised copy of %s at '%s' (%s).", cfg.gguf_file, folder, err
         )
+        trash = folder.parent / f".tmp-{folder.name}-{os.getpid()}-bad{uuid.uuid4().hex[:8]}"
+        try:  # out of sight first, so that save_dequantised writes a new one
+            folder.rename(trash)
+        except OSError:  # another process moved it first, or a read-only cache: the GGUF is read as is
+            return None
+        shutil.rmtree(trash, ignore_errors=True)
         return None
     return model, tokenizer
 

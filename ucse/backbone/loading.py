@@ -268,15 +268,32 @@ def load_backbone(
         # copies, which load in fp32, included): the same weights to the bit either way.
         model.to(torch.bfloat16)
     model.to(device)
-    _prepare_tokenizer(tokenizer, cfg)
+    _prepare_tokenizer(tokenizer, cfg, model)
     return model, tokenizer
 
 
-def _prepare_tokenizer(tokenizer: PreTrainedTokenizerBase, cfg: BackboneConfig) -> None:
-    """Apply the padding-side override and make sure a pad token exists."""
+def _prepare_tokenizer(
+    tokenizer: PreTrainedTokenizerBase, cfg: BackboneConfig, model: PreTrainedModel | None = None
+) -> None:
+    """Apply the padding-side override and make sure a pad token exists.
+
+    A model that numbers its token positions from the padding token (RoBERTa, XLM-R, MPNet: their embeddings
+    have a ``padding_idx``) is always padded on the right: left padding changed its states (a text's states
+    depended on the longer texts in its batch, by up to 2.2 on a tiny RoBERTa), and ucse's left-padding
+    position fix (0-based positions of the real tokens, :meth:`FrozenBackbone._forward`) is off by
+    ``padding_idx + 1`` for them.
+    """
     side = PaddingSide(cfg.padding_side)
     if side is not PaddingSide.auto:
         tokenizer.padding_side = side.value
+    embeddings = getattr(model, "embeddings", None)
+    if tokenizer.padding_side == "left" and getattr(embeddings, "padding_idx", None) is not None:
+        logger.warning(
+            "backbone.padding_side=left: %s numbers its token positions from the padding token, so padding "
+            "on the left would change its states; padding on the right instead.",
+            type(model).__name__,
+        )
+        tokenizer.padding_side = "right"
     if tokenizer.pad_token is None:
         # Pads are masked out, so any existing token works; EOS is the decoder convention.
         fallback = tokenizer.eos_token or tokenizer.unk_token
@@ -311,12 +328,30 @@ def _hash_files(folder: Path, stats: Stats, gguf_file: str | None) -> str:
     return f"sha256:{digest.hexdigest()}"
 
 
+def _hub_commit(repo: str, cfg: BackboneConfig) -> str | None:
+    """The commit ``cfg.revision`` of hub repo ``repo`` resolves to in the local hub cache, else ``None``.
+
+    The revision is a branch such as ``main``, a tag or a commit; ``None`` when nothing of it is cached.
+
+    A branch moves: keyed by its name, a cache entry of the old weights was served after the new snapshot
+    had been downloaded (and a GGUF's dequantised copy was kept), whatever its docstring said.
+    """
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        found = try_to_load_from_cache(repo, cfg.gguf_file or "config.json", revision=cfg.revision)
+    except Exception:  # noqa: BLE001 - an unusual repo id or cache layout: keep the revision's name
+        return None
+    return Path(found).parent.name if isinstance(found, str) else None  # .../snapshots/<commit>/<file>
+
+
 def model_fingerprint(cfg: BackboneConfig) -> str:
     """Stable identity of the weights and tokenizer a config loads, for cache keys.
 
-    Hub ids give ``hub:<id>@<revision>``. Local folders (including ``pkg:`` ones) give ``sha256:<hex>`` over
-    the name, size and full content of their weight, config and tokenizer files; the hash is memoised per
-    folder and the files' stat data, in this process and across processes
+    Hub ids give ``hub:<id>@<commit>`` (the commit the revision resolves to in the local hub cache;
+    ``@<revision>`` when nothing of it is cached yet). Local folders (including ``pkg:`` ones) give
+    ``sha256:<hex>`` over the name, size and full content of their weight, config and tokenizer files; the
+    hash is memoised per folder and the files' stat data, in this process and across processes
     (``ucse.backbone.fingerprint_memo``), so a model's files are read for it once, until they change.
 
     Args:
@@ -329,7 +364,7 @@ def model_fingerprint(cfg: BackboneConfig) -> str:
     folder = _check_local(cfg, path)
     if folder is None:
         suffix = f"#{cfg.gguf_file}" if cfg.gguf_file else ""
-        return f"hub:{path}@{cfg.revision or 'main'}{suffix}"
+        return f"hub:{path}@{_hub_commit(path, cfg) or cfg.revision or 'main'}{suffix}"
     folder = folder.resolve()
     stats = file_stats(folder, _fingerprint_files(folder, cfg.gguf_file))
     memo_key = (str(folder), cfg.gguf_file, stats)

@@ -133,7 +133,9 @@ class CachedStates:
             problems.append(f"meta key {self.meta.get('key')!r} != folder name")
         if expected_parts is not None and self.meta.get("parts") != expected_parts:
             problems.append("key parts differ from the requested ones")
-        if self.offsets.shape != (n + 1,) or not np.issubdtype(self.offsets.dtype, np.integer):
+        if n < 1 or h < 1:  # an entry holds at least one text: offsets[0] below must exist
+            problems.append(f"n={n} texts of width {h}")
+        elif self.offsets.shape != (n + 1,) or not np.issubdtype(self.offsets.dtype, np.integer):
             problems.append(f"offsets {self.offsets.shape} {self.offsets.dtype}, expected ({n + 1},) int")
         elif self.offsets[0] != 0 or np.any(np.diff(self.offsets) < 1):
             problems.append("offsets are not strictly increasing from 0")
@@ -141,8 +143,11 @@ class CachedStates:
             problems.append(f"states shape {self._states.shape}, expected ({int(self.offsets[-1])}, {h})")
         if self._states.dtype != NP_DTYPES[self.dtype]:
             problems.append(f"states dtype {self._states.dtype} does not match {self.dtype.value}")
+        checksums = self.meta.get("checksums") or {}
+        if not isinstance(checksums, dict):  # read back from disk: a string's .get() crashed the run
+            problems.append(f"checksums {type(checksums).__name__}, expected an object")
         if not problems:
-            problems = _checksum_problems(self.path, self.meta.get("checksums") or {})
+            problems = _checksum_problems(self.path, checksums)
         if problems:
             raise CacheError(
                 f"Cache entry '{self.path}' is corrupt: {'; '.join(problems)}. "

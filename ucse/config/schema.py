@@ -173,7 +173,8 @@ class BackboneConfig:
     In a causal decoder those states are the same for every text, so they carry nothing about it, yet at
     initialisation over half of a TextCNN's filters took their max over them (SmolLM2, docs/RESULTS.md)."""
     padding_side: PaddingSide = PaddingSide.auto
-    """Tokenizer padding side override."""
+    """Tokenizer padding side override (``auto`` keeps the tokenizer's). Models that number their positions
+    from the padding token (RoBERTa, XLM-R, MPNet) are always padded on the right."""
     layer: int | None = None
     """Which layer's token states the head reads: ``None`` the last (``last_hidden_state``), else an index
     into the model's hidden states (0 = the embeddings, L = the last of L layers, negative counts from the
