@@ -70,6 +70,15 @@ def test_load_reports_file_and_field(tmp_path):
     (out / "meta.json").write_text(json.dumps(meta))
     with pytest.raises(ValueError, match=r"meta.json: field 'count' = 7"):
         GaussianEmbeddings.load(out)
+    # not a count: int() failed naming neither file nor field, or took 4.9 as 4 and true as 1
+    for value in ("abc", 4.9, None, True):
+        (out / "meta.json").write_text(json.dumps({**meta, "count": value}))
+        with pytest.raises(ValueError, match=r"meta.json: field 'count' = "):
+            GaussianEmbeddings.load(out)
+    (out / "meta.json").write_text(json.dumps({**meta, "count": 4}))
+    assert GaussianEmbeddings.load(out).n == 4
+    with pytest.raises(TypeError, match=r"keys must be strings, got \[1\]"):  # save() failed on sorting them
+        GaussianEmbeddings(torch.zeros(2, 3), torch.ones(2, 3), {1: "a"})
     (out / "embeddings.safetensors").write_bytes(b"not a safetensors file at all")
     with pytest.raises(ValueError, match=r"embeddings.safetensors is not a readable safetensors"):
         GaussianEmbeddings.load(out)

@@ -188,3 +188,16 @@ def test_evaluating_on_reordered_labels_is_refused(run, tiny_task_root, tmp_path
     assert code == 2 and _one_error_line(err)
     assert "same labels in another order (id 0: 'class_0' in the head, 'class_1' in the data)" in err
     assert _snapshot(run) == before
+
+
+def test_the_export_names_the_head_that_was_saved_not_auto(run, texts, tmp_path):
+    # head=auto saves the model it chose; the export's meta said "head:auto" (from config.yaml)
+    copy = tmp_path / "auto-run"
+    shutil.copytree(run, copy)
+    text = (copy / "config.yaml").read_text()
+    saved = json.loads((copy / "head" / "config.json").read_text())["head"]["type"]
+    assert f"type: {saved}" in text
+    (copy / "config.yaml").write_text(text.replace(f"type: {saved}", "type: auto", 1))
+    assert _eval_main()([f"run={copy}", f"export={texts}", f"out={tmp_path / 'o'}"]) == 0
+    meta = json.loads((tmp_path / "o" / "meta.json").read_text())
+    assert meta["pooling"] == f"head:{saved}" != "head:auto"

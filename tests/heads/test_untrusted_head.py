@@ -48,13 +48,65 @@ def meta_only(monkeypatch):
     monkeypatch.setattr(head_io, "build_head", guarded)
 
 
+def _edit_weights(folder, fn):
+    """Change the saved tensors (``fn`` edits the dict in place) and sign the folder again."""
+    from safetensors.torch import load_file, save_file
+
+    path = folder / "model.safetensors"
+    tensors = load_file(str(path))
+    fn(tensors)
+    save_file(tensors, str(path))
+    resign(folder)
+
+
 def test_a_head_with_nan_weights_is_refused_naming_the_tensor(tmp_path):
     head = _head()
+    save_head(head, tmp_path / "h", {})
     with torch.no_grad():
         head.bottleneck.classifier.weight[1, 2] = float("nan")
         head.bottleneck.mu.bias[0] = float("inf")
-    save_head(head, tmp_path / "h", {})  # saved and signed as written: training diverged
+    # not written (before, it was, replacing the good head, and only the load refused it)
     with pytest.raises(ValueError, match=r"model.safetensors: tensor '\S+' holds 1 NaN/inf value\(s\)"):
+        save_head(head, tmp_path / "h", {})
+    assert load_head(tmp_path / "h")[0] is not None  # the good head is still there
+    _edit_weights(tmp_path / "h", lambda t: t["bottleneck.mu.bias"].__setitem__(0, float("inf")))
+    with pytest.raises(ValueError, match=r"tensor 'bottleneck.mu.bias' holds 1 NaN/inf value\(s\)"):
+        load_head(tmp_path / "h")
+
+
+@pytest.mark.parametrize(
+    ("head_type", "name", "edit", "message"),
+    [
+        # each loaded before and gave NaN (or silently wrong) probabilities
+        (
+            HeadType.textcnn,
+            "bottleneck.mu.weight",
+            lambda t: t.double().fill_(1e300),
+            r"holds 72 NaN/inf value.*\(as float32\)",
+        ),
+        (
+            HeadType.blend,
+            "gaussian.state_norm.std",
+            lambda t: t.fill_(0.0),
+            "'gaussian.state_norm.std' must be >=",
+        ),
+        (HeadType.textcnn, "state_norm.std", lambda t: t.fill_(1e-44), "'state_norm.std' must be >= 1e-06"),
+        (
+            HeadType.blend,
+            "temperatures",
+            lambda t: t.fill_(0.0),
+            "a blend needs 0 <= weight <= 1 and temperatures",
+        ),
+        (HeadType.blend, "temperatures", lambda t: t.fill_(-1.0), "a blend needs"),
+        (HeadType.blend, "weight", lambda t: t.fill_(3.0), r"a blend needs .* got \[?3.0"),
+    ],
+)
+def test_weights_the_head_cannot_use_are_refused(tmp_path, head_type, name, edit, message):
+    torch.manual_seed(0)
+    cfg = HeadConfig(type=head_type, num_filters=4, embed_dim=6, normalize_states=True)
+    save_head(build_head(cfg, 8, 3, Pooling.mean).eval(), tmp_path / "h", {})
+    _edit_weights(tmp_path / "h", lambda t: t.__setitem__(name, edit(t[name].clone())))
+    with pytest.raises(ValueError, match=message):
         load_head(tmp_path / "h")
 
 
@@ -69,10 +121,13 @@ def test_a_head_with_nan_weights_is_refused_naming_the_tensor(tmp_path):
         (["a", " ", "c"], r"meta.label_names must be a list of non-empty strings"),
     ],
 )
-def test_bad_label_names_are_refused(tmp_path, names, message):
-    save_head(_head(), tmp_path / "h", {"label_names": names})
+def test_bad_label_names_are_refused(saved, tmp_path, names, message):
+    with pytest.raises(ValueError, match=message):  # not saved: it was, and only the load refused it
+        save_head(_head(), tmp_path / "other", {"label_names": names})
+    assert not (tmp_path / "other").exists()
+    _edit(saved, lambda cfg: cfg["meta"].__setitem__("label_names", names))
     with pytest.raises(ValueError, match=rf"config.json: {message}"):
-        load_head(tmp_path / "h")
+        load_head(saved)
 
 
 @pytest.mark.parametrize(
@@ -86,10 +141,12 @@ def test_bad_label_names_are_refused(tmp_path, names, message):
         ("int", ["1", str(2**64), "3"], r"label_names has '18446744073709551616', not the decimal form"),
     ],
 )
-def test_a_bad_label_type_is_refused(tmp_path, kind, names, message):
-    save_head(_head(), tmp_path / "h", {"label_names": names, "label_type": kind})
+def test_a_bad_label_type_is_refused(saved, tmp_path, kind, names, message):
+    with pytest.raises(ValueError, match=message):
+        save_head(_head(), tmp_path / "other", {"label_names": names, "label_type": kind})
+    _edit(saved, lambda cfg: cfg["meta"].update(label_names=names, label_type=kind))
     with pytest.raises(ValueError, match=rf"config.json: .*{message}"):
-        load_head(tmp_path / "h")
+        load_head(saved)
 
 
 def test_label_values_give_integer_ids_back_as_ints():
@@ -166,3 +223,12 @@ def test_a_head_saved_before_the_manifest_loads_and_gains_one_with_its_calibrati
     listed = json.loads((saved / MANIFEST_FILE).read_text())["files"]
     assert sorted(listed) == sorted(head_io.ARTIFACTS)
     assert load_uncertainty_profile(saved).fitted
+
+
+def test_a_probes_embedding_width_is_its_states_width(tmp_path):
+    # head.embed_dim does not size the logreg probe (its mu is the unit pooled state): read back as D, it
+    # made the probe's own saved calibration refused for its (C, H) arrays
+    head = build_head(HeadConfig(type=HeadType.logreg, embed_dim=4), 6, 3, Pooling.mean)
+    save_head(head, tmp_path / "h", {})
+    out = head(torch.randn(2, 5, 6), torch.ones(2, 5, dtype=torch.long))
+    assert head_io.saved_sizes(tmp_path / "h") == (3, out.mean.shape[1]) == (3, 6)

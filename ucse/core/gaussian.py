@@ -82,6 +82,9 @@ class GaussianEmbeddings:
             )
         if not isinstance(self.meta, dict):
             raise TypeError(f"GaussianEmbeddings.meta{where} must be a dict, got {type(self.meta).__name__}")
+        odd = [k for k in self.meta if not isinstance(k, str)]
+        if odd:  # save() writes meta.json with sorted keys: a non-string key failed there, after the work
+            raise TypeError(f"GaussianEmbeddings.meta{where} keys must be strings, got {odd[:3]}")
 
     @property
     def n(self) -> int:
@@ -178,7 +181,7 @@ class GaussianEmbeddings:
         obj.mean, obj.var, obj.meta = tensors["mean"], tensors["var"], meta
         obj._validate(where=f" (in {tensor_path})")
         for key, actual in (("count", obj.n), ("dim", obj.dim)):
-            if key in meta and int(meta[key]) != actual:
+            if key in meta and (type(meta[key]) is not int or meta[key] != actual):  # not 2.9, "abc" or true
                 raise ValueError(
                     f"{meta_path}: field '{key}' = {meta[key]} but the tensors in {tensor_path} have "
                     f"{key} {actual}; the export is inconsistent, re-export it"

@@ -104,7 +104,8 @@ def export_run(cfg: EvalConfig) -> dict:
         "member": f"ucse:{train_cfg.task.name}/{train_cfg.backbone.name}/{run.name}",
         "backbone": train_cfg.backbone.model,
         "revision": encoder.backbone.fingerprint,
-        "pooling": f"head:{train_cfg.head.type.value}",
+        # the head that was saved: head=auto's choice (textcnn, logreg, blend), not "auto"
+        "pooling": f"head:{encoder.head.spec.config.type.value}",
         "dim": int(out.mean.shape[1]),
         "normalisation": "none",
         "count": len(texts),

@@ -34,9 +34,9 @@ class BlendHead(Head):
 
     def set_blend(self, weight: float, t_gaussian: float, t_probe: float) -> None:
         """Store the fitted weight w in [0, 1] and the two temperatures (> 0)."""
-        if not (0.0 <= weight <= 1.0 and t_gaussian > 0 and t_probe > 0):
+        if not (0.0 <= weight <= 1.0 and t_gaussian >= 1e-12 and t_probe >= 1e-12):  # io.TEMPERATURE_FLOOR
             raise ValueError(
-                f"blend needs 0 <= w <= 1 and temperatures > 0, got {weight}, {t_gaussian}, {t_probe}"
+                f"blend needs 0 <= w <= 1 and temperatures >= 1e-12, got {weight}, {t_gaussian}, {t_probe}"
             )
         self.weight.fill_(weight)
         self.temperatures.copy_(torch.tensor([t_gaussian, t_probe]))

@@ -21,9 +21,11 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save, save_file
 
 from ucse import atomic
+from ucse.config import HeadType
 from ucse.heads.base import Head
 from ucse.heads.factory import build_head
 from ucse.heads.manifest import MANIFEST_FILE, sha256, verify_files, write_manifest
+from ucse.heads.meta import check_label_names
 from ucse.heads.saved_config import FORMAT_VERSION, REEXPORT, read_config, shown
 
 CONFIG_FILE = "config.json"
@@ -86,6 +88,9 @@ def save_head(head: Head, directory: str | Path, meta: dict[str, Any]) -> Path:
     }
     text = atomic.dumps(config, indent=2, default=_jsonable)
     tensors = {k: v.detach().cpu().contiguous() for k, v in head.state_dict().items()}
+    # what load_head would refuse is not written, so it never replaces a good head in its folder
+    check_label_names(meta, spec.num_classes, dest)
+    _check_tensors(tensors, dest / WEIGHTS_FILE)
 
     with atomic.atomic_dir(dest) as tmp:
         atomic.write_text(tmp / CONFIG_FILE, text)
@@ -103,20 +108,44 @@ def _file_shapes(w_path: Path) -> dict[str, tuple[int, ...]]:
         raise ValueError(f"{w_path} is not a readable safetensors file ({err}); {REEXPORT}.") from None
 
 
-def _check_tensors(state: dict[str, torch.Tensor], w_path: Path) -> None:
-    """Every tensor floating point and finite; a state-norm scale positive (it divides the states)."""
+STD_FLOOR = 1e-6
+"""The smallest state-norm scale a head may hold: ``StateNorm.fit``'s own floor (a smaller one divides the
+states into inf)."""
+TEMPERATURE_FLOOR = 1e-12
+"""The smallest blend temperature a head may hold (logits divided by less overflow float32)."""
+
+
+def _check_tensors(
+    state: dict[str, torch.Tensor], w_path: Path, dtypes: dict[str, torch.dtype] | None = None
+) -> None:
+    """Refuse weights the head could not use: read back from disk, or about to be saved.
+
+    Every tensor floating point and finite in the dtype the head holds it in (``dtypes``: a float64 1e300
+    becomes a float32 inf); state-norm scales >= :data:`STD_FLOOR`; a blend's weight in [0, 1] and its
+    temperatures >= :data:`TEMPERATURE_FLOOR` (``BlendHead.set_blend``'s bounds).
+    """
     for name, t in state.items():
         if not t.is_floating_point():
             raise ValueError(f"{w_path}: tensor '{name}' has dtype {t.dtype}, expected a float; {REEXPORT}.")
-        bad = int((~torch.isfinite(t)).sum())
+        held = t.to((dtypes or {}).get(name, t.dtype))
+        bad = int((~torch.isfinite(held)).sum())
         if bad:
             raise ValueError(
-                f"{w_path}: tensor '{name}' holds {bad} NaN/inf value(s) of {t.numel()}: the head would give "
-                f"every text the same meaningless answer; {REEXPORT}."
+                f"{w_path}: tensor '{name}' holds {bad} NaN/inf value(s) of {t.numel()} (as "
+                f"{str(held.dtype).removeprefix('torch.')}): the head would give every text the same "
+                f"meaningless answer; {REEXPORT}."
             )
-    std = state.get("state_norm.std")
-    if std is not None and not bool((std > 0).all()):
-        raise ValueError(f"{w_path}: tensor 'state_norm.std' must be > 0 everywhere; {REEXPORT}.")
+    for name, t in state.items():
+        # every state norm: a blend's TextCNN holds its own as 'gaussian.state_norm.std'
+        if name.rsplit(".", 2)[-2:] == ["state_norm", "std"] and not bool((t >= STD_FLOOR).all()):
+            raise ValueError(f"{w_path}: tensor '{name}' must be >= {STD_FLOOR:g} everywhere; {REEXPORT}.")
+    if "temperatures" in state and "weight" in state:  # a blend (no other head holds these top-level names)
+        w, temps = state["weight"], state["temperatures"]
+        if not (bool(((w >= 0) & (w <= 1)).all()) and bool((temps >= TEMPERATURE_FLOOR).all())):
+            raise ValueError(
+                f"{w_path}: a blend needs 0 <= weight <= 1 and temperatures >= {TEMPERATURE_FLOOR:g}, got "
+                f"{w.tolist()} and {temps.tolist()}; {REEXPORT}."
+            )
 
 
 def load_head(directory: str | Path, map_location: str | torch.device = "cpu") -> tuple[Head, dict[str, Any]]:
@@ -153,7 +182,8 @@ def load_head(directory: str | Path, map_location: str | torch.device = "cpu") -
     sizes = (config["hidden_size"], config["num_classes"], config["pooling"])
     try:
         with torch.device("meta"):  # shapes only: nothing is allocated for what the file asks
-            expected = {k: tuple(v.shape) for k, v in build_head(head_cfg, *sizes).state_dict().items()}
+            blank = build_head(head_cfg, *sizes).state_dict()
+        expected = {k: tuple(v.shape) for k, v in blank.items()}
     except ValueError as err:
         raise ValueError(f"{cfg_path}: {err} Fix it or {REEXPORT}.") from None
     found = _file_shapes(w_path)
@@ -170,7 +200,7 @@ def load_head(directory: str | Path, map_location: str | torch.device = "cpu") -
         state = load_file(str(w_path), device=str(map_location))
     except (SafetensorError, OSError) as err:
         raise ValueError(f"{w_path} is not a readable safetensors file ({err}); {REEXPORT}.") from None
-    _check_tensors(state, w_path)
+    _check_tensors(state, w_path, {k: v.dtype for k, v in blank.items()})
     head = build_head(head_cfg, *sizes)  # its sizes are now those of the file's tensors
     head.load_state_dict(state, strict=True)
     head.to(map_location).eval()
@@ -188,6 +218,10 @@ def saved_sizes(directory: str | Path) -> tuple[int, int]:
         raise FileNotFoundError(f"{cfg_path} not found; a saved head folder holds {CONFIG_FILE}.")
     verify_files(Path(directory), (CONFIG_FILE,), REEXPORT)
     config, head_cfg = read_config(cfg_path)
+    if (
+        HeadType(head_cfg.type) is HeadType.logreg
+    ):  # the probe's mu is the unit pooled state: embed_dim unused
+        return config["num_classes"], config["hidden_size"]
     return config["num_classes"], head_cfg.embed_dim or config["hidden_size"]
 
 
