@@ -131,7 +131,8 @@ def test_config_dir_exists():
         ("loss.lcl_weight=-0.1", "loss.lcl_weight=-0.1"),
         ("head.dropout=1", "head.dropout=1.0: allowed 0 <= dropout < 1"),
         ("head.kernel_sizes=[]", "head.kernel_sizes=[]"),
-        ("seed=-3", "seed=-3: allowed an integer >= 0"),
+        ("seed=-3", "seed=-3: allowed an integer in [0, 2^32 - 1]"),
+        ("seed=4294967296", "seed=4294967296: allowed an integer in [0, 2^32 - 1]"),  # NumPy failed on it
         ("seed=???", "'seed=???' leaves 'seed' unset"),
         ("seed=1.5", "could not be converted to Integer"),
         ("backbone.prompt=no placeholder", "a template containing {text}"),
@@ -188,6 +189,36 @@ def test_a_prompt_with_colons_is_taken_verbatim():
     cfg = build_config(["backbone.prompt=task: classification | query: {text}"])
     assert cfg.backbone.prompt == "task: classification | query: {text}"
     assert build_config(["backbone.revision=null"]).backbone.revision is None
+
+
+@pytest.mark.parametrize(
+    ("override", "key", "text"),
+    [
+        # YAML made these numbers or booleans: 0123 -> 83 (octal), 12e4567 -> inf, 2024_01 -> 202401
+        ("backbone.revision=0123", ("backbone", "revision"), "0123"),
+        ("backbone.revision=12e4567", ("backbone", "revision"), "12e4567"),
+        ("output_dir=2024_01", ("output_dir",), "2024_01"),
+        ("name=2024_01_15", ("name",), "2024_01_15"),
+        ("task.instruction=on", ("task", "instruction"), "on"),
+        ("backbone.revision='v1.0'", ("backbone", "revision"), "v1.0"),  # quotes are YAML's and go
+    ],
+)
+def test_a_text_field_keeps_the_text_as_typed(override, key, text):
+    node = build_config([override])
+    for part in key:
+        node = getattr(node, part)
+    assert node == text
+
+
+def test_resuming_a_head_fitted_in_memory_is_refused():
+    with pytest.raises(ConfigError, match="head.type=logreg is fitted in memory"):  # refitted in place before
+        build_config(["head=logreg", "ckpt_path=last"])
+
+
+def test_a_group_file_that_is_not_a_mapping_is_one_error(tmp_path):
+    (tmp_path / "list.yaml").write_text("- a\n- b\n")  # a raw TypeError from the merge before
+    with pytest.raises(ConfigError, match=r"head=.*list.yaml: .*list.yaml holds a ListConfig, not a mapping"):
+        build_config([f"head={tmp_path / 'list.yaml'}"])
 
 
 def test_overwrite_and_resume_together_are_refused():

@@ -87,6 +87,53 @@ def test_a_folder_of_other_files_is_refused(tiny_run_cfg, tmp_path):
     assert [p.name for p in mine.iterdir()] == ["notes.txt"]
 
 
+def test_a_folder_with_a_users_own_config_yaml_is_refused(tiny_run_cfg, tmp_path):
+    # a config.yaml was taken for a ucse run's: the user's config.yaml and logs/ were trained over
+    mine = tmp_path / "run"
+    (mine / "logs").mkdir(parents=True)
+    (mine / "config.yaml").write_text("model: resnet\n")
+    (mine / "logs" / "metrics.csv").write_text("epoch,acc\n1,0.5\n")
+    (mine / "notes.txt").write_text("keep me")
+    before = _snapshot(mine)
+    with pytest.raises(ConfigError, match=r"files a ucse run does not write \(notes.txt\)"):
+        train(tiny_run_cfg())
+    (mine / "notes.txt").unlink()
+    before.pop("notes.txt")
+    with pytest.raises(ConfigError, match="a config.yaml that is not a ucse run's"):
+        train(tiny_run_cfg())
+    assert _snapshot(mine) == before
+
+
+def test_a_run_that_stopped_before_its_results_is_trained_again(finished):
+    run, make = finished
+    for name in ("metrics.json", "head", "checkpoints"):  # what a run killed while loading leaves: no results
+        path = run / name
+        if path.is_dir():
+            for p in sorted(path.rglob("*"), reverse=True):
+                p.unlink() if p.is_file() else p.rmdir()
+            path.rmdir()
+        else:
+            path.unlink()
+    assert train(make("optim.epochs=1")).run_dir == run and (run / "metrics.json").is_file()
+
+
+def test_resume_with_other_optimiser_settings_is_refused(finished, tmp_path):
+    # accepted before: config.yaml took the new lr / weight decay while the optimiser state kept the old ones
+    run, make = finished
+    before = _snapshot(run)
+    for extra, field in (("optim.lr=0.5", "optim.lr"), ("optim.batch_size=8", "optim.batch_size")):
+        with pytest.raises(ConfigError, match=rf"another 'optim' \({field}: "):
+            train(make("optim.epochs=2", extra, "ckpt_path=last"))
+    with pytest.raises(ConfigError, match=r"another 'head_precision'"):
+        train(make("optim.epochs=2", "head_precision=bf16", "ckpt_path=last"))
+    assert _snapshot(run) == before
+    # a checkpoint of another run: its own config.yaml was never compared (seed, lr... all accepted)
+    other = tmp_path / "other"
+    with pytest.raises(ConfigError, match=r"is not a checkpoint of the run in .*other"):
+        train(make("optim.epochs=2", f"output_dir={other}", f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}"))
+    assert not other.exists()
+
+
 def _last(run: Path) -> dict:
     return torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
 
@@ -189,6 +236,24 @@ def test_a_truncated_checkpoint_is_refused_in_one_line(finished):
     last.write_bytes(last.read_bytes()[:1000])
     with pytest.raises(ConfigError, match="last.ckpt is unreadable .* cut short by a kill"):
         train(make("optim.epochs=2", "ckpt_path=last"))
+
+
+def test_a_checkpoint_that_is_not_a_training_checkpoint_is_refused(finished):
+    # a list gave an AttributeError; one without epoch / global_step trained more epochs on top, silently
+    run, make = finished
+    last = run / "checkpoints" / "last.ckpt"
+    good = torch.load(last, weights_only=True)
+    assert {"epoch", "global_step", "loops", "state_dict"} <= set(good)  # what Lightning writes
+    for bad, what in (
+        ([1, 2, 3], "no epoch, global_step, loops"),
+        ({k: v for k, v in good.items() if k != "epoch"}, "no epoch"),
+        ({**good, "state_dict": {k: 1 for k in good["state_dict"]}}, "a state_dict that is not a mapping"),
+    ):
+        torch.save(bad, last)
+        with pytest.raises(
+            ConfigError, match=f"last.ckpt is not a training checkpoint of this program .{what}"
+        ):
+            train(make("optim.epochs=2", "ckpt_path=last"))
 
 
 def test_leftovers_of_a_kill_are_cleaned_by_the_next_run(finished):

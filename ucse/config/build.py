@@ -143,9 +143,15 @@ def load_group(group: str, name: str) -> DictConfig:
             f" Add configs/{group}/{name}.yaml to define a new one, or give a path: {group}=/path/to/it.yaml."
         )
     try:
-        return OmegaConf.load(path)  # type: ignore[return-value]
+        loaded = OmegaConf.load(path)
     except Exception as err:  # yaml syntax errors are not ValueErrors; say which file and where
         raise ConfigError(f"{path} is not valid YAML: {' '.join(str(err).split())}") from None
+    if not isinstance(loaded, DictConfig):  # a list merged into the config failed as a raw TypeError
+        raise ConfigError(
+            f"{group}={name}: {path} holds a {type(loaded).__name__}, not a mapping of keys "
+            f"(e.g. '{group}:' with its settings under it)."
+        )
+    return loaded
 
 
 def build_config(

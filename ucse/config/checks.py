@@ -43,8 +43,9 @@ def _is_text_field(key: str) -> bool:
 def parse_dotlist(dotlist: list[str]) -> DictConfig:
     """OmegaConf's dotlist parsing, except that a string field keeps its text verbatim.
 
-    OmegaConf reads each value as YAML, so ``backbone.prompt=query: {text}`` would become a mapping; for
-    a ``str`` field anything that does not parse to a scalar is taken as the literal text instead.
+    OmegaConf reads each value as YAML, so ``backbone.prompt=query: {text}`` would become a mapping and
+    ``backbone.revision=0123`` the number 83; for a ``str`` field anything that does not parse to a string
+    (quoted or not) or ``null`` is taken as the literal text instead.
     """
     out = OmegaConf.create()
     for tok in dotlist:
@@ -54,9 +55,9 @@ def parse_dotlist(dotlist: list[str]) -> DictConfig:
             leaf = OmegaConf.select(parsed, key, throw_on_missing=False)
         except Exception:  # noqa: BLE001 - yaml's ScannerError, OmegaConf's errors: the value is not YAML
             parsed, leaf = None, None
-        if _is_text_field(key) and (
-            parsed is None or isinstance(leaf, (DictConfig, list)) or OmegaConf.is_list(leaf)
-        ):
+        # YAML also turns a text field's value into another type: revision=0123 -> 83 (octal), 12e4567 -> inf,
+        # output_dir=2024_01 -> 202401, instruction=on -> True; only a string (quoted or not) or null is kept.
+        if _is_text_field(key) and (parsed is None or not (leaf is None or isinstance(leaf, str))):
             OmegaConf.update(out, key, value, merge=False)
         elif parsed is None:
             raise ConfigError(f"Override '{tok}' could not be parsed; quote the value (key='...').")
@@ -139,7 +140,7 @@ def validate_config(cfg: TrainConfig) -> None:
     _check(tf is None or 0 < tf < 1, "task.carved_test_fraction", tf, "0 < carved_test_fraction < 1 or null")
     _check(cfg.num_workers >= 0, "num_workers", cfg.num_workers, "an integer >= 0")
     _check(cfg.log_every_n_steps >= 1, "log_every_n_steps", cfg.log_every_n_steps, "an integer >= 1")
-    _check(cfg.seed >= 0, "seed", cfg.seed, "an integer >= 0")
+    _check(0 <= cfg.seed < 2**32, "seed", cfg.seed, "an integer in [0, 2^32 - 1] (NumPy's seed range)")
     if Device(cfg.accelerator) is Device.cuda and not _cuda_available():
         raise ConfigError(
             "Invalid value accelerator='cuda': no CUDA GPU is visible; use accelerator=auto or "
@@ -161,6 +162,11 @@ def validate_config(cfg: TrainConfig) -> None:
                 f"ckpt_path={cfg.ckpt_path!r}: head.type={HeadType(h.type).value} trains in memory and "
                 "writes no checkpoint to resume; rerun without ckpt_path (it takes minutes on cached states)."
             )
+    if HeadType(h.type) is HeadType.logreg and cfg.ckpt_path:  # fitted in memory: it was silently refitted
+        raise ConfigError(
+            f"ckpt_path={cfg.ckpt_path!r}: head.type=logreg is fitted in memory and writes no checkpoint to "
+            "resume; rerun without ckpt_path (overwrite=true to replace a finished run)."
+        )
     if Recipe(cfg.recipe) is Recipe.paper and HeadType(h.type) is HeadType.blend:
         raise ConfigError(
             "head.type=blend with recipe=paper: the blend is fitted by recipe=auto only; use recipe=auto "

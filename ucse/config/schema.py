@@ -91,7 +91,7 @@ class HeadType(str, Enum):
 class Recipe(str, Enum):
     """How a head is trained: adapted to the data size, or exactly the paper's settings."""
 
-    auto = "auto"  # training length in optimiser steps from the data size, best state by validation NLL
+    auto = "auto"  # training length in optimiser steps from the data size, the best state kept
     paper = "paper"  # the configs' epochs / batch / lr as they are (reproduces the paper's Table 7)
 
 
@@ -338,7 +338,8 @@ class TrainConfig:
     """Calibration, abstention, conformal sets and the default score fitted after training."""
     recipe: Recipe = Recipe.auto
     """``auto``: trainable heads train for a number of optimiser steps set by the training-set size (at
-    least ~300, about 5 epochs on full data) with the best state by validation NLL kept, and ``head=auto``
+    least ~300, about 5 epochs on full data) with the best state kept (by validation NLL in ``head=auto``'s
+    fits, by validation accuracy for a head named on its own, as the paper's checkpoint), and ``head=auto``
     chooses between textcnn, the tuned logreg probe and their blend; ``paper``: ``optim.epochs`` etc. as
     configured and ``head=auto`` means ``textcnn`` (the paper's Table 7)."""
     seed: int = 0

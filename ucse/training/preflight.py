@@ -35,7 +35,9 @@ def run_dir_for(cfg: TrainConfig) -> Path:
     """``output_dir`` or ``runs_dir/<task>/<backbone>/<name>``."""
     if cfg.output_dir:
         return Path(cfg.output_dir)
-    name = cfg.name or f"{cfg.head.type.value}-seed{cfg.seed}"
+    name = (
+        cfg.name or f"{HeadType(cfg.head.type).value}-seed{cfg.seed}"
+    )  # a hand-built config may hold strings
     return Path(cfg.runs_dir) / cfg.task.name / cfg.backbone.name / name
 
 

@@ -19,8 +19,12 @@ from ucse.heads.io import HEAD_FILES
 
 RESULT_MARKERS = (RunFolder.METRICS, RunFolder.HEAD, RunFolder.CHECKPOINTS)
 """What makes a folder hold a run worth keeping: results, a head, or checkpoints to resume from."""
-# Sections a resumed run must share with the run it resumes (epochs may grow; logging may change).
-_RESUME_KEYS = ("task", "backbone", "head", "loss", "data", "seed")
+# Sections a resumed run must share with the run it resumes (epochs may grow; logging may change). optim, the
+# recipe and the head's precision were left out: a resume took a new lr / weight decay / batch size into
+# config.yaml while the optimiser state went on with the old ones.
+_RESUME_KEYS = ("task", "backbone", "head", "loss", "data", "seed", "optim", "recipe", "head_precision")
+_MAY_GROW = {"optim": ("epochs",)}
+"""Fields of a resume section that may differ: more epochs continue the run."""
 
 
 def _has_results(run_dir: Path) -> bool:
@@ -44,6 +48,8 @@ def check_run_dir(cfg: TrainConfig, run_dir: Path) -> bool:
     """
     if run_dir.exists() and not run_dir.is_dir():
         raise ConfigError(f"Run folder {run_dir} is a file; choose another output_dir.")
+    if cfg.ckpt_path and cfg.ckpt_path != "last":
+        checkpoint_path(cfg, run_dir)  # a named file must be this run's own, even in a new folder
     if not run_dir.is_dir():
         return False
     # Only this program's own temporaries are ignored: a user's `.draft.tmp` makes the folder not ours.
@@ -54,6 +60,7 @@ def check_run_dir(cfg: TrainConfig, run_dir: Path) -> bool:
             f"{', '.join(sorted(names)[:5])}); nothing was changed. Choose another output_dir (or name)."
         )
     if not _has_results(run_dir):
+        _check_unfinished(run_dir, names)
         return False  # empty, or a run that failed before training: nothing worth keeping
     if cfg.ckpt_path:
         _check_resume(cfg, run_dir)
@@ -67,13 +74,45 @@ def check_run_dir(cfg: TrainConfig, run_dir: Path) -> bool:
     )
 
 
+_UNFINISHED = {
+    RunFolder.CONFIG,
+    RunFolder.LOGS,
+    RunFolder.CHECKPOINTS,
+    RunFolder.HELDOUT,
+    RunFolder.LABEL_REVIEW,
+}
+"""What a run that stopped before its results can leave (besides profiler reports, ``*profile*.txt``)."""
+
+
+def _check_unfinished(run_dir: Path, names: set[str]) -> None:
+    """Refuse a folder that a run without results did not leave: a user's ``config.yaml`` beside their files.
+
+    Trained into until now, since a ``config.yaml`` was taken for a ucse run's: the user's ``config.yaml``
+    and ``logs/`` were replaced, and a later ``overwrite=true`` deleted the rest.
+    """
+    if not names:
+        return
+    foreign = sorted(n for n in names if n not in _UNFINISHED and not (n.endswith(".txt") and "profile" in n))
+    reason = f"files a ucse run does not write ({', '.join(foreign[:5])})" if foreign else ""
+    if not reason:
+        try:
+            from_yaml(RunFolder(run_dir).config)
+        except ConfigError as err:
+            reason = f"a config.yaml that is not a ucse run's ({str(err)[:120]})"
+    if reason:
+        raise ConfigError(
+            f"Refusing to train into {run_dir}: it holds {reason}; nothing was changed. Choose another "
+            "output_dir (or name)."
+        )
+
+
 def _check_resume(cfg: TrainConfig, run_dir: Path) -> None:
     """A resumed run needs the same task, backbone, head, loss, data and seed, and a readable checkpoint."""
     run = RunFolder(run_dir)
     if run.config.is_file():
         old = from_yaml(run.config)
         for key in _RESUME_KEYS:
-            if getattr(old, key) != getattr(cfg, key):
+            if _comparable(getattr(old, key), key) != _comparable(getattr(cfg, key), key):
                 raise ConfigError(
                     f"ckpt_path={cfg.ckpt_path} resumes the run in {run_dir}, but its config.yaml has "
                     f"another '{key}' ({_diff(getattr(old, key), getattr(cfg, key), key)}); resume with the "
@@ -87,12 +126,19 @@ def _check_resume(cfg: TrainConfig, run_dir: Path) -> None:
         read_checkpoint(path)
 
 
+def _comparable(section: Any, key: str) -> Any:
+    """A config section with the fields that may differ on resume (:data:`_MAY_GROW`) left out."""
+    if not is_dataclass(section) or key not in _MAY_GROW:
+        return section
+    return {f.name: getattr(section, f.name) for f in fields(section) if f.name not in _MAY_GROW[key]}
+
+
 def _diff(old: Any, new: Any, key: str) -> str:
     """The first field that differs between two config sections, as ``key.field: old -> new``."""
     if is_dataclass(old) and is_dataclass(new):
         for f in fields(old):
             a, b = getattr(old, f.name), getattr(new, f.name)
-            if a != b:
+            if a != b and f.name not in _MAY_GROW.get(key, ()):
                 return (
                     f"{key}.{f.name}: {getattr(a, 'value', a)!r} in the run, {getattr(b, 'value', b)!r} now"
                 )
@@ -111,18 +157,38 @@ def checkpoint_path(cfg: TrainConfig, run_dir: Path) -> Path | None:
         raise ConfigError(
             f"ckpt_path={cfg.ckpt_path}: no such checkpoint file; use ckpt_path=last or a .ckpt file."
         )
+    own = RunFolder(run_dir).checkpoints.resolve()
+    if path.resolve().parent != own:  # another run's: its config.yaml, which resume checks, is not this one
+        raise ConfigError(
+            f"ckpt_path={cfg.ckpt_path} is not a checkpoint of the run in {run_dir} (its {own.name}/ "
+            "folder); resume a run in its own output_dir with ckpt_path=last."
+        )
     return path
 
 
 def read_checkpoint(path: Path) -> dict:
     """Load a Lightning checkpoint with ``weights_only=True`` (no code runs); damage is a ConfigError."""
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - torch raises RuntimeError, UnpicklingError, EOFError...
         raise ConfigError(
             f"Checkpoint {path} is unreadable ({type(err).__name__}: {str(err).split('.')[0][:100]}); it "
             "was probably cut short by a kill. Delete it to resume from the start, or pass overwrite=true."
         ) from None
+    # what a Lightning checkpoint holds; without epoch / global_step a resume silently trained on top
+    state = checkpoint.get("state_dict") if isinstance(checkpoint, dict) else None
+    missing = [
+        k
+        for k in ("epoch", "global_step", "loops")
+        if not isinstance(checkpoint, dict) or k not in checkpoint
+    ]
+    if not isinstance(state, dict) or missing or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        what = f"no {', '.join(missing)}" if missing else "a state_dict that is not a mapping of tensors"
+        raise ConfigError(
+            f"Checkpoint {path} is not a training checkpoint of this program ({what}); delete it to resume "
+            "from the start, or pass overwrite=true."
+        )
+    return checkpoint
 
 
 def check_checkpoint_fits(checkpoint: dict, module: torch.nn.Module, path: Path) -> None:
