@@ -45,16 +45,18 @@ def test_a_head_saved_beside_a_config_of_the_users_own_is_not_a_run(tiny_clf_run
     proj = tmp_path / "proj"
     proj.mkdir()
     (proj / "config.yaml").write_text("model: {lr: 0.1}\n")  # the user's own project config
-    UcseClassifier.from_pretrained(tiny_clf_run, device="cpu").save_pretrained(proj / "exported")
-    clf = UcseClassifier.from_pretrained(proj / "exported", device="cpu")
-    assert clf.run_dir_ is None and clf.metrics_ == {}  # was proj, and its config read as the run's
     texts = _texts()
     (tmp_path / "new.txt").write_text("\n".join(texts) + "\n")
-    out = tmp_path / "p.jsonl"  # failed: "Unknown config key 'model' (from proj/config.yaml)"
-    assert main(["predict", f"run={proj / 'exported'}", f"input={tmp_path / 'new.txt'}", f"out={out}"]) == 0
-    assert [json.loads(line)["label"] for line in out.read_text().splitlines()] == list(
-        reference.predict(texts)
-    )
+    # "head" too: the folder name a run's own head has (was still taken for proj's run)
+    for name in ("exported", "head"):
+        UcseClassifier.from_pretrained(tiny_clf_run, device="cpu").save_pretrained(proj / name)
+        clf = UcseClassifier.from_pretrained(proj / name, device="cpu")
+        assert clf.run_dir_ is None and clf.metrics_ == {}  # was proj, and its config read as the run's
+        out = tmp_path / f"p-{name}.jsonl"  # failed: "Unknown config key 'model' (from proj/config.yaml)"
+        assert main(["predict", f"run={proj / name}", f"input={tmp_path / 'new.txt'}", f"out={out}"]) == 0
+        assert [json.loads(line)["label"] for line in out.read_text().splitlines()] == list(
+            reference.predict(texts)
+        )
 
 
 def test_table_in_csv_out_with_text_column_and_top_k(tiny_clf_run, reference, tmp_path):

@@ -22,3 +22,16 @@ def test_every_top_level_train_field_passes_through():
 def test_other_keys_are_refused_naming_the_options(token):
     with pytest.raises(ConfigError, match="Unknown sweep option"):
         parse([token])
+
+
+def test_a_sweep_without_test_rows_or_with_an_odd_eval_flag_is_refused_before_training(capsys):
+    from ucse.cli.sweep import main
+
+    # data.test_fraction=0 ended in a KeyError traceback after the first run; eval=ture was taken as false
+    for argv, message in (
+        (["data.test_fraction=0", "seeds=1", "variants=logreg"], "data.test_fraction=0: a sweep tabulates"),
+        (["eval=ture", "seeds=1", "variants=logreg"], "eval='ture': give eval=true or eval=false"),
+    ):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err

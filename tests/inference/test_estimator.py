@@ -11,6 +11,7 @@ import pickle
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from sklearn.base import clone
 from sklearn.metrics import accuracy_score
@@ -60,6 +61,12 @@ def test_fit_predict_score_with_integer_labels(tiny_params, rows):
     np.testing.assert_allclose(proba.sum(1), 1.0, atol=1e-6)
     np.testing.assert_array_equal(clf.classes_[proba.argmax(1)], pred)  # columns follow classes_
     assert clf.score(texts[180:], ids[180:]) == accuracy_score(ids[180:], pred) > CHANCE + 0.2
+    # unsigned ids and a one-column DataFrame of texts: rows carry ints, as predict does (they were the
+    # strings '2', '7', '12'), and a DataFrame gives one row per text (it gave one, for its column name)
+    clf = UcseClassifier(**tiny_params).fit(texts[:180], ids[:180].astype(np.uint8))
+    rows_out = clf.predict_with_uncertainty(pd.DataFrame({"text": texts[180:]}))
+    assert len(rows_out) == 60 and [r["label"] for r in rows_out] == clf.predict(texts[180:]).tolist()
+    assert all(type(r["label"]) is int and all(type(x) is int for x in r["set"]) for r in rows_out)
 
 
 def test_labels_that_sort_differently_as_text_keep_their_columns(tiny_params, rows, tmp_path):

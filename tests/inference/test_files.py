@@ -130,3 +130,14 @@ def test_a_reader_that_stops_early_ends_the_output_quietly(tmp_path):
     )
     assert proc.stdout.strip() == "0" and "done" in proc.stderr, proc.stderr
     assert "Broken pipe" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_no_rows_write_an_empty_file(tmp_path, suffix):
+    from ucse.inference.files import write_predictions
+
+    out = tmp_path / f"p{suffix}"
+    write_predictions([], str(out))  # a CSV took its header from rows[0]: IndexError
+    assert out.read_text() == ""
+    write_predictions([[], [{"text": "a", "label": "x"}], []], str(tmp_path / f"q{suffix}"))
+    assert "a" in (tmp_path / f"q{suffix}").read_text()

@@ -91,11 +91,17 @@ def test_the_serving_warning_names_the_command_that_sets_a_certifiable_rule(capl
     rule = AbstainThreshold(math.inf, "target_error", 0.05, 0.05, None, 1.0, 0.0625, False)
     info = {} if offer is None else {"offered_target_error": offer}
     profile = UncertaintyProfile(Calibrator.identity(3), abstain=rule, info=info)
+    run = tmp_path / "run"
+    (run / "head").mkdir(parents=True)
+    (run / "config.yaml").write_text("seed: 0\n")  # what makes it a run: its config and its results
+    (run / "metrics.json").write_text("{}")
     with caplog.at_level(logging.WARNING):
-        warn_if_uncertifiable(profile, tmp_path / "run" / "head")
+        warn_if_uncertifiable(profile, run / "head")
     (msg,) = [r.getMessage() for r in caplog.records]
-    assert (
-        "no text abstains" in msg
-        and f"ucse calibrate run={tmp_path / 'run'} uncertainty." in msg
-        and says in msg
-    )
+    assert "no text abstains" in msg and f"ucse calibrate run={run} uncertainty." in msg and says in msg
+    # a head outside a run (an export): no command on a folder that is no run, only retraining changes it
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        warn_if_uncertifiable(profile, tmp_path / "exported" / "head")
+    (msg,) = [r.getMessage() for r in caplog.records]
+    assert "ucse calibrate" not in msg and "retraining with `uncertainty." in msg and says in msg

@@ -90,7 +90,9 @@ def main(argv: list[str]) -> int:
         progress = cfg.progress and sys.stderr.isatty()
         blocks = predict_blocks(clf, texts, top_k=cfg.top_k, sets=cfg.sets, progress=progress)
         write_predictions(counted(blocks), cfg.out, cfg.overwrite)
-        message = uncertifiable_message(clf.profile_, head_dir.parent)
+        from ucse.config.run_layout import run_of_head
+
+        message = uncertifiable_message(clf.profile_, run_of_head(head_dir))  # None: a head outside a run
         prior = clf.profile_.calibrator.prior.value
         if cfg.out != "-":
             print(

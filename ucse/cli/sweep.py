@@ -4,7 +4,8 @@ Usage:
     ucse sweep task=Banking77Classification,MassiveIntentClassification backbone=minilm-l6 \
         seeds=3 [variants=textcnn-both,linear-base] [out=runs/sweeps/minilm-l6] [optim.epochs=3 ...]
 
-Tokens other than task/backbone/seeds/variants/out are train-config overrides. Runs go to
+Tokens other than task/backbone/seeds/variants/out/eval are train-config overrides (``eval=true`` also
+evaluates every finished run and writes ``calibration.md``). Runs go to
 ``<out>/<task>/<variant>/seed<k>/`` and are skipped when their ``metrics.json`` exists, so an interrupted
 sweep resumes. Every run of a task reuses one hidden-state cache entry: one backbone pass per task. After
 every run ``<out>/ablation.json`` and ``<out>/ablation.md`` are rewritten.
@@ -47,9 +48,13 @@ def run_sweep(
     for v in variants:
         variant_overrides(v)  # fail on a bad name before any training starts
     for task in tasks:  # likewise for bad tasks / overrides
-        check_uncertainty_config(
-            build_config([f"task={task}", f"backbone={backbone}", *overrides]).uncertainty
-        )
+        cfg = build_config([f"task={task}", f"backbone={backbone}", *overrides])
+        check_uncertainty_config(cfg.uncertainty)
+        if cfg.data.test_fraction == 0:  # the table is of test accuracy (a KeyError traceback after the run)
+            raise ConfigError(
+                "data.test_fraction=0: a sweep tabulates test accuracy, so its runs need a test split; "
+                "leave data.test_fraction at its default (or > 0)."
+            )
     # Imported once every argument is checked (torch, Lightning, datasets): a typo answers at once.
     from ucse.evaluation.ablation import write_ablation
     from ucse.pipeline import run_training
@@ -74,8 +79,11 @@ def run_sweep(
                     ]
                 )
                 t0 = time.perf_counter()
-                acc = run_training(cfg)[0].metrics["test"]["accuracy"]  # with its uncertainty profile
-                log.info("%s %s seed%d: test acc %.4f (%.1f s)", task, v, seed, acc, time.perf_counter() - t0)
+                test = run_training(cfg)[0].metrics.get("test") or {}  # with its uncertainty profile
+                log.info(
+                    "%s %s seed%d: test acc %s (%.1f s)", task, v, seed, test.get("accuracy", "none"),
+                    time.perf_counter() - t0,
+                )  # fmt: skip
                 write_ablation(out, variants)
     if evaluate:
         _evaluate_runs(out, tasks, variants, seeds)
@@ -91,8 +99,8 @@ def _evaluate_runs(out: Path, tasks: list[str], variants: list[str], seeds: int)
             for seed in range(seeds):
                 run_dir = out / task / v / f"seed{seed}"
                 run = RunFolder(run_dir)
-                if v == "logreg" or run.eval_report("test").is_file() or not run.head.is_dir():
-                    continue  # logreg has no head folder; done runs are skipped
+                if run.eval_report("test").is_file() or not run.head.is_dir():
+                    continue  # done, or not trained: skipped (head=logreg runs have a head too)
                 evaluate_run(build_eval_config([f"run={run_dir}", "plots=false", "efficiency=false"]))
 
 
@@ -143,14 +151,19 @@ def main(argv: list[str]) -> int:
         except ValueError:
             raise ConfigError(f"seeds={opts['seeds']!r} is not an integer; use e.g. seeds=3.") from None
         out = Path(opts.get("out") or Path("runs") / "sweeps" / opts["backbone"])
-        evaluate = opts["eval"].lower() in ("1", "true", "yes")
+        flag = opts["eval"].lower()
+        if flag not in ("1", "true", "yes", "0", "false", "no"):  # eval=ture was silently false
+            raise ConfigError(f"eval={opts['eval']!r}: give eval=true or eval=false.")
+        evaluate = flag in ("1", "true", "yes")
         keep_freed_heap()  # this process is the command's (ucse/config/heap.py)
         summary = run_sweep(
             opts["task"].split(","), opts["backbone"], seeds, variants, out, overrides, evaluate
         )
+        if not summary["tasks"]:  # exit 1 with an empty table and no word before
+            raise ValueError(f"the sweep's runs in {out} hold no test accuracy: nothing to tabulate.")
         print((out / "ablation.md").read_text())
         log.info("variants: %s; summary in %s", ", ".join(Variant(v).value for v in variants), out)
-        return 0 if summary["tasks"] else 1
+        return 0
 
     return run_cli(body)
 

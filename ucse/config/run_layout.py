@@ -101,7 +101,9 @@ def run_of_head(head_dir: str | Path) -> Path | None:
     """
     head = Path(head_dir)
     run = RunFolder(head.parent)
-    return run.path if run.head == head and run.config.is_file() else None
+    # metrics.json too: a head exported into a folder named "head" beside a config.yaml of the user's own
+    # was taken for a run's (a run writes its metrics before it is finished)
+    return run.path if run.head == head and run.config.is_file() and run.metrics.is_file() else None
 
 
 def read_run_metrics(run: str | Path, without: str) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from ucse.config.run_layout import RunFolder, read_run_metrics, resolve_head_dir
 from ucse.core.encoder import EncodedBatch, UcseEncoder
 from ucse.heads.io import HEAD_FILES, copy_head
 from ucse.heads.meta import label_values
+from ucse.inference.texts import as_texts
 from ucse.uncertainty.profile import UncertaintyOutput, load_uncertainty_profile, warn_if_uncertifiable
 
 PROGRESS_MIN = 1000
@@ -51,11 +52,6 @@ def _sorted_unique(y: np.ndarray) -> list[Any]:
         return sorted(values)
     except TypeError:  # mixed types
         return sorted(values, key=str)
-
-
-def as_texts(texts: str | list[str] | Any) -> list[str]:
-    """A bare string is one text; any other iterable of strings is a list of texts."""
-    return [texts] if isinstance(texts, str) else list(texts)
 
 
 class UcseClassifier(ClassifierMixin, BaseEstimator):
@@ -298,7 +294,7 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         texts = as_texts(texts)
         check_is_fitted(self, "encoder_")
         n = len(texts)
-        if n <= CHUNK:
+        if n <= CHUNK and not (progress and n >= PROGRESS_MIN):  # 1,000-1,024 texts had no bar
             return self.encoder_.run_texts(texts)
         order = np.argsort([-len(t) for t in texts], kind="stable")
         parts: list[tuple[np.ndarray, EncodedBatch]] = []
@@ -368,7 +364,7 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         ordered = self.classes_[np.argsort(self.columns_)]  # in head column order
         names = [str(c) for c in ordered]
         # integer labels stay integers in `label` and `set`, as in predict(); `probs` keys are names (JSON)
-        values = ordered.tolist() if ordered.dtype.kind == "i" else names
+        values = ordered.tolist() if ordered.dtype.kind in "iu" else names  # uint labels were strings
         k = len(names) if top_k is None else min(top_k, len(names))
         top = out.rank_order[:, :k]  # (N, k)
         set_labels = out.set_labels(values) if sets else None

@@ -70,6 +70,8 @@ def _render(blocks: Iterable[list[dict]], fmt: str) -> Iterable[str]:
     """Text of the rows, block by block (a CSV header before the first row only)."""
     fields: list[str] | None = None
     for rows in blocks:
+        if not rows:  # an empty block (or no rows at all): nothing to write, no header to take from a row
+            continue
         if fmt == ".jsonl":
             yield "".join(atomic.dumps(row, ensure_ascii=False) + "\n" for row in rows)  # NaN -> null
             continue

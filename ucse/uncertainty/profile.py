@@ -5,8 +5,7 @@
     out = profile.apply(mean, var, logits, sets=True, pooled=pooled)  # (N, D), (N, D) | None, (N, C), (N, H)
     out.probs, out.confidence, out.uncertainty, out.abstain, out.sets
 
-Saved as ``head/calibration.json`` (choices, scalars, guarantees) and ``head/calibration.safetensors``
-(calibration vectors, classifier weight, training-feature Gaussians) through ``ucse.heads.io``.
+Saved as ``head/calibration.json`` (choices, scalars) and ``head/calibration.safetensors`` (vectors).
 """
 
 from __future__ import annotations
@@ -22,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ucse.config.run_layout import run_of_head
 from ucse.config.uncertainty import CalibrationMethod, ClassPrior, ConformalConfig, ConformalMethod, ScoreName
 from ucse.heads.io import (
     CALIBRATION_FILE,
@@ -296,7 +296,7 @@ def _num(x: Any) -> Any:
     return x if x is None or math.isfinite(x) else ("inf" if x > 0 else "-inf")
 
 
-def uncertifiable_fix(profile: UncertaintyProfile, run: str | Path) -> str | None:
+def uncertifiable_fix(profile: UncertaintyProfile, run: str | Path | None) -> str | None:  # None: retrain
     """What to run when the saved abstention rule certified no threshold (``None`` when it did)."""
     a = profile.abstain
     if a is None or a.achievable:
@@ -314,7 +314,7 @@ def uncertifiable_outcome(profile: UncertaintyProfile) -> str:
     return "no text abstains" if profile.abstain.threshold == math.inf else "every text abstains"
 
 
-def uncertifiable_message(profile: UncertaintyProfile, run: str | Path) -> str | None:
+def uncertifiable_message(profile: UncertaintyProfile, run: str | Path | None) -> str | None:
     """The one sentence ``predict`` and the Python API say when no abstention threshold was certified."""
     fix = uncertifiable_fix(profile, run)
     if fix is None:
@@ -329,7 +329,7 @@ def uncertifiable_message(profile: UncertaintyProfile, run: str | Path) -> str |
 
 def warn_if_uncertifiable(profile: UncertaintyProfile, head_dir: str | Path) -> None:
     """Say once, where predictions are served, that the saved abstention rule certified no threshold."""
-    message = uncertifiable_message(profile, Path(head_dir).parent)
+    message = uncertifiable_message(profile, run_of_head(head_dir))  # not the parent: an export is no run
     if message is not None:
         log.warning("%s: %s", head_dir, message)
 
