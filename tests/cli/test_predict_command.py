@@ -92,6 +92,15 @@ def test_the_trained_text_column_is_the_default(tiny_clf_run, tmp_path):
     assert main(["predict", *one]) == 0
     assert [json.loads(r)["text"] for r in out.read_text().splitlines()] == texts
     assert main(["predict", *one, "text_column=text"]) == 2
+    # a .txt file has no columns: text_column= was ignored without a word
+    (tmp_path / "in.txt").write_text("".join(f"{t}\n" for t in texts))
+    txt = [
+        f"run={tiny_clf_run}",
+        f"input={tmp_path / 'in.txt'}",
+        f"out={tmp_path / 'q.jsonl'}",
+        "text_column=body",
+    ]
+    assert main(["predict", *txt]) == 2 and not (tmp_path / "q.jsonl").exists()
 
 
 def _bad_cases(run: Path, tmp: Path) -> dict[str, tuple[list[str], str]]:

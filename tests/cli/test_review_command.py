@@ -81,6 +81,10 @@ def test_an_existing_file_is_never_replaced_and_bad_options_answer_in_one_line(f
         ([f"run={run}", "folds=1", f"out={tmp_path / 'a.csv'}"], "folds=1: give an integer >= 2"),
         ([f"run={run}", "folds=five"], "folds=five: give an integer >= 2"),
         ([f"run={run}", "fold=3"], "Did you mean 'folds'?"),
+        (
+            [f"run={run}", f"out={tmp_path / 'r.jsonl'}"],
+            "review writes a CSV table; give a path ending in .csv",
+        ),
         (["out=x.csv"], "review needs run=<run folder>"),
         ([f"run={tmp_path / 'none'}"], str(tmp_path / "none")),
     ):
@@ -89,7 +93,7 @@ def test_an_existing_file_is_never_replaced_and_bad_options_answer_in_one_line(f
         err = capsys.readouterr().err.strip()
         assert said in err and len(err.splitlines()) == 1, err
     assert mine.read_text() == "mine\n"
-    assert not (tmp_path / "a.csv").exists()
+    assert not (tmp_path / "a.csv").exists() and not (tmp_path / "r.jsonl").exists()
     assert main(["review", f"run={run}", f"out={tmp_path / 'b.csv'}", "folds=3"]) == 0
     assert sorted(r["text"] for r in _read(tmp_path / "b.csv")) == sorted(_held_texts(run))
 

@@ -58,12 +58,20 @@ def main(argv: list[str]) -> int:
         cfg = build_predict_config(argv)
         # Imported once the arguments are checked (datasets and pandas to read the input; torch and
         # transformers once the run folder, the output and the input are checked): a mistake answers at once.
+        from ucse.config import ConfigError
         from ucse.config.run_layout import resolve_head_dir
 
         head_dir = resolve_head_dir(cfg.run)
+        from ucse.data.texts import STDIO
         from ucse.inference.files import check_output, read_texts, write_predictions
 
         check_output(cfg.out, cfg.overwrite)
+        if cfg.text_column and (cfg.input == STDIO or Path(cfg.input).suffix.lower() in (".txt", "")):
+            # a .txt file or stdin has no columns: the option was ignored without a word
+            raise ConfigError(
+                f"text_column={cfg.text_column}: input={cfg.input} is one text per line, with no columns; "
+                "leave text_column out, or give a table (.csv, .tsv, .jsonl, .json, .parquet, .xlsx)."
+            )
         column = cfg.text_column or _trained_text_column(head_dir, cfg.input)
         texts = read_texts(cfg.input, column, sole_column=cfg.text_column is None)
         from ucse.inference.blocks import predict_blocks

@@ -43,6 +43,8 @@ def main(argv: list[str]) -> int:
             folds = int(opts.get("folds", "5"))
         except ValueError:
             raise ConfigError(f"folds={opts['folds']}: give an integer >= 2.") from None
+        if "out" in opts and not opts["out"].lower().endswith(".csv"):  # a .jsonl name got CSV text
+            raise ConfigError(f"out={opts['out']}: review writes a CSV table; give a path ending in .csv.")
         trust = opts.get("trust_remote_code", "false").lower()
         if trust not in ("true", "false"):
             raise ConfigError(f"trust_remote_code={opts['trust_remote_code']}: give true or false.")

@@ -118,8 +118,10 @@ def neighbour_distances(
     Runs where ``bank`` lives (a classifier on CUDA keeps its bank there: 30,800 texts against 10,003 rows
     took an H100 0.07 s and its 16 CPU cores 0.68 s). Two passes: a search that keeps candidates per row, then
     the candidates' cosines recomputed in float64 and the k largest kept, so every distance returned is a
-    float64 distance to a real bank row (sqrt(2 - 2 cos), the distance of unit rows: a float16 bank's rows
-    are unit to ~5e-4, so |q - b| itself can differ by ~2e-4).
+    float64 distance to a real bank row: sqrt(2 - 2 q.b), the distance of unit rows. A float16 bank's rows are
+    unit to ~5e-4 only, so for near-duplicates this differs from |q - b| by up to ~sqrt(2 x 1.25e-4) ~ 0.016
+    (a row against its own float16 copy: 0.016 where |q - b| is 3e-4; a helper's review), far less at the
+    distances a threshold sits at; the out-of-scope threshold is set on the same quantity.
 
     The search, on a CPU with native bf16 (``half=None``), is a bf16 matrix product (3.3x the float32 one's
     speed there) keeping k + ``HALF_MARGIN`` candidates. A bf16 cosine is within ``HALF_ERROR`` (e) of the
