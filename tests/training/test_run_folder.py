@@ -298,6 +298,36 @@ def test_resume_equals_an_uninterrupted_run(tiny_run_cfg, tmp_path, monkeypatch)
     assert whole.metrics["test"] == parts.metrics["test"] and whole.metrics["val"] == parts.metrics["val"]
 
 
+def test_after_a_resume_a_tie_keeps_the_earlier_epoch_as_an_uninterrupted_run(
+    tiny_run_cfg, tmp_path, monkeypatch
+):
+    # lr 1e-6: validation accuracy stays where it starts, so every epoch ties the first. The resumed run
+    # kept the tying epoch 2 in memory and shipped it under epoch 0's checkpoint name and scores.
+    slow = ("optim.epochs=3", "optim.lr=1e-6")
+    whole = train(tiny_run_cfg(*slow, f"output_dir={tmp_path / 'whole'}"))
+    accs = [float(r["val/acc"]) for r in _csv_rows(whole.run_dir) if r.get("val/acc")]
+    assert len(accs) == 3 and len(set(accs)) == 1  # the premise: every epoch ties
+
+    def crash_at_epoch_2(self):
+        if self.current_epoch == 2:
+            raise RuntimeError("simulated kill")
+
+    monkeypatch.setattr(UcseModule, "on_train_epoch_start", crash_at_epoch_2)
+    with pytest.raises(RuntimeError, match="simulated kill"):
+        train(tiny_run_cfg(*slow, f"output_dir={tmp_path / 'parts'}"))
+    monkeypatch.undo()
+    parts = train(tiny_run_cfg(*slow, "ckpt_path=last", f"output_dir={tmp_path / 'parts'}"))
+    a = (whole.run_dir / "head" / "model.safetensors").read_bytes()
+    assert (parts.run_dir / "head" / "model.safetensors").read_bytes() == a
+
+
+def _csv_rows(run: Path) -> list[dict]:
+    import csv
+
+    with (run / "logs" / "metrics.csv").open() as fh:
+        return list(csv.DictReader(fh))
+
+
 def test_a_non_finite_loss_stops_training_and_writes_no_head(finished, argv, capsys):
     run, _ = finished
     code = train_cli.main(argv("optim.lr=1e30", "overwrite=true"))

@@ -63,6 +63,17 @@ class KeepBest(Callback):
         self.metrics: dict[str, float] = {}
         self.step = 0
 
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """On a resume, start from the best score the restored checkpoint callback holds.
+
+        Ties keep the earliest epoch, which then ran before the resume: from -inf, a resumed epoch that only
+        tied it was kept in memory and shipped under the earlier epoch's name and scores.
+        """
+        ckpt = trainer.checkpoint_callback
+        score = getattr(ckpt, "best_model_score", None)
+        if score is not None and getattr(ckpt, "monitor", None) == self.monitor:
+            self.best = float(score)
+
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         """Copy the head's state when this epoch's ``monitor`` is the best so far."""
         if trainer.sanity_checking:
