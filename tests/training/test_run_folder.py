@@ -374,3 +374,40 @@ def test_the_layout_names_what_a_run_writes(finished):
         run.eval_report("test").name == "eval.json"
         and run.eval_report("validation").name == "eval-validation.json"
     )
+
+
+def test_a_resume_on_other_rows_is_refused(tiny_bert_dir, tmp_path):
+    # trained on a file, the file rewritten with other rows, resumed: it finished silently on the new rows
+    from toy_tasks import own_rows, write_rows
+
+    from ucse.config import build_config
+
+    data = write_rows(tmp_path / "d.csv", own_rows(90, seed=1))
+
+    def cfg(*extra):
+        return build_config(
+            [f"data.path={data}", f"backbone.model={tiny_bert_dir}", "backbone.precision=fp32",
+             "head=textcnn", "recipe=paper", "optim.batch_size=16", "progress_bar=false",
+             f"output_dir={tmp_path / 'run'}", *extra]
+        )  # fmt: skip
+
+    class SimulatedKillError(Exception):
+        pass
+
+    def crash_at_epoch_1(self):
+        if self.current_epoch == 1:
+            raise SimulatedKillError
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(UcseModule, "on_train_epoch_start", crash_at_epoch_1)
+        with pytest.raises(SimulatedKillError):
+            train(cfg("optim.epochs=2"))
+    last = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", weights_only=True)
+    assert set(last["ucse_data_fingerprints"]) == {"train", "validation", "test"}
+    write_rows(data, own_rows(90, seed=2))  # other rows
+    with pytest.raises(
+        ConfigError, match=r"last.ckpt was trained on other train and validation and test rows"
+    ):
+        train(cfg("optim.epochs=2", "ckpt_path=last"))
+    write_rows(data, own_rows(90, seed=1))  # the rows it was trained on: resumes
+    assert train(cfg("optim.epochs=2", "ckpt_path=last")).metrics["test"]

@@ -16,6 +16,7 @@ from transformers import get_linear_schedule_with_warmup
 from ucse.config import ContrastiveType, LossConfig, OptimConfig
 from ucse.heads.base import Head, HeadOutput
 from ucse.losses import cross_entropy, gaussian_kl, label_wise_contrastive, simcse, supcon, total_loss
+from ucse.training.run_folder import DATA_KEY
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +95,7 @@ class UcseModule(L.LightningModule):
         self._epoch_rows = 0
         self._has_var = False
         self._compiled: Any = None  # optim.compile_step: the compiled _terms, or False once it failed
+        self.data_fingerprints: dict[str, str] | None = None  # saved with each checkpoint (DATA_KEY)
 
     def forward(self, hidden: torch.Tensor, mask: torch.Tensor) -> HeadOutput:
         """Run the head on (B, T, H) states and a (B, T) mask."""
@@ -267,6 +269,8 @@ class UcseModule(L.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Store every RNG state, so a resumed run draws the same dropout, sampling noise and shuffles."""
         checkpoint[RNG_KEY] = rng_state()
+        if self.data_fingerprints is not None:
+            checkpoint[DATA_KEY] = dict(self.data_fingerprints)
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Restore the RNG states saved with the checkpoint (older checkpoints without them load as is)."""

@@ -43,7 +43,13 @@ from ucse.training.distributed import LazyStates, is_rank_zero, stops_end_every_
 from ucse.training.fit_head import KeepBest, auto_batch_size, step_budget
 from ucse.training.module import UcseModule
 from ucse.training.preflight import IN_MEMORY, check_data_rows, check_run, is_distributed
-from ucse.training.run_folder import check_checkpoint_fits, check_run_dir, checkpoint_path, read_checkpoint
+from ucse.training.run_folder import (
+    check_checkpoint_fits,
+    check_run_dir,
+    check_same_data,
+    checkpoint_path,
+    read_checkpoint,
+)
 from ucse.training.run_lock import hold_run_folder
 from ucse.training.stops import StopWhenSignalled
 from ucse.training.torch_flags import run_torch_flags
@@ -332,9 +338,12 @@ def _fit_lightning(
     dm = StatesDataModule(states, labels, cfg.optim.batch_size, cfg.seed, cfg.num_workers)
     keep = KeepBest(monitor="val/acc", mode="max")  # ModelCheckpoint's criterion, held in memory
     trainer, ckpt = _trainer(cfg, run_dir, device, keep)
+    module.data_fingerprints = data.fingerprints()
     resume = checkpoint_path(cfg, run_dir)
     if resume is not None:
-        check_checkpoint_fits(read_checkpoint(resume), module, resume)
+        checkpoint = read_checkpoint(resume)
+        check_checkpoint_fits(checkpoint, module, resume)
+        check_same_data(checkpoint, module.data_fingerprints, resume)
     with stops_end_every_rank(trainer):  # a stop ends every rank, not only this one
         t_fit = time.perf_counter()
         trainer.fit(module, datamodule=dm, ckpt_path=resume, weights_only=True)

@@ -17,6 +17,8 @@ from ucse.config import ConfigError, TrainConfig, from_yaml
 from ucse.config.run_layout import RunFolder
 from ucse.heads.io import HEAD_FILES
 
+DATA_KEY = "ucse_data_fingerprints"
+"""Checkpoint key of the split fingerprints (``TaskData.fingerprints``): resuming on other rows fails."""
 RESULT_MARKERS = (RunFolder.METRICS, RunFolder.HEAD, RunFolder.CHECKPOINTS)
 """What makes a folder hold a run worth keeping: results, a head, or checkpoints to resume from."""
 # Sections a resumed run must share with the run it resumes (epochs may grow; logging may change). optim, the
@@ -202,4 +204,22 @@ def check_checkpoint_fits(checkpoint: dict, module: torch.nn.Module, path: Path)
         raise ConfigError(
             f"Checkpoint {path} does not fit this head (first differing tensor: {bad[0]}); it was trained "
             "with other head settings. Resume with the run's own config, or overwrite=true (no ckpt_path)."
+        )
+
+
+def check_same_data(checkpoint: dict, fingerprints: dict[str, str], path: Path) -> None:
+    """Refuse to resume a checkpoint saved on other rows (an edited data file, another carve).
+
+    The checkpoint holds the split fingerprints of the data it was trained on (:data:`DATA_KEY`); one saved
+    before they were recorded is not checked.
+    """
+    saved = checkpoint.get(DATA_KEY)
+    if not isinstance(saved, dict):
+        return
+    changed = [s for s in fingerprints if saved.get(s) != fingerprints[s]]
+    if changed:
+        raise ConfigError(
+            f"Checkpoint {path} was trained on other {' and '.join(changed)} rows than the data give now "
+            "(the data changed since, or were carved differently); resume on the same data, or pass "
+            "overwrite=true (without ckpt_path) to train afresh."
         )
