@@ -141,6 +141,8 @@ def test_efficiency_runs_the_backbone_in_both_timed_paths(tiny_run, tmp_path):
         ("efficiency_batches=0", "efficiency_batches=0"),
         ("sigma_thresholds=[0.5]", r"sigma_thresholds=\[0.5\]; give two increasing"),
         ("sigma_thresholds=[1.0,0.8]", r"sigma_thresholds=\[1.0, 0.8\]"),
+        ("out=/tmp/somewhere", "out=: not used when evaluating a run"),  # ignored before: no folder made
+        ("task=Nonsense", "task=: not used when evaluating a run"),
     ],
 )
 def test_eval_settings_are_checked_before_any_work(bad, message):

@@ -64,6 +64,14 @@ def build_eval_config(overrides: list[str] | None = None) -> EvalConfig:
             "run=<run folder> export=<texts.jsonl|split> out=<dir> (export Gaussian embeddings), "
             f"or ensemble=<name> task=<task>; got {modes or 'none'}."
         )
+    if modes == ["run"]:  # accepted and ignored before: the report goes into the run folder
+        stray = [k for k in ("out", "task") if getattr(cfg, k) is not None]
+        if stray:
+            raise ConfigError(
+                f"{' and '.join(f'{k}=' for k in stray)}: not used when evaluating a run (its report is "
+                "written into the run folder as eval.json); out= is for export= or ensemble=, task= for "
+                "ensemble=."
+            )
     # checked here, not after the whole evaluation has run (t-SNE needs perplexity 2 < its rows)
     for key, least in (("tsne_samples", 4), ("batch_size", 1), ("efficiency_batches", 1)):
         if getattr(cfg, key) < least:
