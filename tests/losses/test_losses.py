@@ -169,3 +169,22 @@ def test_total_loss_eq6():
     assert total_loss(ce, con, None, 0.9, 0.1).item() == pytest.approx(0.1 * 2 + 0.9 * 3)
     with pytest.raises(ValueError, match="lcl_weight"):
         total_loss(ce, con, kl, 1.5, 0.0)
+
+
+@pytest.mark.parametrize("loss", ["ce", "lcl", "supcon", "simcse", "kl"])
+def test_gradients_match_finite_differences_in_float64(loss):
+    # .float() lowered float64 inputs, so gradcheck failed on float32 rounding; fp16/bf16 still rise to fp32
+    g = torch.Generator().manual_seed(0)
+    y = torch.tensor([0, 1, 0, 2, 1])
+    a = torch.randn(5, 4, dtype=torch.float64, generator=g, requires_grad=True)
+    b = torch.randn(5, 4, dtype=torch.float64, generator=g, requires_grad=True)
+    fn = {
+        "ce": lambda a, b: cross_entropy(a[:, :3], y),
+        "lcl": lambda a, b: label_wise_contrastive(a, y, 0.5),
+        "supcon": lambda a, b: supcon(a, y, 0.5),
+        "simcse": lambda a, b: simcse(a, b, 0.5),
+        "kl": lambda a, b: gaussian_kl(a, b),
+    }[loss]
+    assert fn(a, b).dtype == torch.float64
+    assert torch.autograd.gradcheck(fn, (a, b))
+    assert fn(a.detach().bfloat16(), b.detach().bfloat16()).dtype == torch.float32

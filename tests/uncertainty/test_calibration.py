@@ -230,3 +230,10 @@ def test_concurrent_fits_leave_the_thread_count_as_they_found_it():
         ts = list(pool.map(lambda _: cal.fit_temperature(logits, labels), range(8)))
     assert torch.get_num_threads() == before
     assert max(ts) - min(ts) < 1e-9
+
+
+def test_out_of_fold_probabilities_of_a_single_row():
+    # KFold(1) raised; a vector-calibrated profile on one held-out row reached it
+    logits, labels = np.array([[2.0, 0.5, -1.0]]), np.array([0])
+    probs = cal.out_of_fold_probs(logits, labels, CalibrationMethod.vector, folds=5, seed=0)
+    assert probs.shape == (1, 3) and float(probs.sum()) == pytest.approx(1.0)

@@ -102,3 +102,13 @@ def test_weighted_quantiles_match_the_definition_and_equal_weights_the_plain_qua
         plain = conformal.weighted_quantiles(s, y, np.ones(4), alpha)
         assert plain == [conformal.conformal_quantile(s, alpha)] * 4
     assert conformal.weighted_quantiles(np.zeros(0), np.zeros(0, int), np.ones(3), 0.1) == [math.inf] * 3
+
+
+def test_the_rank_is_exact_where_the_float_product_lands_just_above_an_integer():
+    # (149 + 1) * (1 - 0.18) is 123.00000000000001 in floating point: ceil gave rank 124, one too cautious
+    assert conformal.conformal_quantile(np.arange(149.0), 0.18) == 122.0  # the 123rd smallest
+    for n in range(1, 400):
+        for alpha in (0.05, 0.1, 0.18, 0.3, 0.33):
+            k = math.ceil(round((n + 1) * (1 - alpha), 9))  # the exact rank, by decimal rounding
+            want = float(k - 1) if k <= n else math.inf
+            assert conformal.conformal_quantile(np.arange(float(n)), alpha) == want, (n, alpha)

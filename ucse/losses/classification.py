@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ucse.losses.precision import at_least_fp32
+
 
 def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Mean softmax cross-entropy, ``L_softmax`` of Eq. 4.
@@ -19,7 +21,7 @@ def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     Returns:
         Scalar loss (fp32 even for half-precision logits).
     """
-    return F.cross_entropy(logits.float(), labels)
+    return F.cross_entropy(at_least_fp32(logits), labels)
 
 
 def total_loss(

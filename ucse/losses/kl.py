@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from ucse.losses.precision import at_least_fp32
+
 
 def gaussian_kl(mean: torch.Tensor, log_var: torch.Tensor) -> torch.Tensor:
     """``L_KL`` of Eq. 5: ``KL(N(mu, diag sigma^2) || N(0, I))``, summed over D, averaged over B.
@@ -21,6 +23,6 @@ def gaussian_kl(mean: torch.Tensor, log_var: torch.Tensor) -> torch.Tensor:
         raise ValueError(
             f"mean {tuple(mean.shape)} and log_var {tuple(log_var.shape)} must have one shape (B, D)."
         )
-    mean, log_var = mean.float(), log_var.float()
+    mean, log_var = at_least_fp32(mean), at_least_fp32(log_var)
     kl = 0.5 * (mean.pow(2) + log_var.exp() - log_var - 1.0)  # (B, D)
     return kl.sum(dim=1).mean()

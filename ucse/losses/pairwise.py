@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ucse.losses.precision import at_least_fp32
+
 
 def cosine_logits_and_positives(
     z: torch.Tensor, labels: torch.Tensor, temperature: float
@@ -25,7 +27,7 @@ def cosine_logits_and_positives(
     """
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature} (the paper's LCL uses 2.0).")
-    z = F.normalize(z.float(), dim=1)  # (B, D)
+    z = F.normalize(at_least_fp32(z), dim=1)  # (B, D)
     sim = z @ z.T / temperature  # (B, B)
     eye = torch.eye(len(z), dtype=torch.bool, device=z.device)  # (B, B)
     pos = (labels[:, None] == labels[None, :]) & ~eye  # (B, B)

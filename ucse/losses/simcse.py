@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ucse.losses.precision import at_least_fp32
+
 
 def simcse(z1: torch.Tensor, z2: torch.Tensor, temperature: float = 0.05) -> torch.Tensor:
     """InfoNCE between two dropout views: ``z2[i]`` is the positive of ``z1[i]``, other ``z2[j]`` negatives.
@@ -25,5 +27,7 @@ def simcse(z1: torch.Tensor, z2: torch.Tensor, temperature: float = 0.05) -> tor
         raise ValueError(f"z1 {tuple(z1.shape)} and z2 {tuple(z2.shape)} must both be (B, D) for one batch.")
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature} (SimCSE uses 0.05).")
-    sim = F.normalize(z1.float(), dim=1) @ F.normalize(z2.float(), dim=1).T / temperature  # (B, B)
+    sim = (
+        F.normalize(at_least_fp32(z1), dim=1) @ F.normalize(at_least_fp32(z2), dim=1).T / temperature
+    )  # (B, B)
     return F.cross_entropy(sim, torch.arange(len(z1), device=z1.device))

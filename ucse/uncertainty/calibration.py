@@ -308,6 +308,8 @@ def out_of_fold_probs(
     from sklearn.model_selection import KFold, StratifiedKFold
 
     x, y = as_f64(logits), np.asarray(labels)
+    if len(y) < 2:  # no second row to fit on: KFold(1) raised; the row is scored by a fit on itself
+        return fit_calibrator(x, y, method, warn=False).for_prior(prior, counts, target).probs(x)
     out = torch.zeros_like(x)
     # Stratified where every class can be: a fold without a class drives that class's bias to -inf, which
     # L-BFGS chases for all its iterations.

@@ -70,7 +70,7 @@ def order_statistic(scores: Array, level: float) -> float:
     an exchangeable new score is at most it with probability >= ``level``.
     """
     s = torch.sort(as_f64(scores)).values
-    k = math.ceil((s.numel() + 1) * level)
+    k = math.ceil((s.numel() + 1) * level - 1e-9)  # (n+1) * level in floating point can land just above k
     return math.inf if k > s.numel() else float(s[k - 1])
 
 

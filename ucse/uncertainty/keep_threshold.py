@@ -19,7 +19,7 @@ from ucse.uncertainty.scores import Array
 
 def _keep_rank(n: int, tpr: float) -> int:
     """Which order statistic of n in-scope scores keeps ``tpr`` of them: ceil((n + 1) * tpr)."""
-    return math.ceil((n + 1) * tpr)
+    return math.ceil((n + 1) * tpr - 1e-9)  # floating point put (n + 1) * tpr just above an integer
 
 
 def keep_threshold(scores: Array, tpr: float) -> float:
