@@ -35,3 +35,27 @@ def test_a_sweep_without_test_rows_or_with_an_odd_eval_flag_is_refused_before_tr
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err
+
+
+def test_a_killed_run_resumes_only_from_a_checkpoint(tmp_path, monkeypatch):
+    # ckpt_path=last was added whenever the run folder existed: a head=logreg run (fitted in memory, no
+    # checkpoint) killed after writing its config.yaml then stopped the whole sweep
+    from types import SimpleNamespace
+
+    import ucse.pipeline
+    from ucse.cli.sweep import run_sweep
+
+    task = "Banking77Classification"
+    for variant in ("logreg", "linear-base"):
+        (tmp_path / task / variant / "seed0").mkdir(parents=True)
+    (tmp_path / task / "linear-base" / "seed0" / "checkpoints").mkdir()
+    (tmp_path / task / "linear-base" / "seed0" / "checkpoints" / "last.ckpt").write_bytes(b"")
+    seen = {}
+
+    def fake_run(cfg):
+        seen[cfg.output_dir.split("/")[-2]] = cfg.ckpt_path
+        return (SimpleNamespace(metrics={"test": {"accuracy": 0.5}}),)
+
+    monkeypatch.setattr(ucse.pipeline, "run_training", fake_run)
+    run_sweep([task], "minilm-l6", 1, ["logreg", "linear-base"], tmp_path, [])
+    assert seen == {"logreg": None, "linear-base": "last"}

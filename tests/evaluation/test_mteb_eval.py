@@ -152,6 +152,10 @@ def test_official_eval_splits_when_none_are_named(tmp_path: Path) -> None:
     assert list(task.eval_splits) == ["train"] and task.dataset["train"].num_rows == 60
     with pytest.raises(FileNotFoundError, match="test.jsonl"):
         load_local_task("FinancialPhrasebankClassification", tmp_path)
+    # a task whose official splits are validation and test is scored on test, as the paper reports it
+    _write_task(tmp_path, "AmazonCounterfactualClassification")
+    task = load_local_task("AmazonCounterfactualClassification", tmp_path, eval_splits=None)
+    assert list(task.eval_splits) == ["test"]
 
 
 def test_score_matches_independent_probe(tmp_path: Path) -> None:
@@ -195,3 +199,15 @@ def test_wrapper_protocol_and_similarity_delegation() -> None:
     np.testing.assert_allclose(wrapped.similarity(a, a), [[0.0, -2.0], [-2.0, 0.0]])
     cos = MtebEncoder(HashedBow()).similarity(a, a)  # no similarity(): mteb's cosine
     np.testing.assert_allclose(np.asarray(cos), np.ones((2, 2)), atol=1e-6)
+
+
+def test_a_hub_head_of_another_commit_of_its_repo_loads_with_a_warning():
+    # the fingerprint names the commit since 2026-11-28 ("@main" before): a head saved on "@main", or on
+    # another commit, is not refused for it (a README commit changes the name, not the weights)
+    from ucse.core.encoder import _same_hub_repo
+
+    assert _same_hub_repo("hub:org/model@main", "hub:org/model@" + "a" * 40)
+    assert _same_hub_repo("hub:org/m@" + "a" * 40 + "#q4.gguf", "hub:org/m@" + "b" * 40 + "#q4.gguf")
+    assert not _same_hub_repo("hub:org/m@main#q4.gguf", "hub:org/m@main#q8.gguf")
+    assert not _same_hub_repo("hub:org/model@main", "hub:org/other@main")
+    assert not _same_hub_repo("sha256:abc", "sha256:def")

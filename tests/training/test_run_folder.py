@@ -411,3 +411,31 @@ def test_a_resume_on_other_rows_is_refused(tiny_bert_dir, tmp_path):
         train(cfg("optim.epochs=2", "ckpt_path=last"))
     write_rows(data, own_rows(90, seed=1))  # the rows it was trained on: resumes
     assert train(cfg("optim.epochs=2", "ckpt_path=last")).metrics["test"]
+
+
+def test_the_same_command_resumes_a_recipe_auto_run(tiny_run_cfg):
+    # recipe=auto sets the batch size (and epochs) from the data size into config.yaml: the command's own
+    # 64 then differed from the run's 32 and "the same command plus ckpt_path=last" was refused
+    run = train(tiny_run_cfg("recipe=auto", "head=linear", "optim.batch_size=64")).run_dir
+    from ucse.config import from_yaml
+
+    assert from_yaml(run / "config.yaml").optim.batch_size == 32  # what the schedule wrote
+    (run / "metrics.json").unlink()  # as a run killed after its checkpoints, before its results
+    for p in sorted((run / "head").rglob("*"), reverse=True):
+        p.unlink()
+    (run / "head").rmdir()
+    assert train(tiny_run_cfg("recipe=auto", "head=linear", "optim.batch_size=64", "ckpt_path=last")).metrics
+    with pytest.raises(ConfigError, match=r"another 'optim' \(optim.lr: "):  # what the run does not set
+        train(tiny_run_cfg("recipe=auto", "head=linear", "optim.lr=0.5", "ckpt_path=last"))
+
+
+def test_a_profiler_trace_of_a_run_that_stopped_early_is_its_own(finished):
+    run, make = finished
+    for name in ("metrics.json",):
+        (run / name).unlink()
+    import shutil
+
+    shutil.rmtree(run / "head")
+    shutil.rmtree(run / "checkpoints")
+    (run / "fit-profile-[Strategy]SingleDeviceStrategy.training_step.pt.trace.json").write_text("{}")
+    assert train(make("optim.epochs=1")).run_dir == run  # refused as "files a ucse run does not write"

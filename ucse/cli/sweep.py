@@ -74,8 +74,9 @@ def run_sweep(
                         f"seed={seed}",
                         f"output_dir={run_dir}",
                         "progress_bar=false",
-                        # A run the sweep started but did not finish (killed) resumes from its checkpoint.
-                        *(["ckpt_path=last"] if run_dir.exists() else []),
+                        # A run the sweep started but did not finish (killed) resumes from its checkpoint;
+                        # one killed before its first (or a head fitted in memory, which writes none) reruns.
+                        *(["ckpt_path=last"] if RunFolder(run_dir).last_checkpoint.is_file() else []),
                     ]
                 )
                 t0 = time.perf_counter()

@@ -150,7 +150,20 @@ class UcseEncoder:
         instruction = stored_instruction(meta, head_dir / "config.json")
         backbone = FrozenBackbone(bcfg, device, instruction=instruction)
         trained_on = meta.get("backbone_fingerprint")
-        if trained_on is not None and trained_on != backbone.fingerprint:  # heads saved before it: unchecked
+        if (
+            trained_on is not None
+            and trained_on != backbone.fingerprint
+            and _same_hub_repo(str(trained_on), backbone.fingerprint)
+        ):
+            # A hub repo is named by the commit its revision resolves to (by the branch, before 2026-11-28):
+            # another commit may change the weights or only a README, which the name cannot tell.
+            log.warning(
+                "%s was trained on %s; the hub cache now resolves that repo to %s. If the weights changed "
+                "since, retrain the head.", head_dir, str(trained_on)[:80], backbone.fingerprint[:80],
+            )  # fmt: skip
+        elif (
+            trained_on is not None and trained_on != backbone.fingerprint
+        ):  # heads saved before it: unchecked
             raise ValueError(
                 f"The head in {head_dir} was trained on backbone weights {str(trained_on)[:80]!r} but "
                 f"'{bcfg.model}' now loads {backbone.fingerprint[:80]!r} (other weights or tokenizer files); "
@@ -267,3 +280,15 @@ class UcseEncoder:
     def encode(self, texts: list[str]) -> np.ndarray:
         """Texts -> (N, D) mu embeddings."""
         return self.encode_gaussian(texts).mean
+
+
+def _same_hub_repo(a: str, b: str) -> bool:
+    """Whether two fingerprints name the same hub repo (and GGUF file) at revisions that may differ."""
+
+    def repo(f: str) -> tuple[str, str] | None:
+        if not f.startswith("hub:") or "@" not in f:
+            return None
+        name, _, rest = f.partition("@")
+        return name, rest.partition("#")[2]  # (hub:<id>, gguf file or "")
+
+    return repo(a) is not None and repo(a) == repo(b)

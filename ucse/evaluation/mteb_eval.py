@@ -185,8 +185,8 @@ def load_local_task(
     Args:
         task_name: official MTEB task name, e.g. ``"Banking77Classification"``.
         data_root: folder holding one sub-folder per task (the shared/data layout).
-        eval_splits: splits to evaluate on; the paper reports ``test``; ``None``: the task's official ones
-            (FinancialPhrasebankClassification has only ``train``).
+        eval_splits: splits to evaluate on; ``None``: ``test`` (what the paper reports), or the task's
+            official splits where it has none (FinancialPhrasebankClassification: ``train``).
         text_column: the files' text column (``data.text_column``).
         label_column: the files' label column (``data.label_column``).
 
@@ -197,7 +197,7 @@ def load_local_task(
     if not folder.is_dir():
         raise FileNotFoundError(f"no local data for {task_name} under {data_root}")
     task = get_task_or_template(task_name, "classification")
-    eval_splits = list(task.metadata.eval_splits if eval_splits is None else eval_splits)
+    eval_splits = _splits(task, eval_splits)
     task = task.filter_eval_splits(eval_splits)
     multilingual = task.metadata.is_multilingual
     if multilingual:
@@ -242,14 +242,25 @@ def check_known_task(task_name: str, option: str = "mteb=true") -> None:
         raise ValueError(f"{option}: mteb has no task '{task_name}' (your own data?). {hint}{fix}") from None
 
 
+def _splits(task: AbsTask, eval_splits: Sequence[str] | None) -> list[str]:
+    """``eval_splits``; by default ``test``, or the official splits of a task without one.
+
+    The paper reports ``test``; FinancialPhrasebankClassification has only ``train``.
+    """
+    if eval_splits is not None:
+        return list(eval_splits)
+    official = list(task.metadata.eval_splits)
+    return ["test"] if "test" in official else official
+
+
 def load_hub_task(task_name: str, eval_splits: Sequence[str] | None = None) -> AbsTask:
     """The official task with mteb loading its own data from the hub (no local copy configured).
 
     Multilingual tasks are restricted to the English subset, as for local data. ``eval_splits`` ``None``:
-    the task's official ones.
+    ``test``, or the official splits of a task without one.
     """
     task = mteb.get_task(task_name)
-    task = task.filter_eval_splits(list(task.metadata.eval_splits if eval_splits is None else eval_splits))
+    task = task.filter_eval_splits(_splits(task, eval_splits))
     if task.metadata.is_multilingual:
         task.filter_languages(None, hf_subsets=[ENGLISH_SUBSET])
     return task

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from ucse import atomic
-from ucse.config import ConfigError, TrainConfig, from_yaml
+from ucse.config import ConfigError, Recipe, TrainConfig, from_yaml
 from ucse.config.run_layout import RunFolder
 from ucse.heads.io import HEAD_FILES
 
@@ -27,6 +27,9 @@ RESULT_MARKERS = (RunFolder.METRICS, RunFolder.HEAD, RunFolder.CHECKPOINTS)
 _RESUME_KEYS = ("task", "backbone", "head", "loss", "data", "seed", "optim", "recipe", "head_precision")
 _MAY_GROW = {"optim": ("epochs",)}
 """Fields of a resume section that may differ: more epochs continue the run."""
+_SCHEDULED = {"optim": ("epochs", "batch_size")}
+"""Under ``recipe=auto`` the run sets these itself from the data size (``run.schedule``, written into its
+config.yaml): the command's own values are not the run's, so they are not compared."""
 
 
 def _has_results(run_dir: Path) -> bool:
@@ -83,7 +86,7 @@ _UNFINISHED = {
     RunFolder.HELDOUT,
     RunFolder.LABEL_REVIEW,
 }
-"""What a run that stopped before its results can leave (besides profiler reports, ``*profile*.txt``)."""
+"""What a run that stopped before its results can leave (besides profiler reports, ``<stage>-profile*``)."""
 
 
 def _check_unfinished(run_dir: Path, names: set[str]) -> None:
@@ -94,7 +97,8 @@ def _check_unfinished(run_dir: Path, names: set[str]) -> None:
     """
     if not names:
         return
-    foreign = sorted(n for n in names if n not in _UNFINISHED and not (n.endswith(".txt") and "profile" in n))
+    # profiler reports: <stage>-profile.txt (simple/advanced), <stage>-profile-...pt.trace.json (pytorch)
+    foreign = sorted(n for n in names if n not in _UNFINISHED and "-profile" not in n)
     reason = f"files a ucse run does not write ({', '.join(foreign[:5])})" if foreign else ""
     if not reason:
         try:
@@ -114,11 +118,13 @@ def _check_resume(cfg: TrainConfig, run_dir: Path) -> None:
     if run.config.is_file():
         old = from_yaml(run.config)
         for key in _RESUME_KEYS:
-            if _comparable(getattr(old, key), key) != _comparable(getattr(cfg, key), key):
+            skip = _SCHEDULED if Recipe(cfg.recipe) is Recipe.auto else _MAY_GROW
+            if _comparable(getattr(old, key), key, skip) != _comparable(getattr(cfg, key), key, skip):
+                what = _diff(getattr(old, key), getattr(cfg, key), key, skip)
                 raise ConfigError(
                     f"ckpt_path={cfg.ckpt_path} resumes the run in {run_dir}, but its config.yaml has "
-                    f"another '{key}' ({_diff(getattr(old, key), getattr(cfg, key), key)}); resume with the "
-                    "same settings, or pass overwrite=true (without ckpt_path) to start the run afresh."
+                    f"another '{key}' ({what}); resume with the same settings, or pass overwrite=true "
+                    "(without ckpt_path) to start the run afresh."
                 )
     head = run.head
     if head.exists() and (not head.is_dir() or {p.name for p in head.iterdir()} - HEAD_FILES):
@@ -128,19 +134,19 @@ def _check_resume(cfg: TrainConfig, run_dir: Path) -> None:
         read_checkpoint(path)
 
 
-def _comparable(section: Any, key: str) -> Any:
-    """A config section with the fields that may differ on resume (:data:`_MAY_GROW`) left out."""
-    if not is_dataclass(section) or key not in _MAY_GROW:
+def _comparable(section: Any, key: str, skip: dict[str, tuple[str, ...]]) -> Any:
+    """A config section with the fields that may differ on resume (``skip``) left out."""
+    if not is_dataclass(section) or key not in skip:
         return section
-    return {f.name: getattr(section, f.name) for f in fields(section) if f.name not in _MAY_GROW[key]}
+    return {f.name: getattr(section, f.name) for f in fields(section) if f.name not in skip[key]}
 
 
-def _diff(old: Any, new: Any, key: str) -> str:
+def _diff(old: Any, new: Any, key: str, skip: dict[str, tuple[str, ...]]) -> str:
     """The first field that differs between two config sections, as ``key.field: old -> new``."""
     if is_dataclass(old) and is_dataclass(new):
         for f in fields(old):
             a, b = getattr(old, f.name), getattr(new, f.name)
-            if a != b and f.name not in _MAY_GROW.get(key, ()):
+            if a != b and f.name not in skip.get(key, ()):
                 return (
                     f"{key}.{f.name}: {getattr(a, 'value', a)!r} in the run, {getattr(b, 'value', b)!r} now"
                 )
