@@ -82,6 +82,17 @@ def test_other_commands_have_help(command, capsys):
     assert "optim.lr" in out if command == "sweep" else "  run: str | None = null" in out
 
 
+def test_the_sweep_help_lists_what_it_passes_on_and_answers_as_a_module(capsys):
+    from ucse.cli import sweep
+
+    out = _help(["sweep", "--help"], capsys)
+    # it listed seed and output_dir, which the sweep sets itself ("Unknown sweep option 'seed'")
+    assert "\n  seed:" not in out and "\n  output_dir:" not in out and "backbone.model:" in out
+    assert "eval=true" in out
+    assert sweep.main(["--help"]) == 0  # python -m ucse.cli.sweep --help: "'--help' is not key=value"
+    assert capsys.readouterr().out.startswith("ucse sweep:")
+
+
 def test_train_cfg_prints_the_resolved_config_and_writes_nothing(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(["train", "optim.lr=0.01", "head=linear", "--cfg"]) == 0

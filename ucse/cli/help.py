@@ -107,14 +107,19 @@ def config_fields(cls: type, prefix: str = "", sections: bool = False) -> list[F
     return out
 
 
-def format_fields(cls: type, title: str = "Fields (key=value)", prefix: str = "") -> str:
+def format_fields(
+    cls: type, title: str = "Fields (key=value)", prefix: str = "", leave_out: frozenset[str] = frozenset()
+) -> str:
     """A config dataclass's fields as help text: ``key: type = default``, then the wrapped docstring.
 
-    ``prefix`` is put before every key (``uncertainty.`` where the dataclass is a group of a larger config).
+    ``prefix`` is put before every key (``uncertainty.`` where the dataclass is a group of a larger config);
+    keys in ``leave_out`` are not listed (the sweep sets the seed and the run folders itself).
     """
     width = min(shutil.get_terminal_size((100, 20)).columns, 110)
     lines = [f"{title}:"]
     for f in config_fields(cls, sections=True):
+        if f.key in leave_out:
+            continue
         if f.type == "section":
             lines += ["", f"  [{prefix}{f.key}] {f.doc}"]
             continue

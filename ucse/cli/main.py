@@ -75,10 +75,4 @@ def main(argv: list[str] | None = None) -> int:
     module = importlib.import_module(COMMANDS[command][0])
     if module.__name__ == "ucse.cli.evaluate":
         return module.main(rest, command=command)
-    if command == "sweep" and any(a in ("-h", "--help") for a in rest):
-        from ucse.cli.help import format_fields
-        from ucse.config import TrainConfig
-
-        fields = format_fields(TrainConfig, "Train overrides (key=value)")
-        return show(f"ucse sweep: {module.__doc__.strip()}\n\n{fields}")
     return module.main(rest)

@@ -105,7 +105,9 @@ def _evaluate_runs(out: Path, tasks: list[str], variants: list[str], seeds: int)
                 evaluate_run(build_eval_config([f"run={run_dir}", "plots=false", "efficiency=false"]))
 
 
-TRAIN_FIELDS = frozenset(f.name for f in fields(TrainConfig)) - {"seed", "output_dir", "task", "backbone"}
+SET_BY_SWEEP = frozenset({"seed", "output_dir", "task", "backbone"})
+"""Train fields the sweep sets itself (its task/backbone options, each run's seed and folder)."""
+TRAIN_FIELDS = frozenset(f.name for f in fields(TrainConfig)) - SET_BY_SWEEP
 """Top-level train fields a sweep passes through (``devices=2``, ``strategy=ddp``, ``recipe=paper``...); the
 sweep sets the seed, the run folders, the task and the backbone itself."""
 
@@ -136,9 +138,24 @@ def parse(argv: list[str]) -> tuple[dict, list[str]]:
     return opts, rest
 
 
+def help_text() -> str:
+    """``ucse sweep --help``: the usage, then the train overrides a sweep passes on (not those it sets)."""
+    from ucse.cli.help import format_fields
+
+    # task= and backbone= are the sweep's own options; task.* and backbone.* fields are overrides as usual
+    fields = format_fields(
+        TrainConfig, "Train overrides (key=value)", leave_out=frozenset({"seed", "output_dir"})
+    )
+    return f"ucse sweep: {__doc__.strip()}\n\n{fields}"
+
+
 def main(argv: list[str]) -> int:
     """Command-line entry point: input errors (options, seeds, any run's config) end in one line, exit 2."""
     from ucse.cli import run_cli
+    from ucse.cli.help import show, wants_help
+
+    if wants_help(argv):  # here, not only in ucse's dispatcher: python -m ucse.cli.sweep --help too
+        return show(help_text())
 
     def body() -> int:
         opts, overrides = parse(argv)
