@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from ucse import atomic
-from ucse.backbone.cache_folder import cache_root
+from ucse.backbone.cache_folder import cache_root, discard
 from ucse.config import BackboneConfig
 
 if TYPE_CHECKING:  # imported where a copy is loaded (see ucse/backbone/loading.py)
@@ -59,12 +59,10 @@ def load_dequantised(
         logger.warning(
             "Rebuilding the unreadable dequantised copy of %s at '%s' (%s).", cfg.gguf_file, folder, err
         )
-        trash = folder.parent / f".tmp-{folder.name}-{os.getpid()}-bad{uuid.uuid4().hex[:8]}"
-        try:  # out of sight first, so that save_dequantised writes a new one
-            folder.rename(trash)
-        except OSError:  # another process moved it first, or a read-only cache: the GGUF is read as is
-            return None
-        shutil.rmtree(trash, ignore_errors=True)
+        try:  # out of sight, as a bad cache entry is, so that save_dequantised writes a new one
+            discard(folder.parent, folder, folder.name)
+        except OSError:  # a read-only cache: the GGUF is read as is
+            pass
         return None
     return model, tokenizer
 

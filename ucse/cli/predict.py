@@ -33,16 +33,21 @@ def help_text() -> str:
     return f"ucse predict: {__doc__.strip()}\n\n{format_fields(PredictConfig)}"
 
 
-def _trained_text_column(head_dir: Path, source: str) -> str:
+def _one_text_per_line(source: str) -> bool:
+    """Whether the input is a ``.txt`` file or stdin: one text per line, no columns."""
+    from ucse.data.texts import STDIO
+
+    return source == STDIO or Path(source).suffix.lower() in (".txt", "")
+
+
+def _trained_text_column(run: Path | None, source: str) -> str:
     """The text column the run was trained on (from ``<run>/config.yaml``), else ``text``.
 
     Read only for a table input: a ``.txt`` file or stdin has no columns, and needs no config.
     """
-    from ucse.config.run_layout import RunFolder, run_of_head
-    from ucse.data.texts import STDIO
+    from ucse.config.run_layout import RunFolder
 
-    run = run_of_head(head_dir)
-    if run is None or source == STDIO or Path(source).suffix.lower() in (".txt", ""):
+    if run is None or _one_text_per_line(source):
         return "text"
     from ucse.config import from_yaml
 
@@ -59,20 +64,20 @@ def main(argv: list[str]) -> int:
         # Imported once the arguments are checked (datasets and pandas to read the input; torch and
         # transformers once the run folder, the output and the input are checked): a mistake answers at once.
         from ucse.config import ConfigError
-        from ucse.config.run_layout import resolve_head_dir
+        from ucse.config.run_layout import resolve_head_dir, run_of_head
 
         head_dir = resolve_head_dir(cfg.run)
-        from ucse.data.texts import STDIO
+        run = run_of_head(head_dir)  # None: a head outside a run
         from ucse.inference.files import check_output, read_texts, write_predictions
 
         check_output(cfg.out, cfg.overwrite)
-        if cfg.text_column and (cfg.input == STDIO or Path(cfg.input).suffix.lower() in (".txt", "")):
+        if cfg.text_column and _one_text_per_line(cfg.input):
             # a .txt file or stdin has no columns: the option was ignored without a word
             raise ConfigError(
                 f"text_column={cfg.text_column}: input={cfg.input} is one text per line, with no columns; "
                 "leave text_column out, or give a table (.csv, .tsv, .jsonl, .json, .parquet, .xlsx)."
             )
-        column = cfg.text_column or _trained_text_column(head_dir, cfg.input)
+        column = cfg.text_column or _trained_text_column(run, cfg.input)
         texts = read_texts(cfg.input, column, sole_column=cfg.text_column is None)
         from ucse.inference.blocks import predict_blocks
         from ucse.inference.classifier import UcseClassifier
@@ -98,9 +103,7 @@ def main(argv: list[str]) -> int:
         progress = cfg.progress and sys.stderr.isatty()
         blocks = predict_blocks(clf, texts, top_k=cfg.top_k, sets=cfg.sets, progress=progress)
         write_predictions(counted(blocks), cfg.out, cfg.overwrite)
-        from ucse.config.run_layout import run_of_head
-
-        message = uncertifiable_message(clf.profile_, run_of_head(head_dir))  # None: a head outside a run
+        message = uncertifiable_message(clf.profile_, run)
         prior = clf.profile_.calibrator.prior.value
         if cfg.out != "-":
             print(

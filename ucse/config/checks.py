@@ -157,15 +157,15 @@ def validate_config(cfg: TrainConfig) -> None:
                 f"head.type={HeadType(h.type).value} fits several heads in one process; use devices=1, or a "
                 "single head (head=textcnn) to train on several devices."
             )
-        if cfg.ckpt_path:
-            raise ConfigError(
-                f"ckpt_path={cfg.ckpt_path!r}: head.type={HeadType(h.type).value} trains in memory and "
-                "writes no checkpoint to resume; rerun without ckpt_path (it takes minutes on cached states)."
-            )
-    if HeadType(h.type) is HeadType.logreg and cfg.ckpt_path:  # fitted in memory: it was silently refitted
+    # fitted in memory, no checkpoint: head=logreg always (it was silently refitted in place), auto / blend
+    # under recipe=auto
+    in_memory = HeadType(h.type) is HeadType.logreg or (
+        Recipe(cfg.recipe) is Recipe.auto and HeadType(h.type) in (HeadType.auto, HeadType.blend)
+    )
+    if in_memory and cfg.ckpt_path:
         raise ConfigError(
-            f"ckpt_path={cfg.ckpt_path!r}: head.type=logreg is fitted in memory and writes no checkpoint to "
-            "resume; rerun without ckpt_path (overwrite=true to replace a finished run)."
+            f"ckpt_path={cfg.ckpt_path!r}: head.type={HeadType(h.type).value} is fitted in memory and writes "
+            "no checkpoint to resume; rerun without ckpt_path (it takes minutes on cached states)."
         )
     if Recipe(cfg.recipe) is Recipe.paper and HeadType(h.type) is HeadType.blend:
         raise ConfigError(

@@ -150,25 +150,19 @@ class UcseEncoder:
         instruction = stored_instruction(meta, head_dir / "config.json")
         backbone = FrozenBackbone(bcfg, device, instruction=instruction)
         trained_on = meta.get("backbone_fingerprint")
-        if (
-            trained_on is not None
-            and trained_on != backbone.fingerprint
-            and _same_hub_repo(str(trained_on), backbone.fingerprint)
-        ):
+        if trained_on is not None and trained_on != backbone.fingerprint:  # heads saved before it: unchecked
+            if not _same_hub_repo(str(trained_on), backbone.fingerprint):
+                raise ValueError(
+                    f"The head in {head_dir} was trained on backbone weights {str(trained_on)[:80]!r} but "
+                    f"'{bcfg.model}' now loads {backbone.fingerprint[:80]!r} (other weights or tokenizer "
+                    "files); use the backbone the head was trained on, or retrain the head on this one."
+                )
             # A hub repo is named by the commit its revision resolves to (by the branch, before 2026-11-28):
             # another commit may change the weights or only a README, which the name cannot tell.
             log.warning(
                 "%s was trained on %s; the hub cache now resolves that repo to %s. If the weights changed "
                 "since, retrain the head.", head_dir, str(trained_on)[:80], backbone.fingerprint[:80],
             )  # fmt: skip
-        elif (
-            trained_on is not None and trained_on != backbone.fingerprint
-        ):  # heads saved before it: unchecked
-            raise ValueError(
-                f"The head in {head_dir} was trained on backbone weights {str(trained_on)[:80]!r} but "
-                f"'{bcfg.model}' now loads {backbone.fingerprint[:80]!r} (other weights or tokenizer files); "
-                "use the backbone the head was trained on, or retrain the head on this one."
-            )
         expected = int(head.spec.hidden_size)
         if backbone.hidden_size != expected:
             raise ValueError(

@@ -25,7 +25,7 @@ import pandas as pd
 from ucse.config.checks import check_data_path
 from ucse.data.csv_format import csv_delimiter, csv_field_problem, csv_lines, csv_problem
 from ucse.data.excel import read_excel
-from ucse.data.json_format import columns_as_written, json_problem, jsonl_lines, jsonl_problem
+from ucse.data.json_format import columns_as_written, is_json_array, json_problem, jsonl_lines, jsonl_problem
 from ucse.data.tasks import DataError
 
 FORMATS = {
@@ -211,7 +211,7 @@ def read_file(path: Path) -> RawSplit:
     try:
         ds: datasets.Dataset | dict[str, list] = _load("json", path)
     except Exception as err:  # Arrow JSON errors name a chunk-relative row or none at all
-        problem = json_problem(text) if suffix == ".json" or text.lstrip().startswith("[") else None
+        problem = json_problem(text) if suffix == ".json" or is_json_array(text) else None
         problem = problem or jsonl_problem(text)
         cause = _root_cause(err)
         if problem is None and "corresponds to no data" in str(cause):

@@ -107,9 +107,14 @@ def json_problem(text: str) -> str | None:
     return f"expected an array of objects, got {_json_kind(value)}"
 
 
+def is_json_array(text: str) -> bool:
+    """Whether a JSON data text is one array of objects (else JSON Lines)."""
+    return text.lstrip().startswith("[")
+
+
 def jsonl_lines(text: str) -> list[int] | None:
     """1-based line of each row of a JSON Lines text (blank lines hold no row); ``None`` for an array."""
-    if text.lstrip().startswith("["):
+    if is_json_array(text):
         return None
     return [n for n, line in enumerate(text.split("\n"), 1) if line.strip()]
 
@@ -122,7 +127,7 @@ def columns_as_written(text: str) -> dict[str, list[Any]]:
     number 1, ``"true"`` as ``True``, the text ``"[1, 2]"`` as a list. Rows are the array's items or the
     non-blank lines; columns appear in the order first seen, ``None`` where a row lacks one.
     """
-    if text.lstrip().startswith("["):
+    if is_json_array(text):
         rows = json_read.loads(text)
     else:
         rows = [json_read.loads(line) for line in text.split("\n") if line.strip()]

@@ -16,6 +16,10 @@ from ucse.heads.probe import ProbeHead
 _TINY = 1e-12  # floor under p before the log: a probability below it is 0 to every consumer
 
 
+TEMPERATURE_FLOOR = 1e-12
+"""The smallest blend temperature (logits divided by less overflow float32); ``load_head`` checks it too."""
+
+
 class BlendHead(Head):
     """Two heads over the same token states, mixed in probability space.
 
@@ -34,9 +38,10 @@ class BlendHead(Head):
 
     def set_blend(self, weight: float, t_gaussian: float, t_probe: float) -> None:
         """Store the fitted weight w in [0, 1] and the two temperatures (> 0)."""
-        if not (0.0 <= weight <= 1.0 and t_gaussian >= 1e-12 and t_probe >= 1e-12):  # io.TEMPERATURE_FLOOR
+        if not (0.0 <= weight <= 1.0 and t_gaussian >= TEMPERATURE_FLOOR and t_probe >= TEMPERATURE_FLOOR):
             raise ValueError(
-                f"blend needs 0 <= w <= 1 and temperatures >= 1e-12, got {weight}, {t_gaussian}, {t_probe}"
+                f"blend needs 0 <= w <= 1 and temperatures >= {TEMPERATURE_FLOOR:g}, got {weight}, "
+                f"{t_gaussian}, {t_probe}"
             )
         self.weight.fill_(weight)
         self.temperatures.copy_(torch.tensor([t_gaussian, t_probe]))

@@ -23,6 +23,7 @@ from safetensors.torch import load_file, save, save_file
 from ucse import atomic
 from ucse.config import HeadType
 from ucse.heads.base import Head
+from ucse.heads.blend import TEMPERATURE_FLOOR
 from ucse.heads.factory import build_head
 from ucse.heads.manifest import MANIFEST_FILE, sha256, verify_files, write_manifest
 from ucse.heads.meta import check_label_names
@@ -111,8 +112,6 @@ def _file_shapes(w_path: Path) -> dict[str, tuple[int, ...]]:
 STD_FLOOR = 1e-6
 """The smallest state-norm scale a head may hold: ``StateNorm.fit``'s own floor (a smaller one divides the
 states into inf)."""
-TEMPERATURE_FLOOR = 1e-12
-"""The smallest blend temperature a head may hold (logits divided by less overflow float32)."""
 
 
 def _check_tensors(
@@ -218,9 +217,8 @@ def saved_sizes(directory: str | Path) -> tuple[int, int]:
         raise FileNotFoundError(f"{cfg_path} not found; a saved head folder holds {CONFIG_FILE}.")
     verify_files(Path(directory), (CONFIG_FILE,), REEXPORT)
     config, head_cfg = read_config(cfg_path)
-    if (
-        HeadType(head_cfg.type) is HeadType.logreg
-    ):  # the probe's mu is the unit pooled state: embed_dim unused
+    # the probe's mu is the unit pooled state: head.embed_dim does not size it
+    if HeadType(head_cfg.type) is HeadType.logreg:
         return config["num_classes"], config["hidden_size"]
     return config["num_classes"], head_cfg.embed_dim or config["hidden_size"]
 

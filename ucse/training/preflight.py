@@ -35,9 +35,8 @@ def run_dir_for(cfg: TrainConfig) -> Path:
     """``output_dir`` or ``runs_dir/<task>/<backbone>/<name>``."""
     if cfg.output_dir:
         return Path(cfg.output_dir)
-    name = (
-        cfg.name or f"{HeadType(cfg.head.type).value}-seed{cfg.seed}"
-    )  # a hand-built config may hold strings
+    # HeadType(...): a hand-built config may hold a string there
+    name = cfg.name or f"{HeadType(cfg.head.type).value}-seed{cfg.seed}"
     return Path(cfg.runs_dir) / cfg.task.name / cfg.backbone.name / name
 
 

@@ -292,11 +292,14 @@ def _run(cfg: TrainConfig, data: TaskData, run_dir: Path, device: torch.device, 
     states_s = time.perf_counter() - t_states
     states_peak = _peak_gpu_mib(device)
     labels = {s: data.labels(s) for s in SPLITS}
+    fingerprints = data.fingerprints()  # checked on resume (checkpoints hold them), then in metrics.json
 
     if HeadType(cfg.head.type) in IN_MEMORY:
         metrics = fit_auto_run(cfg, run_dir, device, states, labels, data.num_classes, head_meta(cfg, data))
     else:
-        metrics = _fit_lightning(cfg, run_dir, device, states, labels, data, backbone.hidden_size)
+        metrics = _fit_lightning(
+            cfg, run_dir, device, states, labels, data, backbone.hidden_size, fingerprints
+        )
     if distributed:
         if not is_rank_zero():
             return metrics  # rank 0 alone writes metrics.json
@@ -313,7 +316,7 @@ def _run(cfg: TrainConfig, data: TaskData, run_dir: Path, device: torch.device, 
         "dropped": data.dropped,
         "cache_bytes": cache.used_bytes() if cache is not None else 0,  # this run's entries only
         "cache_builds": cache.builds if cache is not None else 0,
-        "fingerprints": data.fingerprints(),  # ucse calibrate / eval check that they reload these splits
+        "fingerprints": fingerprints,  # ucse calibrate / eval check that they reload these splits
     }
     atomic.write_json(RunFolder(run_dir).metrics, metrics)
     return metrics
@@ -327,6 +330,7 @@ def _fit_lightning(
     labels: dict[str, np.ndarray],
     data: TaskData,
     hidden_size: int,
+    fingerprints: dict[str, str],
 ) -> dict:
     head = build_head(cfg.head, hidden_size, data.num_classes, cfg.backbone.pooling)
     if cfg.head.normalize_states:  # statistics of the training split's states (on every rank under DDP)
@@ -338,7 +342,7 @@ def _fit_lightning(
     dm = StatesDataModule(states, labels, cfg.optim.batch_size, cfg.seed, cfg.num_workers)
     keep = KeepBest(monitor="val/acc", mode="max")  # ModelCheckpoint's criterion, held in memory
     trainer, ckpt = _trainer(cfg, run_dir, device, keep)
-    module.data_fingerprints = data.fingerprints()
+    module.data_fingerprints = fingerprints
     resume = checkpoint_path(cfg, run_dir)
     if resume is not None:
         checkpoint = read_checkpoint(resume)

@@ -63,6 +63,14 @@ def conformal_quantile(scores: Array, alpha: float) -> float:
     return order_statistic(scores, 1 - alpha)
 
 
+def order_rank(n: int, level: float) -> int:
+    """``ceil((n + 1) * level)``: the rank of the split-conformal quantile of n scores at ``level``.
+
+    Computed so that floating point cannot push it one rank up ((149 + 1) * 0.82 is 123.00000000000001).
+    """
+    return math.ceil((n + 1) * level - 1e-9)
+
+
 def order_statistic(scores: Array, level: float) -> float:
     """The ``ceil((n + 1) * level)``-th smallest of n scores (+inf when that exceeds n).
 
@@ -70,7 +78,7 @@ def order_statistic(scores: Array, level: float) -> float:
     an exchangeable new score is at most it with probability >= ``level``.
     """
     s = torch.sort(as_f64(scores)).values
-    k = math.ceil((s.numel() + 1) * level - 1e-9)  # (n+1) * level in floating point can land just above k
+    k = order_rank(s.numel(), level)
     return math.inf if k > s.numel() else float(s[k - 1])
 
 

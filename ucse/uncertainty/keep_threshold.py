@@ -13,13 +13,8 @@ from __future__ import annotations
 
 import math
 
-from ucse.uncertainty.conformal import order_statistic, weighted_order_statistics
+from ucse.uncertainty.conformal import order_rank, order_statistic, weighted_order_statistics
 from ucse.uncertainty.scores import Array
-
-
-def _keep_rank(n: int, tpr: float) -> int:
-    """Which order statistic of n in-scope scores keeps ``tpr`` of them: ceil((n + 1) * tpr)."""
-    return math.ceil((n + 1) * tpr - 1e-9)  # floating point put (n + 1) * tpr just above an integer
 
 
 def keep_threshold(scores: Array, tpr: float) -> float:
@@ -45,7 +40,7 @@ def target_keep_threshold(scores: Array, labels: Array, weights: Array, tpr: flo
 def rows_to_keep(tpr: float) -> int:
     """The fewest held-out texts for which :func:`keep_threshold` at ``tpr`` is finite."""
     n = max(1, math.ceil(tpr / (1 - tpr) - 1e-9))
-    while _keep_rank(n, tpr) > n:  # the float product, as keep_threshold computes it
+    while order_rank(n, tpr) > n:  # the rank keep_threshold takes
         n += 1
     return n
 
@@ -53,7 +48,7 @@ def rows_to_keep(tpr: float) -> int:
 def keepable_tpr(n: int) -> float:
     """The largest tpr on a 0.01 grid for which :func:`keep_threshold` over ``n`` texts is finite."""
     tpr = math.floor(100 * n / (n + 1)) / 100
-    while tpr > 0.01 and _keep_rank(n, tpr) > n:
+    while tpr > 0.01 and order_rank(n, tpr) > n:
         tpr = round(tpr - 0.01, 2)
     return tpr
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ucse.uncertainty.conformal import order_statistic
 from ucse.uncertainty.scores import Array, as_f64
 
 
@@ -231,8 +232,7 @@ def threshold_for_coverage(uncertainty: Array, correct: Array, coverage: float) 
         raise ValueError(f"coverage must lie in (0, 1], got {coverage}")
     u = as_f64(uncertainty).numpy()
     err = ~_np_bool(correct)
-    k = math.ceil((u.size + 1) * coverage - 1e-9)  # as conformal_quantile: 150 * 0.82 is 123.00000000000001
-    t = math.inf if k > u.size else float(np.sort(u)[k - 1])
+    t = order_statistic(u, coverage)
     cov, risk = _summary(u, err, t)
     return AbstainThreshold(t, "coverage", coverage, None, None, cov, risk, True)
 
