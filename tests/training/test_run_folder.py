@@ -248,6 +248,8 @@ def test_a_checkpoint_that_is_not_a_training_checkpoint_is_refused(finished):
         ([1, 2, 3], "no epoch, global_step, loops"),
         ({k: v for k, v in good.items() if k != "epoch"}, "no epoch"),
         ({**good, "state_dict": {k: 1 for k in good["state_dict"]}}, "a state_dict that is not a mapping"),
+        ({**good, "epoch": "1"}, "epoch is not a count"),
+        ({**good, "global_step": -3}, "global_step is not a count"),
     ):
         torch.save(bad, last)
         with pytest.raises(
@@ -319,6 +321,34 @@ def test_after_a_resume_a_tie_keeps_the_earlier_epoch_as_an_uninterrupted_run(
     parts = train(tiny_run_cfg(*slow, "ckpt_path=last", f"output_dir={tmp_path / 'parts'}"))
     a = (whole.run_dir / "head" / "model.safetensors").read_bytes()
     assert (parts.run_dir / "head" / "model.safetensors").read_bytes() == a
+
+
+def test_a_resume_keeps_the_log_of_the_epochs_before_the_kill(tiny_run_cfg, tmp_path, monkeypatch):
+    # Lightning's CSV writer deleted metrics.csv on the resume: the log began at the resumed epoch.
+    every = ("log_every_n_steps=1",)
+    whole = train(tiny_run_cfg(*every, f"output_dir={tmp_path / 'whole'}"))
+
+    real_step = UcseModule.training_step
+
+    def step_then_maybe_crash(self, *args, **kwargs):
+        if self.current_epoch == 2 and self.global_step > 15:  # mid-epoch: its first steps are in the log
+            raise RuntimeError("simulated kill")
+        return real_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(UcseModule, "training_step", step_then_maybe_crash)
+    with pytest.raises(RuntimeError, match="simulated kill"):
+        train(tiny_run_cfg(*every, f"output_dir={tmp_path / 'parts'}"))
+    monkeypatch.undo()
+    killed = _csv_rows(tmp_path / "parts")
+    assert {r["epoch"] for r in killed} == {"0", "1", "2"}  # the premise: the killed epoch had logged steps
+    parts = train(tiny_run_cfg(*every, "ckpt_path=last", f"output_dir={tmp_path / 'parts'}"))
+    # The same rows, in order, as the run that was never killed: none lost, the killed epoch's not doubled.
+    # Values compared per epoch and column as written (the resumed steps are the same arithmetic).
+    got, want = _csv_rows(parts.run_dir), _csv_rows(whole.run_dir)
+    assert [(r["epoch"], r["step"], sorted(k for k, v in r.items() if v)) for r in got] == [
+        (r["epoch"], r["step"], sorted(k for k, v in r.items() if v)) for r in want
+    ]
+    assert got == want
 
 
 def _csv_rows(run: Path) -> list[dict]:

@@ -15,7 +15,7 @@ import lightning as L
 import numpy as np
 import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint, TQDMProgressBar
-from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.profilers import AdvancedProfiler, Profiler, PyTorchProfiler, SimpleProfiler
 
 from ucse import atomic
@@ -38,6 +38,7 @@ from ucse.heads import build_head, save_head
 from ucse.interrupt import TerminatedError, interrupt_as_error, stop_mark, stop_on_sigterm, stops_since
 from ucse.training.auto_run import fit_auto_run
 from ucse.training.checkpoints import BackgroundCheckpointIO, RelocatableCheckpoint
+from ucse.training.csv_log import RunCSVLogger
 from ucse.training.datamodule import StatesDataModule
 from ucse.training.distributed import LazyStates, is_rank_zero, stops_end_every_rank
 from ucse.training.fit_head import KeepBest, auto_batch_size, step_budget
@@ -143,7 +144,7 @@ def _profiler(cfg: TrainConfig, run_dir: Path) -> Profiler | None:
 
 
 def _trainer(
-    cfg: TrainConfig, run_dir: Path, device: torch.device, keep: Callback
+    cfg: TrainConfig, run_dir: Path, device: torch.device, keep: Callback, resumed_epoch: int | None
 ) -> tuple[L.Trainer, ModelCheckpoint]:
     head_bf16 = effective_precision(cfg.head_precision, device) is Precision.bf16
     ckpt = RelocatableCheckpoint(
@@ -165,7 +166,7 @@ def _trainer(
         callbacks=[ckpt, keep, StopWhenSignalled()]
         + ([TQDMProgressBar(refresh_rate=cfg.log_every_n_steps)] if cfg.progress_bar else []),
         logger=[
-            CSVLogger(run_dir, name="logs", version=""),
+            RunCSVLogger(run_dir, keep_through_epoch=resumed_epoch),
             TensorBoardLogger(run_dir, name="logs", version="", default_hp_metric=False),
         ],
         # Bit-for-bit determinism is promised on CPU; on CUDA it would need CUBLAS_WORKSPACE_CONFIG.
@@ -341,13 +342,13 @@ def _fit_lightning(
     module = UcseModule(head, data.num_classes, cfg.loss, cfg.optim)
     dm = StatesDataModule(states, labels, cfg.optim.batch_size, cfg.seed, cfg.num_workers)
     keep = KeepBest(monitor="val/acc", mode="max")  # ModelCheckpoint's criterion, held in memory
-    trainer, ckpt = _trainer(cfg, run_dir, device, keep)
     module.data_fingerprints = fingerprints
     resume = checkpoint_path(cfg, run_dir)
     if resume is not None:
         checkpoint = read_checkpoint(resume)
         check_checkpoint_fits(checkpoint, module, resume)
         check_same_data(checkpoint, module.data_fingerprints, resume)
+    trainer, ckpt = _trainer(cfg, run_dir, device, keep, None if resume is None else int(checkpoint["epoch"]))
     with stops_end_every_rank(trainer):  # a stop ends every rank, not only this one
         t_fit = time.perf_counter()
         trainer.fit(module, datamodule=dm, ckpt_path=resume, weights_only=True)

@@ -190,13 +190,30 @@ def read_checkpoint(path: Path) -> dict:
         for k in ("epoch", "global_step", "loops")
         if not isinstance(checkpoint, dict) or k not in checkpoint
     ]
-    if not isinstance(state, dict) or missing or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        what = f"no {', '.join(missing)}" if missing else "a state_dict that is not a mapping of tensors"
+    counts = [k for k in ("epoch", "global_step") if k not in missing and not _is_count(checkpoint[k])]
+    if (
+        not isinstance(state, dict)
+        or missing
+        or counts
+        or not all(isinstance(v, torch.Tensor) for v in state.values())
+    ):
+        what = (
+            f"no {', '.join(missing)}"
+            if missing
+            else f"{counts[0]} is not a count"
+            if counts
+            else "a state_dict that is not a mapping of tensors"
+        )
         raise ConfigError(
             f"Checkpoint {path} is not a training checkpoint of this program ({what}); delete it to resume "
             "from the start, or pass overwrite=true."
         )
     return checkpoint
+
+
+def _is_count(value: object) -> bool:
+    """A non-negative Python int (not a bool), as Lightning writes a checkpoint's epoch and step."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def check_checkpoint_fits(checkpoint: dict, module: torch.nn.Module, path: Path) -> None:
