@@ -144,6 +144,27 @@ def test_local_task_reads_the_runs_columns_and_names_bad_rows(tmp_path: Path) ->
             )
 
 
+def test_local_task_reads_string_labels_as_names_and_refuses_a_mix_of_kinds(tmp_path: Path) -> None:
+    # "01" and "1" were read as one id (two labels merged), and a string "1" among names took the id of
+    # whichever name came second; ucse train reads a JSON file's strings as names.
+    folder = tmp_path / "Banking77Classification"
+    folder.mkdir()
+    train = [{"text": f"t{i}", "label": lab} for i, lab in enumerate(["billing", "1", "01", "billing", "1"])]
+    test = [{"text": f"s{i}", "label": lab} for i, lab in enumerate(["01", "billing", "1"])]
+    for split, rows in (("train", train), ("test", test)):
+        (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    task = load_local_task("Banking77Classification", tmp_path)
+    # three names, numbered by first appearance over train then test
+    assert list(task.dataset["train"]["label"]) == [0, 1, 2, 0, 1]
+    assert list(task.dataset["test"]["label"]) == [2, 0, 1]
+    # an integer id in a task of names (here in another split) names both lines
+    (folder / "test.jsonl").write_text('{"text": "s", "label": "billing"}\n{"text": "u", "label": 1}\n')
+    with pytest.raises(
+        ValueError, match=r"test.jsonl line 2: 'label' is the integer id 1, but .*train.jsonl line 1"
+    ):
+        load_local_task("Banking77Classification", tmp_path)
+
+
 def test_official_eval_splits_when_none_are_named(tmp_path: Path) -> None:
     # FinancialPhrasebankClassification is evaluated on its train split alone: no test.jsonl is needed
     _write_task(tmp_path, "FinancialPhrasebankClassification")

@@ -8,7 +8,6 @@ The official task object is kept (metadata, protocol: logistic-regression probe,
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -95,21 +94,22 @@ class MtebEncoder(AbsEncoder):
         return np.concatenate(chunks, axis=0)
 
 
-_INT = re.compile(r"-?[0-9]+")
-
-
 def _read_split(
     path: Path,
     label_ids: dict[str, int] | None = None,
     text_column: str = "text",
     label_column: str = "label",
+    kinds: dict[str, str] | None = None,
 ) -> Dataset:
     """``text`` / int ``label`` rows; string labels are mapped through ``label_ids`` (grown as met).
+
+    ``kinds`` records where the first name and the first id were met (shared by a task's splits).
 
     Raises:
         ValueError: naming the file and line of a row that is not an object with a string text and an
             integer or named label (a boolean or a 1.7 was read as the id 1 before).
     """
+    kinds = {} if kinds is None else kinds
     texts: list[str] = []
     labels: list[int] = []
     with path.open(encoding="utf-8") as fh:
@@ -129,14 +129,20 @@ def _read_split(
             text, label = row[text_column], row[label_column]
             if not isinstance(text, str):
                 raise ValueError(f"{where}: '{text_column}' is not a string: {text!r}")
-            if isinstance(label, str) and _INT.fullmatch(label.strip()):
-                labels.append(int(label))
-            elif isinstance(label, str) and label_ids is not None:
-                labels.append(label_ids.setdefault(label, len(label_ids)))
-            elif isinstance(label, int) and not isinstance(label, bool):
-                labels.append(label)
-            else:
+            # Strings are names, whatever they spell ("01" and "1" are two labels, as ucse train reads a JSON
+            # file); integers are ids. One kind per task: a name "1" and an id 1 would be two classes or one.
+            kind = "name" if isinstance(label, str) else "id" if type(label) is int else None
+            if kind is None or (kind == "name" and label_ids is None):
                 raise ValueError(f"{where}: '{label_column}' must be an integer id or a name, got {label!r}")
+            kinds.setdefault(kind, where)
+            other = kinds.get("id" if kind == "name" else "name")
+            if other is not None:
+                raise ValueError(
+                    f"{where}: '{label_column}' is {'the name' if kind == 'name' else 'the integer id'} "
+                    f"{label!r}, but {other} has a label of the other kind; give every label as a name "
+                    "(a string) or every label as an integer id."
+                )
+            labels.append(label_ids.setdefault(label, len(label_ids)) if kind == "name" else label)
             texts.append(text)
     return Dataset.from_dict({"text": texts, "label": labels})
 
@@ -206,11 +212,12 @@ def load_local_task(
 
     splits = dict.fromkeys(["train", *eval_splits])
     label_ids: dict[str, int] = {}
+    kinds: dict[str, str] = {}
     for split in splits:
         path = folder / f"{split}.jsonl"
         if not path.is_file():
             raise FileNotFoundError(f"missing split file {path}")
-        splits[split] = _read_split(path, label_ids, text_column, label_column)
+        splits[split] = _read_split(path, label_ids, text_column, label_column, kinds)
     data = DatasetDict(splits)
     task.dataset = {ENGLISH_SUBSET: data} if multilingual else data
     # The official tasks' transforms (column renames, subsampling) must run on injected data as well.
