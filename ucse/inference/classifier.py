@@ -73,8 +73,7 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         output_dir: where ``fit`` writes the run folder (kept); ``None`` = a temporary folder.
         device: ``auto`` (CUDA when present), ``cpu`` or ``cuda``.
         batch_size: texts per backbone forward at prediction time; ``None`` keeps the run's setting.
-        trust_remote_code: let the backbone's own model code run (only from you: a saved run asking for it
-            is ignored).
+        trust_remote_code: let the backbone's own model code run (only from you: a saved run's is ignored).
         compile_head: run the head through ``torch.compile`` at prediction time (compiled on first use, 1-6 s;
             falls back to eager with a warning where compilation fails; :mod:`ucse.heads.compiled`).
 
@@ -200,6 +199,8 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
             compile_head: run the head through ``torch.compile`` (see the class's parameters).
             warn: log a warning when the saved abstention rule certified no threshold (``ucse predict``
                 says it in its summary instead).
+
+        Training parameters stay the defaults (``get_params``): ``clone``/``fit`` train a default model.
 
         Raises:
             FileNotFoundError: when ``path`` is not a run or head folder.
