@@ -18,8 +18,9 @@ from ucse.config.uncertainty import OodScore
 from ucse.heads import load_head
 from ucse.training import auto as auto_mod
 from ucse.training import auto_run as auto_run_mod
+from ucse.training import fit_head as fit_head_mod
 from ucse.training import preflight, train
-from ucse.training.auto import choose_blend, fit_temperature, predict_outputs
+from ucse.training.auto import WEIGHTS, choose_blend, fit_temperature, predict_outputs
 from ucse.training.auto_run import load_heldout, read_heldout
 from ucse.training.fit_head import fit_head, step_budget
 from ucse.training.logreg import fit_probe
@@ -68,6 +69,32 @@ def test_choice_prefers_the_probe_unless_the_other_model_is_clearly_better():
     ta, tb = clear["t_gaussian"], clear["t_probe"]
     p = 0.5 * np.exp(log_softmax(good / ta, 1)) + 0.5 * np.exp(log_softmax(noise / tb, 1))
     assert clear["nll"]["0.5"] == pytest.approx(-np.log(p[np.arange(600), y]).mean(), rel=1e-9)
+
+
+def test_the_choice_is_the_probe_most_weight_within_one_standard_error_of_the_best():
+    # The rule the README states, by hand: per-row NLLs of each blend at the reported temperatures; the
+    # best mean; then the first weight from the probe's end whose mean excess over the best is at most
+    # the standard error of that paired excess. Near-equal models, where the margin decides.
+    outcomes = set()
+    for seed in range(4):
+        rng = np.random.default_rng(seed)
+        y = rng.integers(0, 5, 600)
+        probe = _logits(y, 5, 2.0, rng)
+        for bonus in (0.1, 0.2, 0.4):
+            gaussian = probe + 0.5 * rng.normal(size=probe.shape) + bonus * np.eye(5)[y]
+            got = choose_blend(gaussian, probe, y)
+            pa = np.exp(log_softmax(gaussian / got["t_gaussian"], 1))
+            pb = np.exp(log_softmax(probe / got["t_probe"], 1))
+            nll = {w: -np.log((w * pa + (1 - w) * pb)[np.arange(600), y]) for w in WEIGHTS}
+            best = min(WEIGHTS, key=lambda w: nll[w].mean())
+            chosen = next(
+                w
+                for w in WEIGHTS
+                if (nll[w] - nll[best]).mean() <= (nll[w] - nll[best]).std(ddof=1) / np.sqrt(600)
+            )
+            assert (got["best_weight"], got["weight"]) == (best, chosen), (seed, bonus)
+            outcomes.add("margin decided" if chosen != best else "best" if best else "probe")
+    assert outcomes == {"margin decided", "best", "probe"}  # the cases exercise every branch of the rule
 
 
 def test_auto_cross_validates_on_a_small_validation_split(tiny_run_cfg, monkeypatch):
@@ -145,6 +172,42 @@ def test_auto_cross_validates_on_a_small_validation_split(tiny_run_cfg, monkeypa
     ucfg.ood = dataclasses.replace(cfg.uncertainty.ood, k=d.shape[1] + 1)
     with pytest.raises(ValueError, match=f"choose uncertainty.ood.k <= {d.shape[1]}"):
         fit_run_uncertainty(run, ucfg)
+
+
+def test_a_validation_split_selects_alone_from_max_200_and_5_per_label_texts():
+    # max(200, 5 x 3) = 200 texts for 3 labels; max(200, 5 x 41) = 205 for 41
+    assert preflight.cross_validates(199, 3) and not preflight.cross_validates(200, 3)
+    assert preflight.cross_validates(204, 41) and not preflight.cross_validates(205, 41)
+
+
+def test_the_selection_textcnn_is_its_best_validation_nll_state_not_its_last(tiny_run_cfg, monkeypatch):
+    monkeypatch.setattr(preflight, "HOLDOUT_MIN", 5)
+    seen, fits = [], []  # (val NLL, head state) at every validation; (fit, its validations) per TextCNN fit
+    real_end = fit_head_mod.KeepBest.on_validation_end
+
+    def record(self, trainer, module):
+        state = {k: v.detach().clone() for k, v in module.head.state_dict().items()}
+        seen.append((float(trainer.callback_metrics["val/ce"]), state))
+        real_end(self, trainer, module)
+
+    def spy(*args):
+        seen.clear()
+        fit = fit_head(*args)
+        fits.append((fit, list(seen)))
+        return fit
+
+    monkeypatch.setattr(fit_head_mod.KeepBest, "on_validation_end", record)
+    monkeypatch.setattr(auto_mod, "fit_head", spy)
+    # a step size that overshoots: validation NLL rises after its best epoch, so best and last differ
+    train(tiny_run_cfg("recipe=auto", "head=auto", "data.val_fraction=0.3", "optim.lr=0.05"))
+    fit, curve = fits[0]  # the selection model, the one fitted with validation rows
+    best = min(range(len(curve)), key=lambda i: curve[i][0])  # ties: the earliest, as KeepBest keeps
+    assert best < len(curve) - 1 and curve[best][0] < curve[-1][0]  # the premise: the last is not the best
+    shipped = fit.head.state_dict()
+    for name, value in curve[best][1].items():  # the best epoch's weights, exactly
+        assert torch.equal(shipped[name], value.float()), name
+    assert any(not torch.equal(shipped[k], v.float()) for k, v in curve[-1][1].items())
+    assert fit.best_val_nll == curve[best][0]
 
 
 @pytest.mark.parametrize("refit", [True, False])

@@ -120,7 +120,12 @@ def test_ddp_on_two_processes_gives_the_head_of_one_process_with_the_global_batc
     assert out["stdout"].count("test accuracy") == 1  # rank 1 reports nothing
     _heads_close(one.run_dir, ddp_dir)
     metrics = json.loads((ddp_dir / "metrics.json").read_text())
-    assert metrics["test"] == pytest.approx(one.metrics["test"], abs=1e-6)
+    # Heads within ATOL of each other: only a test text whose two top logits tie to that rounding could be
+    # labelled differently; allow one such text.
+    n_test = metrics["data"]["sizes"]["test"]
+    assert metrics["test"]["accuracy"] == pytest.approx(
+        one.metrics["test"]["accuracy"], abs=1 / n_test + 1e-9
+    )
     assert metrics["data"]["cache_builds"] == 1
     # Written once, by rank 0: one best and one last checkpoint, one head, one config.
     assert sorted(p.name for p in (ddp_dir / "checkpoints").iterdir()) == sorted(

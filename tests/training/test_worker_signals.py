@@ -46,7 +46,15 @@ def test_ctrl_c_with_dataloader_workers_is_one_line_and_no_traceback(tiny_task_r
         time.sleep(0.5)
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the training process and its workers
         code = proc.wait(timeout=60)
-        time.sleep(1.0)  # the workers' last words, if any
+        # The workers' last words, if any: wait until no process of the group is left (not a fixed sleep,
+        # which a slow machine outlasts), at most 20 s (an unreaped zombie still counts as one).
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
         out = output(tmp_path)
         assert code == 130, out[-3000:]
         # No worker died of ucse's stop, and none swallowed in a finalizer was printed. (torch's own worker

@@ -15,6 +15,7 @@ from toy_tasks import own_rows, train_rows
 from ucse.config import ConfigError, build_config, from_yaml
 from ucse.config.uncertainty import OodScore
 from ucse.data import load_classification
+from ucse.data.tasks import SPLITS
 from ucse.inference.classifier import UcseClassifier
 from ucse.training.auto_run import read_heldout
 from ucse.uncertainty.ood_examples import youden_threshold
@@ -39,6 +40,21 @@ def test_a_single_head_sets_the_threshold_on_validation_and_rows_carry_the_flag(
     scores = np.array([r["ood_score"] for r in rows])
     np.testing.assert_array_equal(flags, scores > profile.ood.threshold)
     assert flags.dtype == bool
+    # The threshold, by hand: the ceil((n + 1) tpr)-th smallest score of the validation texts, scored here
+    # through predict; the training rows' scores (the statistics' own rows) would set another one.
+    cfg = from_yaml(tmp_path / "run" / "config.yaml")
+    data = load_classification(cfg.task, cfg.data, cfg.seed)
+    held = {
+        s: np.array([r["ood_score"] for r in clf.predict_with_uncertainty(data.texts(s))]) for s in SPLITS
+    }
+    n, tpr = len(held["validation"]), profile.ood.tpr
+    assert n == info["n_heldout"]
+    by_hand = np.sort(held["validation"])[math.ceil((n + 1) * tpr) - 1]
+    on_train = np.sort(held["train"])[math.ceil((len(held["train"]) + 1) * tpr) - 1]
+    # The fit scored the run's float16-cached states, predict scores float32 ones: each state rounded by up to
+    # 2^-11 relative moves the score by about as much; a few times that, against a 35 % gap to the other rule.
+    assert profile.ood.threshold == pytest.approx(by_hand, rel=4 * 2**-11)
+    assert abs(on_train - by_hand) > 0.1 * abs(by_hand)
 
 
 def test_the_default_flag_reads_the_heads_mu_beside_the_pooled_vector(tmp_path, tiny_bert_dir, monkeypatch):

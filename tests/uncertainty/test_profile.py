@@ -147,3 +147,39 @@ def test_set_labels_are_each_rows_members_most_probable_first():
     assert (
         expected[1] == [] and len(expected[2]) == 6 and expected[0][:3] == ["label 0", "label 1", "label 3"]
     )
+
+
+def test_the_predictive_scores_are_the_entropy_and_mutual_information_of_calibrated_samples():
+    # By hand in numpy: z_s = mu + eps_s * sigma through the classifier (logits + (eps_s sigma) W^T), each
+    # sample's logits scaled by the profile's 1/T, softmaxed; predictive entropy = H(mean of the samples),
+    # mutual information = H(mean) - mean of H. The S noise vectors are the seed's (the scores' contract).
+    from ucse.config.uncertainty import CalibrationMethod
+    from ucse.uncertainty.calibration import Calibrator
+    from ucse.uncertainty.profile import UncertaintyProfile
+
+    rng = np.random.default_rng(0)
+    n, c, d, s, t = 6, 4, 5, 16, 2.5
+    logits, var, weight = rng.normal(size=(n, c)) * 3, rng.uniform(0.2, 2.0, (n, d)), rng.normal(size=(c, d))
+    cal = Calibrator(
+        CalibrationMethod.temperature, torch.full((c,), 1 / t, dtype=torch.float64), torch.zeros(c)
+    )
+    profile = UncertaintyProfile(cal, weight=torch.as_tensor(weight), samples=s, seed=3)
+    got = profile.scores(
+        torch.as_tensor(rng.normal(size=(n, d))), torch.as_tensor(var), torch.as_tensor(logits)
+    )
+    eps = torch.randn((s, 1, d), generator=torch.Generator().manual_seed(3), dtype=torch.float64).numpy()
+    z = (logits + (eps * np.sqrt(var)) @ weight.T) / t  # (S, N, C)
+    p = np.exp(z - z.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+
+    def entropy(q):
+        return -(q * np.log(q)).sum(-1)
+
+    pe, mi = entropy(p.mean(0)), entropy(p.mean(0)) - entropy(p).mean(0)
+    np.testing.assert_allclose(got["predictive_entropy"].numpy(), pe, rtol=1e-10)
+    np.testing.assert_allclose(got["mutual_information"].numpy(), mi, rtol=1e-8, atol=1e-12)
+    # the premises: the two scores differ, and the calibration moves them (T = 1 gives other values)
+    assert np.abs(pe - mi).min() > 1e-3
+    z1 = logits + (eps * np.sqrt(var)) @ weight.T
+    p1 = np.exp(z1 - z1.max(-1, keepdims=True))
+    assert np.abs(entropy((p1 / p1.sum(-1, keepdims=True)).mean(0)) - pe).min() > 1e-3
