@@ -231,6 +231,14 @@ class UcseModule(L.LightningModule):
         last = self._trainer is not None and batch_idx + 1 >= self.trainer.num_training_batches
         if self._finite_record is None or every == 1 or not ((batch_idx + 1) % every == 0 or last):
             return
+        self._read_finite_record()
+
+    def on_train_end(self) -> None:
+        """Read the record once more: a run that stops at a step budget mid-epoch reaches no epoch end."""
+        if self._finite_record is not None:
+            self._read_finite_record()
+
+    def _read_finite_record(self) -> None:
         flag, step, epoch, ce, con, kl, hidden_ok = self._finite_record.tolist()  # the one host sync
         if flag:
             self._raise_non_finite(
