@@ -12,7 +12,7 @@ import torch.utils.deterministic
 from toy_tasks import LEARNS
 
 from ucse.training import train
-from ucse.training.torch_flags import CUBLAS_ENV, run_torch_flags
+from ucse.training.torch_flags import CUBLAS_ENV, SEED_ENV, run_torch_flags
 
 
 def _flags() -> tuple:
@@ -87,3 +87,26 @@ def test_train_leaves_the_flags_as_it_found_them(restore_flags, tiny_run_cfg, mo
     before = _flags()
     train(tiny_run_cfg(*LEARNS, "optim.epochs=1"))
     assert _flags() == before
+
+
+@pytest.mark.parametrize("head", ["textcnn", "auto"])  # Lightning's loop, and head=auto's in-memory fits
+def test_a_run_gives_back_the_callers_random_streams_and_seed_variables(tiny_run_cfg, monkeypatch, head):
+    import random
+
+    import numpy as np
+
+    for key in SEED_ENV:
+        monkeypatch.delenv(key, raising=False)
+
+    def draws() -> tuple:
+        return random.random(), float(np.random.rand()), float(torch.rand(()))
+
+    def seeded(seed: int) -> None:
+        random.seed(seed), np.random.seed(seed), torch.manual_seed(seed)
+
+    seeded(123)
+    want = draws()  # what the caller's streams give next
+    seeded(123)
+    train(tiny_run_cfg(*LEARNS, "optim.epochs=1", f"head={head}", "seed=7"))
+    assert draws() == want  # not seed 7's stream, nor wherever the run left it
+    assert all(key not in os.environ for key in SEED_ENV)

@@ -1,15 +1,19 @@
-"""The process-wide torch flags a training run sets, given back to the caller when the run ends."""
+"""The process-wide state a training run sets (torch flags, random generators), given back when it ends."""
 
 from __future__ import annotations
 
 import os
+import random
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import numpy as np
 import torch
 import torch.utils.deterministic
 
 CUBLAS_ENV = "CUBLAS_WORKSPACE_CONFIG"
+SEED_ENV = ("PL_GLOBAL_SEED", "PL_SEED_WORKERS")
+"""What ``lightning.seed_everything`` leaves in the environment (later Lightning code reads them)."""
 
 
 @contextmanager
@@ -20,7 +24,10 @@ def run_torch_flags() -> Iterator[None]:
     ``torch.use_deterministic_algorithms`` (on, or off), ``torch.backends.cudnn.benchmark`` and the
     ``CUBLAS_WORKSPACE_CONFIG`` variable. A notebook that fits a ``UcseClassifier`` would carry them into
     whatever it runs next (an op without a deterministic implementation raising on CUDA, every
-    ``torch.empty`` filled with NaN), so they are put back as they were, also when the run fails.
+    ``torch.empty`` filled with NaN), so they are put back as they were, also when the run fails. So are
+    the global random generators (Python's, numpy's, torch's CPU and CUDA ones) and the two variables that
+    ``seed_everything`` reseeds and sets: a caller's own random stream went on from the run's seed instead.
+    ucse itself draws nothing from them after a run (its later draws use their own seeded generators).
 
     Inside, ``torch.utils.deterministic.fill_uninitialized_memory`` is off. With deterministic algorithms
     on, torch fills the result of every ``torch.empty`` (and ``empty_like``, ``empty_strided``) with NaN, so
@@ -37,10 +44,29 @@ def run_torch_flags() -> Iterator[None]:
         torch.utils.deterministic.fill_uninitialized_memory,
         os.environ.get(CUBLAS_ENV),
     )
+    cuda = torch.cuda.is_initialized()
+    generators = (
+        random.getstate(),
+        np.random.get_state(),
+        torch.get_rng_state(),
+        torch.cuda.get_rng_state_all() if cuda else None,
+        {k: os.environ.get(k) for k in SEED_ENV},
+    )
     torch.utils.deterministic.fill_uninitialized_memory = False
     try:
         yield
     finally:
+        py_state, np_state, torch_state, cuda_states, seed_env = generators
+        random.setstate(py_state)
+        np.random.set_state(np_state)
+        torch.set_rng_state(torch_state)
+        if cuda_states is not None:
+            torch.cuda.set_rng_state_all(cuda_states)
+        for key, value in seed_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
         algorithms, warn_only, benchmark, fill, cublas = saved
         torch.use_deterministic_algorithms(algorithms, warn_only=warn_only)
         torch.backends.cudnn.benchmark = benchmark
