@@ -53,6 +53,27 @@ def test_a_removal_is_done_after_the_write_it_would_overtake(tmp_path, monkeypat
     assert not path.exists()
 
 
+def test_the_previous_best_stays_until_the_last_checkpoint_no_longer_names_it(tmp_path):
+    # Lightning's order at an epoch that improved: save the new best, remove the old one, save last.ckpt.
+    # A kill before last.ckpt was written left the old last.ckpt naming a removed best: the resumed run
+    # found no best checkpoint and shipped its last epoch's weights.
+    io = BackgroundCheckpointIO()
+    old, new, last = tmp_path / "best-epoch=0.ckpt", tmp_path / "best-epoch=1.ckpt", tmp_path / "last.ckpt"
+    io.save_checkpoint({"best": str(old)}, old)
+    io.save_checkpoint({"best": str(old)}, last)
+    io.save_checkpoint({"best": str(new)}, new)
+    io.remove_checkpoint(old)
+    io._executor.submit(lambda: None).result()  # every queued write and removal done: the kill comes here
+    assert io.load_checkpoint(last)["best"] == str(old) and old.exists()  # last.ckpt's best is on disk
+    io.save_checkpoint({"best": str(new)}, last)
+    io._executor.submit(lambda: None).result()
+    assert not old.exists() and new.exists()  # gone once last.ckpt names the new best
+    io.save_checkpoint({"best": str(new)}, tmp_path / "best-epoch=2.ckpt")
+    io.remove_checkpoint(new)
+    io.teardown()  # the fit's end: nothing names a deferred file any more
+    assert not new.exists()
+
+
 def test_a_failed_background_write_is_raised(tmp_path):
     io = BackgroundCheckpointIO()
     blocker = tmp_path / "file"

@@ -258,6 +258,15 @@ def test_a_checkpoint_that_is_not_a_training_checkpoint_is_refused(finished):
             train(make("optim.epochs=2", "ckpt_path=last"))
 
 
+def test_a_resume_whose_best_checkpoint_is_gone_is_refused_not_shipped_as_the_last_epoch(finished):
+    # validate(ckpt_path=None) scored the current (last) weights and the run shipped them as its best
+    run, make = finished
+    for best in (run / "checkpoints").glob("best-*.ckpt"):
+        best.unlink()
+    with pytest.raises(ConfigError, match=r"The best checkpoint this run recorded \(best-.*\) is not in"):
+        train(make("optim.epochs=1", "ckpt_path=last"))
+
+
 def test_leftovers_of_a_kill_are_cleaned_by_the_next_run(finished):
     run, make = finished
     head = run / atomic.temp_name("head")

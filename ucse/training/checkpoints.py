@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -11,6 +12,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.plugins.io import AsyncCheckpointIO
 
 from ucse import atomic
+from ucse.config.run_layout import RunFolder
 
 
 class SafeCheckpointIO(TorchCheckpointIO):
@@ -41,12 +43,39 @@ class BackgroundCheckpointIO(AsyncCheckpointIO):
     previous best, once a better one is saved) after the writes: it removes at once, so a removal could
     overtake that file's own pending write and leave a stale best behind. Here a removal is queued on the
     writer thread behind the writes, without blocking the loop either.
+
+    A removal also waits for the next ``last.ckpt`` to be written: Lightning removes the previous best
+    before it writes ``last.ckpt`` (the largest file, with the optimiser's state), so a kill in between left
+    a ``last.ckpt`` naming a best checkpoint that was gone, and the resumed run shipped its last epoch's
+    weights as the best (``best_checkpoint: null``).
     """
 
     def __init__(self) -> None:
         super().__init__(SafeCheckpointIO())
+        self._deferred: list[Any] = []  # removals waiting for the next last.ckpt
+
+    def save_checkpoint(self, *args: Any, **kwargs: Any) -> None:
+        """Write on the writer thread; once a ``last.ckpt`` is queued, the removals deferred before it."""
+        super().save_checkpoint(*args, **kwargs)
+        path = kwargs.get("path", args[1] if len(args) > 1 else None)
+        if path is not None and Path(path).name == RunFolder.LAST_CHECKPOINT:
+            self._flush_removals()
 
     def remove_checkpoint(self, path: Any) -> None:
+        """Remove ``path`` on the writer thread, after the next ``last.ckpt`` (no longer naming it)."""
+        self._deferred.append(path)
+
+    def teardown(self) -> None:
+        """At the end of the fit nothing names the deferred files any more: remove them, then wait."""
+        self._flush_removals()
+        super().teardown()
+
+    def _flush_removals(self) -> None:
+        pending, self._deferred = self._deferred, []
+        for path in pending:
+            self._remove_in_order(path)
+
+    def _remove_in_order(self, path: Any) -> None:
         """Remove ``path`` on the writer thread, after the writes queued before it."""
         self._ensure_setup()
         remove = super().remove_checkpoint

@@ -25,6 +25,7 @@ from ucse.backbone.encoder import FrozenBackbone
 from ucse.backbone.loading import model_fingerprint
 from ucse.backbone.precision import effective_precision
 from ucse.config import (
+    ConfigError,
     HeadType,
     Precision,
     ProfilerType,
@@ -367,6 +368,12 @@ def _fit_lightning(
             module.head.load_state_dict(keep.state)
             val, reload = keep.metrics, None
         else:  # resumed, and the best epoch ran before the resume: its weights are only in its checkpoint
+            if best is None:  # validate(ckpt_path=None) would score, and ship, the last epoch's weights
+                raise ConfigError(
+                    f"The best checkpoint this run recorded ({Path(ckpt.best_model_path).name or 'none'}) is "
+                    f"not in {RunFolder(run_dir).checkpoints}; its weights cannot be shipped. Train the run "
+                    "again with overwrite=true."
+                )
             val = trainer.validate(module, datamodule=dm, ckpt_path=best, verbose=False, weights_only=True)[0]
             reload = best
         scores = {"val": {"accuracy": val["val/acc"], "f1_macro": val["val/f1_macro"]}}
