@@ -3,7 +3,8 @@
 Each size runs in a fresh child process through the product's pipeline (``ucse.pipeline.run_training``:
 cache build, one epoch of the paper's TextCNN, the uncertainty profile), on Banking77's training texts
 (shuffled once) repeated with a numbered suffix (``"<text> (copy 3)"``) so every text is distinct and is
-encoded, with their real labels; validation and test are 1,000 texts each at every size (in the cache too).
+encoded, with their real labels; validation is 1,000 further training texts (never repeated) and test the
+first 1,000 of the official test split, at every size (in the cache too).
 The child samples its own ``/proc/self/status`` every 20 ms and reports:
 
 - ``VmHWM``: the kernel's peak resident set, which counts the pages of the memory-mapped cache the run has
@@ -73,10 +74,21 @@ class PeakSampler(threading.Thread):
             self.stop.wait(self.every)
 
 
+VALIDATION = 1000
+"""Training texts held out as the validation split (early stopping, calibration), never repeated."""
+
+
+def validation_rows() -> list[dict]:
+    """The first :data:`VALIDATION` of the shuffled training texts: official test rows choose nothing."""
+    rows = [json.loads(line) for line in (DATA / TASK / "train.jsonl").open()]
+    return [rows[i] for i in np.random.default_rng(0).permutation(len(rows))[:VALIDATION]]
+
+
 def texts_of(n: int) -> tuple[list[str], list[int]]:
     """``n`` distinct texts with real labels: Banking77's training texts, repeated with a numbered suffix."""
     rows = [json.loads(line) for line in (DATA / TASK / "train.jsonl").open()]
     rows = [rows[i] for i in np.random.default_rng(0).permutation(len(rows))]  # every label in a small n
+    rows = rows[VALIDATION:]  # the first ones are the validation split (validation_rows)
     out, labels = [], []
     for i in range(n):
         r = rows[i % len(rows)]
@@ -98,7 +110,7 @@ def child(n: int, overrides: list[str]) -> dict:
 
     train_t, train_y = texts_of(n)
     test = [json.loads(line) for line in (DATA / TASK / "test.jsonl").open()]
-    val, tst = test[:1000], test[1000:2000]
+    val, tst = validation_rows(), test[:1000]
     dd = DatasetDict(
         {
             "train": Dataset.from_dict({"text": train_t, "label": train_y}),

@@ -190,7 +190,8 @@ def measure(run_dir: Path) -> dict:
         "val_aurc": profile.info["validation_aurc"],
         "selective": {
             "coverage": float((~res.abstain).mean()),
-            "error": float((~correct[~res.abstain]).mean()) if (~res.abstain).any() else 0.0,
+            # None where every text abstains: no error among answered texts to report (0.0 read as perfect)
+            "error": float((~correct[~res.abstain]).mean()) if (~res.abstain).any() else None,
             "target": profile.abstain.target,
         },
         "conformal": {
@@ -218,10 +219,16 @@ def measure(run_dir: Path) -> dict:
         }
         # Samples ablation: predictive entropy's AURC with S Monte-Carlo samples (0 = probit).
         r["predictive_entropy_by_samples"] = {}
-        for s in (0, 1, 8, 32, 128) if profile.weight is not None else ():
-            profile.samples = s
-            pe = profile.scores(out.mean, out.var, out.logits, ["predictive_entropy"])["predictive_entropy"]
-            r["predictive_entropy_by_samples"][str(s)] = aurc(pe.numpy(), correct)
+        saved = profile.samples  # the OOD scores below use the profile's own S, as predict does
+        try:
+            for s in (0, 1, 8, 32, 128) if profile.weight is not None else ():
+                profile.samples = s
+                pe = profile.scores(out.mean, out.var, out.logits, ["predictive_entropy"])[
+                    "predictive_entropy"
+                ]
+                r["predictive_entropy_by_samples"][str(s)] = aurc(pe.numpy(), correct)
+        finally:
+            profile.samples = saved
     detectors = ood_detectors(run_dir, cfg, encoder, data, profile)
     test_probs = profile.calibrator.probs(out.logits)
     # In-scope test texts each flag keeps (target: uncertainty.ood.tpr) and the saved flag's own keep rate.
