@@ -107,6 +107,7 @@ def _bad_cases(run: Path, tmp: Path) -> dict[str, tuple[list[str], str]]:
     (tmp / "ok.txt").write_text("hello bank\n")
     (tmp / "blank.txt").write_text("hello bank\n\nmy dog\n")
     (tmp / "t.csv").write_text("body,label\nhello,x\n")
+    (tmp / "o.csv").write_text("text,customer\nhello,ann\n")
     (tmp / "empty.csv").write_text("text,id\nhello,1\n,2\n")
     (tmp / "t.docx").write_text("x")
     ok = f"input={tmp / 'ok.txt'}"
@@ -120,6 +121,15 @@ def _bad_cases(run: Path, tmp: Path) -> dict[str, tuple[list[str], str]]:
         "empty text": ([f"run={run}", f"input={tmp / 'empty.csv'}"], "line 3"),
         "bad suffix": ([f"run={run}", f"input={tmp / 't.docx'}"], "unsupported file type '.docx'"),
         "bad out": ([f"run={run}", ok, f"out={tmp / 'p.xlsx'}"], "unsupported output type"),
+        # overwrite=true replaced the input itself (its other columns gone), or a file of the run
+        "out is the input": (
+            [f"run={run}", f"input={tmp / 'o.csv'}", f"out={tmp / 'o.csv'}", "overwrite=true"],
+            "is the input file",
+        ),
+        "out in the run": (
+            [f"run={run}", ok, f"out={run / 'label_review.csv'}", "overwrite=true"],
+            "is inside the run folder",
+        ),
         "out folder missing": ([f"run={run}", ok, f"out={tmp / 'no' / 'p.jsonl'}"], "does not exist"),
         "bad key": ([f"run={run}", ok, "topk=2"], "Did you mean 'top_k'"),
         "bad top_k": ([f"run={run}", ok, "top_k=0"], "top_k=0 must be >= 1"),
@@ -139,6 +149,8 @@ def _bad_cases(run: Path, tmp: Path) -> dict[str, tuple[list[str], str]]:
         "empty text",
         "bad suffix",
         "bad out",
+        "out is the input",
+        "out in the run",
         "out folder missing",
         "bad key",
         "bad top_k",
@@ -152,6 +164,7 @@ def test_bad_inputs_exit_2_with_one_line(case, tiny_clf_run, tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1 and message in err, err
     assert sorted(p.name for p in tiny_clf_run.rglob("*")) == before
+    assert (tmp_path / "o.csv").read_text() == "text,customer\nhello,ann\n"
 
 
 def test_eval_mteb_on_own_data_fails_with_one_line(tiny_clf_run, tmp_path, capsys):

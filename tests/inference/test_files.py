@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import csv
 import errno
 import io
+import json
 import subprocess
 import sys
 
@@ -21,12 +23,30 @@ def _texts() -> list[str]:
 
 
 @pytest.mark.parametrize("ending", ["\n", "\r\n"])
-@pytest.mark.parametrize("last", ["", "newline"])
+@pytest.mark.parametrize("last", ["", "newline", "blank lines"])  # trailing blank lines: an editor's
 def test_a_txt_file_gives_one_text_per_line_whatever_the_line_holds(tmp_path, ending, last):
     texts = _texts()
     path = tmp_path / "in.txt"
-    path.write_bytes((ending.join(texts) + (ending if last else "")).encode())
+    tail = {"": "", "newline": ending, "blank lines": ending + ending + "  " + ending}[last]
+    path.write_bytes((ending.join(texts) + tail).encode())
     assert read_texts(str(path)) == texts
+
+
+def test_a_blank_line_between_texts_is_still_refused(tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_text("a\n\nb\n\n")
+    with pytest.raises(ValueError, match="line 2 is blank"):
+        read_texts(str(path))
+
+
+def test_csv_cells_hold_the_label_names_as_written(tmp_path):
+    # probs / set were JSON with \u escapes, so their keys did not match the label column beside them
+    out = tmp_path / "p.csv"
+    write_predictions(
+        [{"text": "x", "label": "Billing 💳", "probs": {"Billing 💳": 0.9, "log in": 0.1}}], str(out)
+    )
+    row = next(csv.DictReader(out.open(encoding="utf-8")))
+    assert row["label"] in json.loads(row["probs"]) and "Billing 💳" in row["probs"]
 
 
 def test_stdin_gives_one_text_per_line_whatever_the_line_holds(monkeypatch):

@@ -54,6 +54,30 @@ def _trained_text_column(run: Path | None, source: str) -> str:
     return from_yaml(RunFolder(run).config).data.text_column
 
 
+def _check_out_is_not_read(out: str, source: str, run: Path) -> None:
+    """Refuse an ``out=`` that is the input file or lies in the run (or head) folder, even with overwrite.
+
+    ``overwrite=true`` says the user may replace an earlier output, not the texts being read (their other
+    columns went with them) or a file of the run (``label_review.csv``...), which ``ucse export`` refuses too.
+    """
+    from ucse.config import ConfigError
+
+    if out == "-":
+        return
+    target = Path(out).expanduser().resolve()
+    if source != "-" and target == Path(source).expanduser().resolve():
+        raise ConfigError(
+            f"out={out} is the input file; predicting into it would replace the texts (and their other "
+            "columns). Nothing was written; choose another out=."
+        )
+    folder = run.resolve()
+    if target.is_relative_to(folder):
+        raise ConfigError(
+            f"out={out} is inside the run folder {run}; predictions would replace or mix with the run's own "
+            "files. Nothing was written; choose a path outside it."
+        )
+
+
 def main(argv: list[str]) -> int:
     """Validate every argument and file, load the run once, predict, write the rows."""
     if wants_help(argv):
@@ -71,6 +95,7 @@ def main(argv: list[str]) -> int:
         from ucse.inference.files import check_output, read_texts, write_predictions
 
         check_output(cfg.out, cfg.overwrite)
+        _check_out_is_not_read(cfg.out, cfg.input, run or head_dir)
         if cfg.text_column and _one_text_per_line(cfg.input):
             # a .txt file or stdin has no columns: the option was ignored without a word
             raise ConfigError(
@@ -81,7 +106,7 @@ def main(argv: list[str]) -> int:
         texts = read_texts(cfg.input, column, sole_column=cfg.text_column is None)
         from ucse.inference.blocks import predict_blocks
         from ucse.inference.classifier import UcseClassifier
-        from ucse.uncertainty.profile import uncertifiable_message
+        from ucse.uncertainty.abstain_rule import uncertifiable_message
 
         clf = UcseClassifier.from_pretrained(
             head_dir,

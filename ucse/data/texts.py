@@ -20,15 +20,16 @@ STDIO = "-"
 
 
 def _lines(text: str, where: str) -> list[str]:
-    r"""One text per line; a blank line fails naming it (every input line must get its output row).
+    r"""One text per line; a blank line between texts fails naming it (every input line must get its row).
 
     Lines end at ``\n`` (or ``\r\n``) only: ``str.splitlines`` also splits at ``\f``, ``\v``, a bare
     ``\r``, U+0085, U+2028 and U+2029, which would give one input line several output rows.
     """
-    lines = text.split("\n")
-    if lines[-1] == "":  # the newline that ends the last line starts no new one
+    lines = [line.removesuffix("\r") for line in text.split("\n")]
+    # The newline that ends the last line starts no new one; blank lines after the last text (an editor's
+    # or a script's trailing newlines) are no texts either. A blank line between texts is still refused.
+    while lines and not lines[-1].strip():
         lines.pop()
-    lines = [line.removesuffix("\r") for line in lines]
     for number, line in enumerate(lines, 1):
         if not line.strip():
             raise DataError(

@@ -63,7 +63,8 @@ def _require_stdout() -> None:
 
 
 def _csv_cell(value: Any) -> Any:
-    return json.dumps(value) if isinstance(value, (dict, list)) else value
+    # as written, like the label column beside it (not \\u escapes of every non-ASCII label)
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else value
 
 
 def _render(blocks: Iterable[list[dict]], fmt: str) -> Iterable[str]:
