@@ -89,6 +89,19 @@ def test_export_never_replaces_the_run(run, texts, capsys, where):
     assert _snapshot(run) == before
 
 
+@pytest.mark.parametrize("out", [".", ".."])
+def test_export_never_replaces_the_working_folder(run, texts, tmp_path, monkeypatch, capsys, out):
+    # out=. overwrite=true failed with a raw "Device or resource busy ('.')" after trying to swap the cwd
+    work = tmp_path / "work" / "here"
+    work.mkdir(parents=True)
+    (work / "precious.txt").write_text("mine")
+    monkeypatch.chdir(work)
+    code = _eval_main()([f"run={run}", f"export={texts}", f"out={out}", "overwrite=true"])
+    err = capsys.readouterr().err
+    assert code == 2 and _one_error_line(err) and "is the folder you are working in" in err
+    assert sorted(p.name for p in work.iterdir()) == ["precious.txt"]
+
+
 def test_export_into_a_new_folder_works_and_leaves_no_temporary(run, texts, tmp_path):
     out = tmp_path / "new" / "emb"
     assert _eval_main()([f"run={run}", f"export={texts}", f"out={out}"]) == 0

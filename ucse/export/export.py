@@ -43,8 +43,9 @@ def read_texts(path: Path) -> list[str]:
 def check_out(out: Path, run: Path, overwrite: bool) -> None:
     """Refuse an export folder that would destroy something: the run itself, or a non-empty folder.
 
-    ``out`` may not be the run folder, one of its parents, or inside its ``head/`` or ``checkpoints/``
-    (whatever the flags say); a non-empty ``out`` is replaced only with ``overwrite=true``.
+    ``out`` may not be the run folder, one of its parents, inside its ``head/`` or ``checkpoints/``, or the
+    working folder or one of its parents (whatever the flags say); a non-empty ``out`` is replaced only with
+    ``overwrite=true``.
 
     Raises:
         ValueError: naming ``out``, what is in it and the flag or folder that allows the export.
@@ -54,6 +55,11 @@ def check_out(out: Path, run: Path, overwrite: bool) -> None:
         raise ValueError(
             f"out={out} would replace the run {run} or part of it (head, checkpoints, metrics); nothing was "
             "changed. Export into a new folder, e.g. out=<run>/export or out=embeddings/<name>."
+        )
+    if Path.cwd().resolve().is_relative_to(o):  # out=. or a parent: replacing it whole would take the cwd
+        raise ValueError(
+            f"out={out} is the folder you are working in (or holds it), which an export replaces whole; "
+            "nothing was changed. Export into a new folder, e.g. out=embeddings/<name>."
         )
     if out.exists() and not out.is_dir():
         raise ValueError(f"out={out} is a file; nothing was changed. Export into a new folder.")
