@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ucse.config.uncertainty import OodScore
-from ucse.summary import describe_flag
+from ucse.summary import describe_flag, train_summary
 from ucse.uncertainty.keep_threshold import keep_threshold
 
 
@@ -60,3 +60,25 @@ def test_a_target_mix_too_far_from_the_held_out_rows_names_the_tpr_that_sets_a_t
         if math.isfinite(target_keep_threshold(det.heldout_scores, y, weights, t / 100))
     ]
     assert named == max(finite) < 0.95
+
+
+def test_the_summary_says_why_a_model_with_a_lower_nll_was_not_chosen(tmp_path):
+    # "logreg 76.47 % / 0.731, blend 79.41 % / 0.679 -> logreg chosen" read as a bug without the rule
+    nll = {"0.0": 0.731, "0.25": 0.70, "0.5": 0.679, "0.75": 0.69, "1.0": 0.72}
+    acc = {"0.0": 0.7647, "0.25": 0.78, "0.5": 0.7941, "0.75": 0.78, "1.0": 0.75}
+    sel = {
+        "mode": "cross-validation",
+        "n_heldout": 34,
+        "weight": 0.0,
+        "best_weight": 0.5,
+        "nll": nll,
+        "accuracy": acc,
+    }
+    text = train_summary(tmp_path, {"selection": sel, "head": "logreg"}, None)
+    assert "w=0.5 had the lowest NLL, but not by more than one standard error" in text
+    # a chosen blend other than 0.5 and a best one are both shown with their figures
+    sel.update(weight=0.25, best_weight=0.75)
+    text = train_summary(tmp_path, {"selection": sel, "head": "blend"}, None)
+    assert "blend w=0.25 78.00 % / 0.700" in text and "blend w=0.75 78.00 % / 0.690" in text
+    sel.update(best_weight=0.25)
+    assert "standard error" not in train_summary(tmp_path, {"selection": sel, "head": "blend"}, None)

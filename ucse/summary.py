@@ -156,12 +156,20 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
     if "weight" in sel:
         acc, nll = sel["accuracy"], sel["nll"]
         shown = [("logreg", "0.0"), ("textcnn", "1.0"), ("blend w=0.5", "0.5")]
-        if 0 < sel["weight"] < 1 and str(sel["weight"]) != "0.5":
-            shown.append((f"blend w={sel['weight']:g}", str(sel["weight"])))
+        best = sel.get("best_weight")
+        for w in dict.fromkeys([sel["weight"], best]):  # the chosen and the lowest-NLL blends too
+            if isinstance(w, (int, float)) and 0 < w < 1 and str(w) != "0.5":
+                shown.append((f"blend w={w:g}", str(w)))
         figures = ", ".join(f"{name} {100 * acc[w]:.2f} % / {nll[w]:.3f}" for name, w in shown if w in acc)
+        why = (
+            f"; w={best:g} had the lowest NLL, but not by more than one standard error: the simpler "
+            "model is kept"
+            if isinstance(best, (int, float)) and best != sel["weight"]
+            else ""
+        )
         lines.append(
             f"head: {metrics.get('head')} chosen by {sel['mode']} over {sel['n_heldout']} texts "
-            f"(held-out accuracy / NLL: {figures})"
+            f"(held-out accuracy / NLL: {figures}{why})"
         )
     elif "probe" in sel:
         lines.append(f"head: logreg, C={sel['probe']['C']:.3g} chosen by {sel['probe']['folds']}-fold CV")
@@ -187,7 +195,7 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
         a = profile.abstain
         if a is not None:
             # torch is loaded once a profile exists
-            from ucse.uncertainty.profile import uncertifiable_fix, uncertifiable_outcome
+            from ucse.uncertainty.abstain_rule import uncertifiable_fix, uncertifiable_outcome
 
             rule = "target error" if a.rule == "target_error" else "coverage"
             fix = uncertifiable_fix(profile, run_dir)

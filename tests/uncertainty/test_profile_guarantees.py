@@ -84,8 +84,9 @@ def test_the_automatic_score_choice_is_paid_for_in_delta():
 
 @pytest.mark.parametrize(("offer", "says"), [(0.21, "target_error=0.21"), (None, "abstain.coverage=0.9")])
 def test_the_serving_warning_names_the_command_that_sets_a_certifiable_rule(caplog, tmp_path, offer, says):
+    from ucse.uncertainty.abstain_rule import warn_if_uncertifiable
     from ucse.uncertainty.calibration import Calibrator
-    from ucse.uncertainty.profile import UncertaintyProfile, warn_if_uncertifiable
+    from ucse.uncertainty.profile import UncertaintyProfile
     from ucse.uncertainty.selective import AbstainThreshold
 
     rule = AbstainThreshold(math.inf, "target_error", 0.05, 0.05, None, 1.0, 0.0625, False)

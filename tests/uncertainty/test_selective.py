@@ -122,14 +122,23 @@ def test_uncertifiable_target_follows_the_configured_fallback(fallback, abstains
     assert profile.abstain.val_coverage == (0.0 if abstains else 1.0)
     assert ("every text will abstain" if abstains else "no text will abstain") in caplog.text
     offer = profile.info["offered_target_error"]  # what the warning offers, saved with the profile
-    floor = profile.info["lowest_certifiable_error"]
-    assert f"no target below {floor:.3f} can be certified" in caplog.text
     said = (
-        "none below 0.99 is"
+        "No target up to 0.99 can be certified with these texts"
         if offer is None
-        else f"the smallest that is, {offer:.2f}: `ucse calibrate run=runs/tickets"
+        else f"The smallest target they certify is {offer:.2f} (`ucse calibrate run=runs/tickets"
     )
     assert said in caplog.text and (offer is None or f"target_error={offer:.2f}`" in caplog.text)
+    # 17 held-out texts: coverage=0.9 keeps the ceil(18 x 0.9) = 17th smallest score, every one of them, so
+    # it is not offered as abstaining on ~10 %
+    assert "uncertainty.abstain.coverage=0.9 answers every text like these 17" in caplog.text
+    # predict's advice without an offered target: the coverage setting only where it leaves texts out
+    from ucse.uncertainty.abstain_rule import uncertifiable_fix
+
+    for n, advice in ((18, "with 18 held-out texts no abstention"), (19, "coverage=0.9` abstains on ~10 %")):
+        profile.info.update(
+            offered_target_error=None, n_validation=n
+        )  # ceil(0.9 (n + 1)): 18 of 18, 18 of 19
+        assert advice in uncertifiable_fix(profile, "runs/tickets")
     caplog.clear()
     fit_profile(val, labels, cfg, run=None)  # no run calibrate can serve: the setting for the next training
     assert offer is None or f"retraining with `uncertainty.abstain.target_error={offer:.2f}`" in caplog.text

@@ -35,7 +35,8 @@ from ucse.core.encoder import EncodedBatch, UcseEncoder
 from ucse.heads.io import HEAD_FILES, copy_head
 from ucse.heads.meta import label_values
 from ucse.inference.texts import as_texts
-from ucse.uncertainty.profile import UncertaintyOutput, load_uncertainty_profile, warn_if_uncertifiable
+from ucse.uncertainty.abstain_rule import warn_if_uncertifiable
+from ucse.uncertainty.profile import UncertaintyOutput, load_uncertainty_profile
 
 PROGRESS_MIN = 1000
 """Inputs at least this long show a progress bar (when ``progress`` is on)."""
@@ -197,8 +198,7 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
             trust_remote_code: let the backbone's own model code run (only from you: a run or head asking for
                 it is ignored).
             compile_head: run the head through ``torch.compile`` (see the class's parameters).
-            warn: log a warning when the saved abstention rule certified no threshold (``ucse predict``
-                says it in its summary instead).
+            warn: warn when the saved abstention rule certified no threshold (predict's summary says it).
 
         Training parameters stay the defaults (``get_params``): ``clone``/``fit`` train a default model.
 

@@ -11,11 +11,13 @@ import dataclasses
 import logging
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ucse.config.run_layout import run_of_head
 from ucse.config.uncertainty import AbstainConfig, Uncertifiable
+from ucse.uncertainty.conformal import order_rank
 from ucse.uncertainty.selective import (
     AbstainThreshold,
     lowest_certifiable_error,
@@ -23,6 +25,9 @@ from ucse.uncertainty.selective import (
     threshold_for_coverage,
     threshold_for_error,
 )
+
+if TYPE_CHECKING:
+    from ucse.uncertainty.profile import UncertaintyProfile
 
 log = logging.getLogger(__name__)
 
@@ -79,18 +84,72 @@ def fit_abstain(
         )
     floor = lowest_certifiable_error(u, correct, delta)
     offer = offered_target(u, correct, delta, floor)
+    if offer is None:
+        what = "no target up to 0.99 can be certified with these texts"
+    else:
+        what = (
+            f"the smallest target they certify is {offer:.2f} ("
+            + setting_hint(run, f"uncertainty.abstain.target_error={offer:.2f}")
+            + ")"
+        )
     log.warning(
-        "no threshold certifies error <= %.3f at delta %.2f on %d held-out texts: %s. With these "
-        "texts no target below %.3f can be certified; %s, or uncertainty.abstain.coverage=0.9 "
-        "(answers ~90 %%, no error bound) or more labelled data set one",
+        "no threshold certifies error <= %.3f at delta %.2f on %d held-out texts: %s. %s; %s; more "
+        "labelled data certifies smaller targets",
         a.target_error,
         a.delta,
         len(u),
         "no text will abstain" if answer else "every text will abstain",
-        floor,
-        "none below 0.99 is"
-        if offer is None
-        else f"the smallest that is, {offer:.2f}: "
-        + setting_hint(run, f"uncertainty.abstain.target_error={offer:.2f}"),
+        what[0].upper() + what[1:],
+        coverage_hint(len(u)),
     )
     return rule, {"lowest_certifiable_error": floor, "offered_target_error": offer}
+
+
+def coverage_hint(n: int, coverage: float = 0.9) -> str:
+    """What ``uncertainty.abstain.coverage`` does with ``n`` held-out texts (little, on very few)."""
+    setting = f"uncertainty.abstain.coverage={coverage:g} answers"
+    if order_rank(n, coverage) < n:  # some held-out score lies above the threshold
+        return f"{setting} ~{coverage:.0%} of texts instead (no error bound)"
+    # ceil((n + 1) coverage) >= n: the threshold is the largest held-out score (or above it)
+    return f"{setting} every text like these {n} (too few held-out texts to leave {1 - coverage:.0%} out)"
+
+
+def uncertifiable_fix(profile: UncertaintyProfile, run: str | Path | None) -> str | None:  # None: retrain
+    """What to run when the saved abstention rule certified no threshold (``None`` when it did)."""
+    a = profile.abstain
+    if a is None or a.achievable:
+        return None
+    where = recalibration_run(profile.info, run)
+    offer = profile.info.get("offered_target_error")
+    if isinstance(offer, float) and math.isfinite(offer):
+        setting = f"uncertainty.abstain.target_error={offer:.2f}"
+        return f"{setting_hint(where, setting)} sets the smallest target these held-out texts certify"
+    n = profile.info.get("n_validation")
+    if isinstance(n, int) and order_rank(n, 0.9) >= n:  # coverage=0.9 answers every text like these
+        return f"with {n} held-out texts no abstention setting changes that"
+    return f"{setting_hint(where, 'uncertainty.abstain.coverage=0.9')} abstains on ~10 % instead"
+
+
+def uncertifiable_outcome(profile: UncertaintyProfile) -> str:
+    """What an uncertified abstention rule does to every text: its threshold is +inf or -inf."""
+    return "no text abstains" if profile.abstain.threshold == math.inf else "every text abstains"
+
+
+def uncertifiable_message(profile: UncertaintyProfile, run: str | Path | None) -> str | None:
+    """The one sentence ``predict`` and the Python API say when no abstention threshold was certified."""
+    fix = uncertifiable_fix(profile, run)
+    if fix is None:
+        return None
+    a = profile.abstain
+    outcome = uncertifiable_outcome(profile)
+    return (
+        f"no abstention threshold was certifiable on the held-out texts (target error {a.target}), so "
+        f"{outcome}; {fix} (or retrain with more labelled data)"
+    )
+
+
+def warn_if_uncertifiable(profile: UncertaintyProfile, head_dir: str | Path) -> None:
+    """Say once, where predictions are served, that the saved abstention rule certified no threshold."""
+    message = uncertifiable_message(profile, run_of_head(head_dir))  # not the parent: an export is no run
+    if message is not None:
+        log.warning("%s: %s", head_dir, message)

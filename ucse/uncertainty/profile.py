@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from ucse.config.run_layout import run_of_head
 from ucse.config.uncertainty import CalibrationMethod, ClassPrior, ConformalConfig, ConformalMethod, ScoreName
 from ucse.heads.io import (
     CALIBRATION_FILE,
@@ -31,7 +30,6 @@ from ucse.heads.io import (
     saved_sizes,
 )
 from ucse.uncertainty import conformal, density, scores
-from ucse.uncertainty.abstain_rule import recalibration_run, setting_hint
 from ucse.uncertainty.calibration import Calibrator
 from ucse.uncertainty.ood_detector import OodDetector, from_saved, to_saved
 from ucse.uncertainty.saved_profile import check_saved_profile, threshold
@@ -294,44 +292,6 @@ def _num(x: Any) -> Any:
     if isinstance(x, list):
         return [_num(v) for v in x]
     return x if x is None or math.isfinite(x) else ("inf" if x > 0 else "-inf")
-
-
-def uncertifiable_fix(profile: UncertaintyProfile, run: str | Path | None) -> str | None:  # None: retrain
-    """What to run when the saved abstention rule certified no threshold (``None`` when it did)."""
-    a = profile.abstain
-    if a is None or a.achievable:
-        return None
-    where = recalibration_run(profile.info, run)
-    offer = profile.info.get("offered_target_error")
-    if isinstance(offer, float) and math.isfinite(offer):
-        setting = f"uncertainty.abstain.target_error={offer:.2f}"
-        return f"{setting_hint(where, setting)} sets the smallest target these held-out texts certify"
-    return f"{setting_hint(where, 'uncertainty.abstain.coverage=0.9')} abstains on ~10 % instead"
-
-
-def uncertifiable_outcome(profile: UncertaintyProfile) -> str:
-    """What an uncertified abstention rule does to every text: its threshold is +inf or -inf."""
-    return "no text abstains" if profile.abstain.threshold == math.inf else "every text abstains"
-
-
-def uncertifiable_message(profile: UncertaintyProfile, run: str | Path | None) -> str | None:
-    """The one sentence ``predict`` and the Python API say when no abstention threshold was certified."""
-    fix = uncertifiable_fix(profile, run)
-    if fix is None:
-        return None
-    a = profile.abstain
-    outcome = uncertifiable_outcome(profile)
-    return (
-        f"no abstention threshold was certifiable on the held-out texts (target error {a.target}), so "
-        f"{outcome}; {fix} (or retrain with more labelled data)"
-    )
-
-
-def warn_if_uncertifiable(profile: UncertaintyProfile, head_dir: str | Path) -> None:
-    """Say once, where predictions are served, that the saved abstention rule certified no threshold."""
-    message = uncertifiable_message(profile, run_of_head(head_dir))  # not the parent: an export is no run
-    if message is not None:
-        log.warning("%s: %s", head_dir, message)
 
 
 def load_uncertainty_profile(
