@@ -133,9 +133,9 @@ def fit_calibrator(logits: Array, labels: Array, method: CalibrationMethod, warn
         # Every validation text is right: the NLL falls as T -> 0 with no finite minimiser, and the fit
         # would return a degenerate T (0.08 on a 17-row split) that makes every prediction ~certain.
         (log.warning if warn else log.debug)(
-            "calibration skipped: the %d held-out texts are all classified correctly, so the %s fit has no "
-            "finite optimum (the softmax is kept); more labelled texts (or a larger data.val_fraction where "
-            "a validation split is carved) fix this",
+            "calibration skipped: the %d held-out texts are all classified correctly, so the %s fit would "
+            "only sharpen the probabilities towards certainty (the softmax is kept); more labelled texts (or "
+            "a larger data.val_fraction where a validation split is carved) fix this",
             len(x),
             method.value,
         )

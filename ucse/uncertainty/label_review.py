@@ -28,11 +28,13 @@ import numpy as np
 from ucse import atomic
 
 DOUBT = 0.1
-"""A row is counted as doubted when its held-out probability for its own label is below this: for a
-calibrated model, texts given that probability carry that label about 1 time in 10."""
+"""A row is counted as doubted when its held-out probability for its own label is below this (for a
+calibrated model, texts given that probability carry that label about 1 time in 10) and another label is more
+probable: with many labels and near-uniform probabilities (2 rows per label), every row fell under 10 % and
+was counted, its own label often the most probable one."""
 COLUMNS = ("rank", "text", "label", "p_label", "suggested", "p_suggested")
 """``label_review.csv``'s columns: the row's text and given label, the probability the held-out models give
-that label, and their most probable label with its probability."""
+that label, and their most probable other label with its probability."""
 
 
 def review_order(probs: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -68,14 +70,17 @@ def write_label_review(
         names: the label names, in id order.
 
     Returns:
-        ``{"rows": N, "doubted": rows whose own label gets < DOUBT, "below": DOUBT}`` (saved in the
-        profile's ``info["label_review"]`` for the summary).
+        ``{"rows": N, "doubted": rows whose own label gets < DOUBT and less than another label, "below":
+        DOUBT}`` (saved in the profile's ``info["label_review"]`` for the summary).
     """
     if len(texts) != len(labels) or len(labels) != len(probs):
         raise ValueError(f"{len(texts)} texts, {len(labels)} labels and {len(probs)} probability rows")
     p = np.asarray(probs, dtype=np.float64)
     order, p_label = review_order(p, labels)
-    suggested = p.argmax(axis=1)
+    others = p.copy()
+    others[np.arange(len(others)), np.asarray(labels, dtype=np.int64)] = -np.inf
+    suggested = others.argmax(axis=1)  # the most probable label other than the row's own
+    p_suggested = p[np.arange(len(p)), suggested]
     buf = io.StringIO()
     out = csv.writer(buf)
     out.writerow(COLUMNS)
@@ -83,4 +88,5 @@ def write_label_review(
         s = int(suggested[i])
         out.writerow([rank, texts[i], names[int(labels[i])], f"{p_label[i]:.4f}", names[s], f"{p[i, s]:.4f}"])
     atomic.write_text(path, buf.getvalue(), replace=False)
-    return {"rows": len(order), "doubted": int((p_label < DOUBT).sum()), "below": DOUBT}
+    doubted = (p_label < DOUBT) & (p_label < p_suggested)
+    return {"rows": len(order), "doubted": int(doubted.sum()), "below": DOUBT}
