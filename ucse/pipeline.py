@@ -72,6 +72,11 @@ def quiet_lightning() -> None:
     warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
     warnings.filterwarnings("ignore", message=r".*The number of training batches.*")
     warnings.filterwarnings("ignore", message=r".*litlogger.*", category=UserWarning)
+    # The run folder is ucse's own, judged before training (resume, overwrite, a stopped run's leftovers):
+    # Lightning's "exists and is not empty ... will be deleted" about its logs/ and checkpoints/ alarms users.
+    warnings.filterwarnings(
+        "ignore", message=r".*(Checkpoint|Experiment logs) directory .* exists and is not empty"
+    )
 
 
 def fit_uncertainty(

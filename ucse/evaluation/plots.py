@@ -6,6 +6,7 @@ interrupted or failing run never leaves a half-written PNG behind.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -40,7 +41,10 @@ def save_figure(fig: Figure, path: str | Path, dpi: int = 150) -> Path:
         The target path.
     """
     try:
-        with atomic.atomic_file(path, "wb") as fh:
+        with atomic.atomic_file(path, "wb") as fh, warnings.catch_warnings():
+            # A label with a character the font lacks (an emoji) is drawn as a box; matplotlib's warning,
+            # with a line of its source, is no message for a user of ucse eval.
+            warnings.filterwarnings("ignore", message=r"Glyph \d+ .*missing from font")
             fig.savefig(fh, format="png", dpi=dpi, bbox_inches="tight")
     finally:
         plt.close(fig)
