@@ -216,8 +216,9 @@ def load_classification(task: TaskConfig, data: DataConfig, seed: int) -> TaskDa
             enc[name], dropped[name], _ = _encode(raw[name], name, where[name], space, data.drop_bad_rows)
 
     if task.carved_test_fraction is not None:
+        fraction = check_fraction(task.carved_test_fraction, "task.carved_test_fraction")
         parts = stratified_split(
-            enc[pool], check_fraction(task.carved_test_fraction, "task.carved_test_fraction"), seed
+            enc[pool], fraction, seed, f"test slice (task.carved_test_fraction={fraction:g})"
         )
         train, test = parts["train"], parts["test"]
     else:
@@ -229,7 +230,8 @@ def load_classification(task: TaskConfig, data: DataConfig, seed: int) -> TaskDa
             logger.warning(
                 "Task '%s' has no '%s' split; carving one from train.", task.name, task.validation_split
             )
-        parts = stratified_split(train, check_fraction(data.val_fraction, "data.val_fraction"), seed)
+        fraction = check_fraction(data.val_fraction, "data.val_fraction")
+        parts = stratified_split(train, fraction, seed, f"validation slice (data.val_fraction={fraction:g})")
         train, validation = parts["train"], parts["test"]
 
     # Report drops by role; a pool carved into train and test reports its drops under train.

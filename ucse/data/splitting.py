@@ -63,12 +63,15 @@ def check_carvable(counts: Counter[int], label_names: list[str], where: str) -> 
         )
 
 
-def stratified_split(ds: datasets.Dataset, test_size: float | int, seed: int) -> datasets.DatasetDict:
+def stratified_split(
+    ds: datasets.Dataset, test_size: float | int, seed: int, what: str = "slice"
+) -> datasets.DatasetDict:
     """Seeded ``train``/``test`` split stratified by ``label`` (plain seeded split when it cannot stratify).
 
     Stratification is impossible when a class has a single row or ``test_size`` is below the number of
     classes. In the second case the slice takes one row of each of ``test_size`` labels (seeded) that have
-    more than :data:`KEEP_WHOLE_ROWS` rows; otherwise the split is random (seeded). A warning says which.
+    more than :data:`KEEP_WHOLE_ROWS` rows; otherwise the split is random (seeded). A warning says which,
+    naming the slice as ``what`` (e.g. ``"test slice (data.test_fraction)"``).
     """
     try:
         return _label_stratified(ds, test_size, seed)
@@ -85,16 +88,17 @@ def stratified_split(ds: datasets.Dataset, test_size: float | int, seed: int) ->
             chosen = rng.choice(spare, size, replace=False)
             test = np.sort([rng.choice(np.flatnonzero(y == c)) for c in chosen])  # (size,) row ids
             logger.warning(
-                "A %d-row slice cannot hold one row of each of %d labels: it holds one row of %d of them "
+                "The %d-row %s cannot hold one row of each of %d labels: it holds one row of %d of them "
                 "(seeded), so the figures on it cover only those.",
                 size,
+                what,
                 len(counts),
                 size,
             )
             rest = np.setdiff1d(np.arange(len(ds)), test)
             return datasets.DatasetDict({"train": ds.select(rest), "test": ds.select(test)})
         why = (
-            f"a {size}-row slice cannot hold one row of each of {len(counts)} labels"
+            f"the {size}-row {what} cannot hold one row of each of {len(counts)} labels"
             if size < len(counts)
             else err
         )
@@ -156,6 +160,8 @@ def carve(ds: datasets.Dataset, fraction: float, key: str, seed: int, source: st
         DataError: when ``fraction`` is not in (0, 1) or ``ds`` is too small to leave rows on both sides.
     """
     check_fraction(fraction, key)
+    what = {"data.test_fraction": "test slice", "data.val_fraction": "validation slice"}.get(key, "slice")
+    what = f"{what} ({key}={fraction:g})"
     if len(ds) < 2:
         raise DataError(
             f"{source} has {len(ds)} usable row(s): too few to carve a slice with {key}={fraction}. "
@@ -165,10 +171,11 @@ def carve(ds: datasets.Dataset, fraction: float, key: str, seed: int, source: st
     counts = Counter(labels)
     whole = {k for k, n in counts.items() if n <= KEEP_WHOLE_ROWS}
     if not whole or len(whole) == len(counts):
-        parts = stratified_split(ds, fraction, seed)
+        parts = stratified_split(ds, fraction, seed, what)
         return parts["train"], parts["test"]
     kept = [i for i, k in enumerate(labels) if k in whole]
-    parts = stratified_split(ds.select([i for i, k in enumerate(labels) if k not in whole]), fraction, seed)
+    rest = ds.select([i for i, k in enumerate(labels) if k not in whole])
+    parts = stratified_split(rest, fraction, seed, what)
     return datasets.concatenate_datasets([parts["train"], ds.select(kept)]), parts["test"]
 
 
