@@ -185,6 +185,17 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
             f"uncertainty: calibration {cal.method.value}{f' (T={t:.3f})' if t else ''}, "
             f"default score {profile.score.value}"
         )
+        n_cal, acc_cal = profile.info.get("n_validation"), profile.info.get("validation_accuracy")
+        cross = val.get("estimate") == "cross-validated" and isinstance(n_cal, int) and n_cal > 0
+        if cross and isinstance(acc_cal, float) and abs(acc_cal - val["accuracy"]) > 1 / n_cal:
+            # Two out-of-fold views of the same rows: the estimate chose the settings (the probe's C) inside
+            # each fold, the profile reads the shipped settings, chosen on these rows too.
+            moved = 100 * abs(acc_cal - val["accuracy"])
+            lines.append(
+                "  (the uncertainty figures below are on out-of-fold predictions at the shipped settings, "
+                f"accuracy {acc_cal:.4f}; the estimate above chose the settings inside each fold: on {n_cal} "
+                f"texts that choice moves accuracy by {moved:.1f} points, so read both as rough)"
+            )
         from ucse.uncertainty.abstain_rule import recalibration_run
 
         # where `ucse calibrate` (and `ucse review`, which rereads the data too) can serve the run
