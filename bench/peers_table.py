@@ -26,34 +26,38 @@ def ece(probs: np.ndarray, y: np.ndarray) -> float:
     )
 
 
-def ece_gap(out: Path, stems: list[tuple[str, str]], draws: int = 200) -> tuple[float, float] | None:
-    """Mean ECE(auto) - ECE(logreg) over seeds, and its standard error (paired bootstrap of the test texts).
+def ece_gap(out: Path, stems: list[tuple[str, str]], draws: int = 200) -> tuple[float, float, str] | None:
+    """Mean ECE(a) - ECE(b) over seeds, its standard error, and how that was estimated.
+
+    With every pair's test probabilities saved: a bootstrap that, per draw, resamples the test texts once
+    (every seed scores the same texts, so their errors are correlated) and the seeds with replacement (the
+    seed-to-seed spread of the models), ``"boot"``. Without them: the per-seed ECE values of the rows, their
+    differences' standard deviation over sqrt(seeds), ``"seeds"``; None with fewer than two seeds.
 
     Args:
-        out: the bench's folder (``probs/<row>.npy`` and ``probs/<task>-test-labels.npy``).
-        stems: (auto row, logreg row) file stems, one pair per seed.
-        draws: bootstrap resamples of the test texts per seed (the same texts for both methods).
-
-    Returns:
-        (mean difference, its standard error), or None where a pair's probabilities were not saved.
+        out: the bench's folder (``rows/<row>.json``, ``probs/<row>.npy``, ``probs/<task>-test-labels.npy``).
+        stems: (a row, b row) file stems, one pair per seed.
+        draws: bootstrap draws.
     """
-    diffs, variances = [], []
-    for a_stem, b_stem in stems:
-        files = [out / "probs" / f"{s}.npy" for s in (a_stem, b_stem)]
-        labels = out / "probs" / f"{a_stem.split('-')[0]}-test-labels.npy"
-        if not all(f.is_file() for f in [*files, labels]):
-            return None
-        pa, pb = (np.load(f).astype(np.float64) for f in files)
+    labels = out / "probs" / f"{stems[0][0].split('-')[0]}-test-labels.npy"
+    files = [[out / "probs" / f"{s}.npy" for s in pair] for pair in stems]
+    if labels.is_file() and all(f.is_file() for pair in files for f in pair):
         y = np.load(labels)
+        pairs = [[np.load(f).astype(np.float64) for f in pair] for pair in files]
+        diffs = [ece(pa, y) - ece(pb, y) for pa, pb in pairs]
         rng = np.random.default_rng(0)
         boot = []
         for _ in range(draws):
-            i = rng.integers(0, len(y), len(y))
-            boot.append(ece(pa[i], y[i]) - ece(pb[i], y[i]))
-        diffs.append(ece(pa, y) - ece(pb, y))
-        variances.append(np.var(boot, ddof=1))
-    # seeds are independent: Var(mean of n differences) = (sum of their variances) / n^2
-    return float(np.mean(diffs)), float(np.sqrt(np.sum(variances)) / len(diffs))
+            i = rng.integers(0, len(y), len(y))  # one resample of the test texts, shared by every seed
+            seeds = rng.integers(0, len(pairs), len(pairs))
+            gap = {s: ece(pairs[s][0][i], y[i]) - ece(pairs[s][1][i], y[i]) for s in set(seeds.tolist())}
+            boot.append(np.mean([gap[s] for s in seeds]))
+        return float(np.mean(diffs)), float(np.std(boot, ddof=1)), "boot"
+    rows = [[out / "rows" / f"{s}.json" for s in pair] for pair in stems]
+    if len(rows) < 2 or not all(f.is_file() for pair in rows for f in pair):
+        return None
+    diffs = [json.loads(a.read_text())["ece"] - json.loads(b.read_text())["ece"] for a, b in rows]
+    return float(np.mean(diffs)), float(np.std(diffs, ddof=1) / np.sqrt(len(diffs))), "seeds"
 
 
 def machine() -> str:
@@ -84,9 +88,9 @@ def table(out: Path) -> str:
         f"machine: {machine()}",
         "",
         "| task | per class | seeds | auto acc / F1 / ECE (choice) | tuned logreg acc / F1 / ECE "
-        "| paper acc / F1 / ECE | auto - logreg | ECE floor auto / logreg | ECE auto - logreg (paired se) "
-        "| train s: auto run / logreg fit |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| paper acc / F1 / ECE | auto - logreg | ECE floor auto / logreg | ECE auto - logreg (se) "
+        "| ECE logreg+T | ECE auto - logreg+T (se) | train s: auto run / logreg fit |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     deltas = []
     for (task, shots), m in sorted(groups.items()):
@@ -102,7 +106,8 @@ def table(out: Path) -> str:
 
         seeds = sorted({r["seed"] for rs in m.values() for r in rs})
         auto, a = cell("auto")
-        lr, b = cell("logreg" if "logreg" in m else "probe")  # probe: ucse's tuned probe, same states
+        # No fallback to ucse's own probe: this column is the independent baseline or nothing.
+        lr, b = cell("logreg")
         paper, _ = cell("paper")
         choice = ",".join(
             f"{r['head']}" + (f"{r['weight']}" if r["head"] == "blend" else "") for r in m.get("auto", [])
@@ -119,14 +124,18 @@ def table(out: Path) -> str:
             rs = [r[key] for r in m.get(name, []) if key in r]
             return f"{np.mean(rs):.1f}" if rs else "—"
 
-        both = "auto" in m and "logreg" in m
-        pairs = [(f"{task}-{shots}-s{s}-auto", f"{task}-{shots}-s{s}-logreg") for s in seeds] if both else []
-        gap = ece_gap(out, pairs) if pairs else None
+        def gap(base):
+            have = {r["seed"] for r in m.get("auto", [])} & {r["seed"] for r in m.get(base, [])}
+            pairs = [(f"{task}-{shots}-s{s}-auto", f"{task}-{shots}-s{s}-{base}") for s in sorted(have)]
+            g = ece_gap(out, pairs) if pairs else None
+            return "—" if g is None else f"{g[0]:+.3f} ({g[1]:.3f} {g[2]})"
+
+        ece_t = [r["ece"] for r in m.get("logreg_t", [])]
         lines.append(
             f"| {task.replace('Classification', '')} | {shots} | {len(seeds)} | {auto} ({choice}) | {lr} "
             f"| {paper} | "
             f"{'' if d is None else f'{d:+.2f}'} | {floor('auto')} / {floor('logreg')} | "
-            f"{'—' if gap is None else f'{gap[0]:+.3f} ({gap[1]:.3f})'} | "
+            f"{gap('logreg')} | {f'{np.mean(ece_t):.3f}' if ece_t else '—'} | {gap('logreg_t')} | "
             f"{seconds('auto', 'train_s')} / {seconds('logreg', 'fit_s')} |"
         )
     if deltas:
