@@ -74,6 +74,30 @@ def test_the_previous_best_stays_until_the_last_checkpoint_no_longer_names_it(tm
     assert not new.exists()
 
 
+def test_a_failed_last_checkpoint_write_keeps_the_best_it_would_have_replaced(tmp_path, monkeypatch):
+    # the removal was queued behind the failed write and ran anyway: last.ckpt named a removed best
+    real = SafeCheckpointIO.save_checkpoint
+    calls = []
+
+    def full_disk_at_the_second_last(self, checkpoint, path, storage_options=None):
+        calls.append(path.name)
+        if calls.count("last.ckpt") == 2:
+            raise OSError(28, "No space left on device")
+        real(self, checkpoint, path, storage_options)
+
+    monkeypatch.setattr(SafeCheckpointIO, "save_checkpoint", full_disk_at_the_second_last)
+    io = BackgroundCheckpointIO()
+    old, new, last = tmp_path / "best-epoch=0.ckpt", tmp_path / "best-epoch=1.ckpt", tmp_path / "last.ckpt"
+    io.save_checkpoint({"best": str(old)}, old)
+    io.save_checkpoint({"best": str(old)}, last)
+    io.save_checkpoint({"best": str(new)}, new)
+    io.remove_checkpoint(old)
+    with pytest.raises(OSError, match="No space"):
+        io.save_checkpoint({"best": str(new)}, last)  # fails on the writer thread
+        io.teardown()
+    assert io.load_checkpoint(last)["best"] == str(old) and old.exists()
+
+
 def test_a_failed_background_write_is_raised(tmp_path):
     io = BackgroundCheckpointIO()
     blocker = tmp_path / "file"

@@ -258,13 +258,42 @@ def test_a_checkpoint_that_is_not_a_training_checkpoint_is_refused(finished):
             train(make("optim.epochs=2", "ckpt_path=last"))
 
 
+def test_a_stop_while_last_ckpt_is_written_keeps_the_best_it_names(tiny_run_cfg, tmp_path, monkeypatch):
+    # A stop (SIGTERM, Ctrl-C, an error) raised between the new best's write and last.ckpt's: the fit's
+    # teardown removed the previous best, which the previous last.ckpt still names.
+    from ucse.training.checkpoints import RelocatableCheckpoint
+
+    seen = {"best": None}
+    real = RelocatableCheckpoint._save_last_checkpoint
+
+    def stop_after_a_new_best(self, trainer, candidates):
+        if seen["best"] is not None and self.best_model_path != seen["best"]:
+            raise RuntimeError("stopped while writing last.ckpt")
+        seen["best"] = self.best_model_path
+        return real(self, trainer, candidates)
+
+    monkeypatch.setattr(RelocatableCheckpoint, "_save_last_checkpoint", stop_after_a_new_best)
+    with pytest.raises(RuntimeError, match="stopped while writing"):
+        train(
+            tiny_run_cfg(
+                "optim.lr=1e-2", "optim.epochs=6", "optim.batch_size=8", f"output_dir={tmp_path / 'r'}"
+            )
+        )
+    last = torch.load(tmp_path / "r" / "checkpoints" / "last.ckpt", weights_only=True)
+    named = [v["best_model_path"] for v in last["callbacks"].values() if "best_model_path" in v]
+    assert named and Path(named[0]).name and (tmp_path / "r" / "checkpoints" / Path(named[0]).name).is_file()
+
+
 def test_a_resume_whose_best_checkpoint_is_gone_is_refused_not_shipped_as_the_last_epoch(finished):
     # validate(ckpt_path=None) scored the current (last) weights and the run shipped them as its best
     run, make = finished
     for best in (run / "checkpoints").glob("best-*.ckpt"):
         best.unlink()
+    last = (run / "checkpoints" / "last.ckpt").read_bytes()
     with pytest.raises(ConfigError, match=r"The best checkpoint this run recorded \(best-.*\) is not in"):
-        train(make("optim.epochs=1", "ckpt_path=last"))
+        train(make("optim.epochs=2", "ckpt_path=last"))
+    # refused before training: the epoch the resume would have trained for nothing was not trained
+    assert (run / "checkpoints" / "last.ckpt").read_bytes() == last
 
 
 def test_leftovers_of_a_kill_are_cleaned_by_the_next_run(finished):

@@ -47,7 +47,9 @@ class BackgroundCheckpointIO(AsyncCheckpointIO):
     A removal also waits for the next ``last.ckpt`` to be written: Lightning removes the previous best
     before it writes ``last.ckpt`` (the largest file, with the optimiser's state), so a kill in between left
     a ``last.ckpt`` naming a best checkpoint that was gone, and the resumed run shipped its last epoch's
-    weights as the best (``best_checkpoint: null``).
+    weights as the best (``best_checkpoint: null``). A fit that ends by an exception (a stop by signal, a
+    failed write) drops the deferred removals (:meth:`drop_deferred`, from the checkpoint callback), and a
+    removal is skipped once a write has failed: the files the last ``last.ckpt`` names stay.
     """
 
     def __init__(self) -> None:
@@ -66,9 +68,15 @@ class BackgroundCheckpointIO(AsyncCheckpointIO):
         self._deferred.append(path)
 
     def teardown(self) -> None:
-        """At the end of the fit nothing names the deferred files any more: remove them, then wait."""
-        self._flush_removals()
-        super().teardown()
+        """At the end of a fit that succeeded nothing names the deferred files any more: remove, then wait."""
+        try:
+            self._flush_removals()
+        finally:
+            super().teardown()
+
+    def drop_deferred(self) -> None:
+        """Keep the files whose removal waits for a ``last.ckpt`` that a failed fit will not write."""
+        self._deferred = []
 
     def _flush_removals(self) -> None:
         pending, self._deferred = self._deferred, []
@@ -81,6 +89,8 @@ class BackgroundCheckpointIO(AsyncCheckpointIO):
         remove = super().remove_checkpoint
 
         def _remove() -> None:
+            if self._error is not None:  # a write before it failed: last.ckpt may still name this file
+                return
             try:
                 remove(path)
             except BaseException as ex:  # raised by the next save or at teardown, as a failed write is
@@ -112,6 +122,16 @@ class RelocatableCheckpoint(ModelCheckpoint):
         # _should_skip_saving_checkpoint: not fitting (validate/test), sanity check, or this step is saved.
         if self.save_last and not self._should_skip_saving_checkpoint(trainer):
             self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        """A fit ending by an exception keeps the files its last ``last.ckpt`` names.
+
+        Lightning calls this before the checkpoint I/O's teardown, which would otherwise remove them.
+        """
+        io = getattr(trainer.strategy, "checkpoint_io", None)
+        if isinstance(io, BackgroundCheckpointIO):
+            io.drop_deferred()
+        super().on_exception(trainer, pl_module, exception)
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Rewrite paths under the recorded ``dirpath`` to the current one, then load as usual."""

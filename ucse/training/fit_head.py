@@ -111,8 +111,9 @@ def fit_head(
         cfg: the run (loss, optimiser, seed, precision).
         head_cfg: which head.
         train: (states, (N,) labels) to train on.
-        val: (states, (M,) labels) whose NLL picks the kept state, checked once per epoch; ``None`` keeps
-            the last state (cross-validation folds, where the held-out rows must stay unseen).
+        val: (states, (M,) labels) whose NLL picks the kept state, checked at each epoch end and at the
+            step budget's end; ``None`` keeps the last state (cross-validation folds, where the held-out rows
+            must stay unseen).
         num_classes: C.
         device: where to train.
 

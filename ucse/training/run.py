@@ -46,6 +46,7 @@ from ucse.training.fit_head import KeepBest, auto_batch_size, step_budget
 from ucse.training.module import UcseModule
 from ucse.training.preflight import IN_MEMORY, check_data_rows, check_run, is_distributed
 from ucse.training.run_folder import (
+    check_best_on_disk,
     check_checkpoint_fits,
     check_run_dir,
     check_same_data,
@@ -349,6 +350,7 @@ def _fit_lightning(
         checkpoint = read_checkpoint(resume)
         check_checkpoint_fits(checkpoint, module, resume)
         check_same_data(checkpoint, module.data_fingerprints, resume)
+        check_best_on_disk(checkpoint, RunFolder(run_dir).checkpoints)
     trainer, ckpt = _trainer(cfg, run_dir, device, keep, None if resume is None else int(checkpoint["epoch"]))
     with stops_end_every_rank(trainer):  # a stop ends every rank, not only this one
         t_fit = time.perf_counter()

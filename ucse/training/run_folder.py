@@ -246,3 +246,23 @@ def check_same_data(checkpoint: dict, fingerprints: dict[str, str], path: Path) 
             "(the data changed since, or were carved differently); resume on the same data, or pass "
             "overwrite=true (without ckpt_path) to train afresh."
         )
+
+
+def check_best_on_disk(checkpoint: dict, checkpoints: Path) -> None:
+    """Refuse, before any training, a resume whose recorded best checkpoint is gone from ``checkpoints``.
+
+    The run would train its remaining epochs and only then find that the best epoch's weights, which it
+    ships, are missing (it shipped the last epoch's before that was refused).
+    """
+    states = checkpoint.get("callbacks")
+    recorded = [
+        v.get("best_model_path")
+        for v in (states.values() if isinstance(states, dict) else [])
+        if isinstance(v, dict) and isinstance(v.get("best_model_path"), str)
+    ]
+    name = Path(recorded[0]).name if recorded and recorded[0] else ""
+    if name and not (checkpoints / name).is_file():
+        raise ConfigError(
+            f"The best checkpoint this run recorded ({name}) is not in {checkpoints}; its weights cannot be "
+            "shipped. Train the run again with overwrite=true."
+        )

@@ -62,6 +62,10 @@ def run_torch_flags() -> Iterator[None]:
         torch.set_rng_state(torch_state)
         if cuda_states is not None:
             torch.cuda.set_rng_state_all(cuda_states)
+        elif torch.cuda.is_initialized():
+            # CUDA started during the run (its generators lazily seeded then, by the run's seed): seed them as
+            # the caller's own seed would have, which torch.manual_seed sets for CPU and CUDA alike.
+            torch.cuda.manual_seed_all(torch.initial_seed())
         for key, value in seed_env.items():
             if value is None:
                 os.environ.pop(key, None)
