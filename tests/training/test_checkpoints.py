@@ -53,16 +53,26 @@ def test_a_removal_is_done_after_the_write_it_would_overtake(tmp_path, monkeypat
     assert not path.exists()
 
 
-def test_the_previous_best_stays_until_the_last_checkpoint_no_longer_names_it(tmp_path):
-    # Lightning's order at an epoch that improved: save the new best, remove the old one, save last.ckpt.
-    # A kill before last.ckpt was written left the old last.ckpt naming a removed best: the resumed run
-    # found no best checkpoint and shipped its last epoch's weights.
-    io = BackgroundCheckpointIO()
+def _an_epoch_that_improved(io: BackgroundCheckpointIO, tmp_path) -> tuple:
+    """(old best, new best, last.ckpt) after epoch 0's writes and an improved epoch's up to its last.ckpt.
+
+    What Lightning does at an epoch that improved, before that epoch's last.ckpt: the new best is saved and
+    the old one removed.
+    """
     old, new, last = tmp_path / "best-epoch=0.ckpt", tmp_path / "best-epoch=1.ckpt", tmp_path / "last.ckpt"
     io.save_checkpoint({"best": str(old)}, old)
     io.save_checkpoint({"best": str(old)}, last)
     io.save_checkpoint({"best": str(new)}, new)
     io.remove_checkpoint(old)
+    return old, new, last
+
+
+def test_the_previous_best_stays_until_the_last_checkpoint_no_longer_names_it(tmp_path):
+    # Lightning's order at an epoch that improved: save the new best, remove the old one, save last.ckpt.
+    # A kill before last.ckpt was written left the old last.ckpt naming a removed best: the resumed run
+    # found no best checkpoint and shipped its last epoch's weights.
+    io = BackgroundCheckpointIO()
+    old, new, last = _an_epoch_that_improved(io, tmp_path)
     io._executor.submit(lambda: None).result()  # every queued write and removal done: the kill comes here
     assert io.load_checkpoint(last)["best"] == str(old) and old.exists()  # last.ckpt's best is on disk
     io.save_checkpoint({"best": str(new)}, last)
@@ -87,11 +97,7 @@ def test_a_failed_last_checkpoint_write_keeps_the_best_it_would_have_replaced(tm
 
     monkeypatch.setattr(SafeCheckpointIO, "save_checkpoint", full_disk_at_the_second_last)
     io = BackgroundCheckpointIO()
-    old, new, last = tmp_path / "best-epoch=0.ckpt", tmp_path / "best-epoch=1.ckpt", tmp_path / "last.ckpt"
-    io.save_checkpoint({"best": str(old)}, old)
-    io.save_checkpoint({"best": str(old)}, last)
-    io.save_checkpoint({"best": str(new)}, new)
-    io.remove_checkpoint(old)
+    old, new, last = _an_epoch_that_improved(io, tmp_path)
     with pytest.raises(OSError, match="No space"):
         io.save_checkpoint({"best": str(new)}, last)  # fails on the writer thread
         io.teardown()
