@@ -110,6 +110,15 @@ def step_breakdown(cfg, data, backbone: FrozenBackbone, device: torch.device, n:
     return parts
 
 
+def warm_up(backbone: FrozenBackbone, all_texts: list[str], device: torch.device) -> None:
+    """Run the backbone untimed: 128 texts on a CPU, a whole pass on a GPU.
+
+    On a GPU kernels are selected per new sequence length, which the first pass pays.
+    """
+    for _ in backbone.iter_states(all_texts if device.type == "cuda" else all_texts[:128]):
+        pass
+
+
 def timed_pass(backbone: FrozenBackbone, texts: dict[str, list[str]], device: torch.device):
     """Seconds of one backbone pass over every split's texts, and the real tokens per split."""
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
@@ -139,10 +148,8 @@ def measure(argv: list[str], cache_root: str | None = None) -> dict:
     backbone_precision = backbone.precision.value
     all_texts = [t for s in SPLITS for t in texts[s]]
 
-    # A: one backbone pass over everything, after a warm-up so one-off start-up costs don't count. On a GPU
-    # the warm-up is a whole pass: kernels are selected per new sequence length, which the first pass pays.
-    for _ in backbone.iter_states(all_texts if device.type == "cuda" else all_texts[:128]):
-        pass
+    # A: one backbone pass over everything, after a warm-up so one-off start-up costs don't count.
+    warm_up(backbone, all_texts, device)
     before_s, n_tokens = timed_pass(backbone, texts, device)
 
     # FLOP floor from a real sample batch: per-token costs of backbone forward and head forward+backward, on
@@ -172,6 +179,9 @@ def measure(argv: list[str], cache_root: str | None = None) -> dict:
     # A again, after B: on a shared machine the speed drifts by 10-20 % within minutes (pass A alone moved
     # 9.1-12.5 s over one session), so B is divided by the mean of the passes either side of it.
     backbone = FrozenBackbone(cfg.backbone, device, instruction=cfg.task.instruction)  # also C's cache key
+    warm_up(
+        backbone, all_texts, device
+    )  # as before the first pass: a cold model would lengthen A, so flatter B/A
     after_s, _ = timed_pass(backbone, texts, device)
     backbone_s = (before_s + after_s) / 2
 
