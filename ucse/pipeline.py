@@ -145,7 +145,7 @@ def train_from(data: Any, **overrides: Any) -> tuple[RunResult, UncertaintyProfi
     in_memory = not isinstance(data, (str, Path))
     if not in_memory:
         tokens.append(f"data.path={data}")
-    cfg = build_config(tokens, own_data=in_memory)
+    cfg = build_config(tokens, own_data=in_memory, source="ucse.train's keyword arguments")
     if not debug_mode():
         quiet_lightning()
     return run_training(cfg, data if in_memory else None)

@@ -19,6 +19,7 @@ from sklearn.model_selection import GridSearchCV, cross_val_score
 from sklearn.pipeline import Pipeline
 from toy_tasks import OWN_CUES, own_rows
 
+import ucse
 from ucse.config.run_layout import RunFolder
 from ucse.inference.classifier import UcseClassifier
 
@@ -163,6 +164,12 @@ def test_bad_fit_inputs_are_clear_errors(tiny_params):
         UcseClassifier(**tiny_params).fit(["a b", "c d", "e f", "g h"], [1, "1", 1, "1"])
     with pytest.raises(ValueError, match="hed"):
         UcseClassifier(**dict(tiny_params, head="hed")).fit(["a b", "c d"], ["x", "y"])
+    # a misspelt override named its origin "command line" (there was none)
+    bad = dict(tiny_params, overrides={**tiny_params["overrides"], "optim.lrr": 1})
+    with pytest.raises(ValueError, match=r"key 'optim.lrr' \(from the estimator's parameters\)"):
+        UcseClassifier(**bad).fit(["a b", "c d"], ["x", "y"])
+    with pytest.raises(ValueError, match=r"'optim.lrr' \(from ucse.train's keyword arguments\)"):
+        ucse.train((["a b", "c d"], ["x", "y"]), **{"optim.lrr": 1})
 
 
 def test_unfitted_predict_says_fit_first(tiny_params):

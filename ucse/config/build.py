@@ -155,7 +155,10 @@ def load_group(group: str, name: str) -> DictConfig:
 
 
 def build_config(
-    overrides: list[str] | None = None, base_file: str = "train.yaml", own_data: bool = False
+    overrides: list[str] | None = None,
+    base_file: str = "train.yaml",
+    own_data: bool = False,
+    source: str = "command line",
 ) -> TrainConfig:
     """Build a validated ``TrainConfig`` from ``configs/`` plus ``key=value`` overrides.
 
@@ -168,6 +171,7 @@ def build_config(
             everything else is an OmegaConf dotlist override such as ``loss.lcl_weight=0.6``.
         base_file: root YAML file under ``configs/``.
         own_data: the data will be passed in memory (``ucse.training.train(cfg, data=...)``).
+        source: where the overrides came from, named in errors (``ucse.train``'s keyword arguments...).
 
     Returns:
         The merged, type-checked config.
@@ -196,7 +200,7 @@ def build_config(
             dotlist.append(tok)
     from ucse.config.checks import parse_dotlist
 
-    cli = _merge(OmegaConf.structured(TrainConfig), parse_dotlist(dotlist), "command line")
+    cli = _merge(OmegaConf.structured(TrainConfig), parse_dotlist(dotlist), source)
     keys = {t.split("=", 1)[0] for t in overrides}
     own_data = (own_data or cli.data.path is not None) and "task" not in keys
     if own_data:
@@ -205,7 +209,7 @@ def build_config(
     for g in GROUPS:  # backbone, then head, then task: later files win on shared keys
         if groups[g]:
             cfg = _merge(cfg, load_group(g, groups[g]), str(group_path(g, groups[g])))
-    cfg = _merge(cfg, parse_dotlist(dotlist), "command line")
+    cfg = _merge(cfg, parse_dotlist(dotlist), source)
     if cfg.data.path is not None:
         # Absolute, so eval.py finds the data again from the run's config.yaml wherever it is run.
         cfg.data.path = str(Path(cfg.data.path).expanduser().resolve())

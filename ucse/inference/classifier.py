@@ -138,7 +138,7 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         if len(set(names)) != len(names):
             raise ValueError(f"labels {classes!r} print alike; give labels whose str() differ.")
         run_dir = self._fit_folder()
-        cfg = build_config(self._tokens(run_dir), own_data=True)
+        cfg = build_config(self._tokens(run_dir), own_data=True, source="the estimator's parameters")
         if not debug_mode():
             quiet_lightning()
         ints = given.dtype.kind in "iu"  # ids: meta.label_type=int, from_pretrained gives ints
