@@ -162,6 +162,11 @@ def test_bad_fit_inputs_are_clear_errors(tiny_params):
         UcseClassifier(**tiny_params).fit(["a", "b"], ["x"])
     with pytest.raises(ValueError, match="print alike"):
         UcseClassifier(**tiny_params).fit(["a b", "c d", "e f", "g h"], [1, "1", 1, "1"])
+    # one label: "Check data.label_column='label'" named a setting an estimator user never gave
+    with pytest.raises(
+        ValueError, match=r"y holds a single label \(\['x'\]\); a classifier needs two or more"
+    ):
+        UcseClassifier(**tiny_params).fit(["a b", "c d"], ["x", "x"])
     with pytest.raises(ValueError, match="hed"):
         UcseClassifier(**dict(tiny_params, head="hed")).fit(["a b", "c d"], ["x", "y"])
     # a misspelt override named its origin "command line" (there was none)

@@ -34,7 +34,7 @@ from ucse.config.run_layout import RunFolder, read_run_metrics, resolve_head_dir
 from ucse.core.encoder import EncodedBatch, UcseEncoder
 from ucse.heads.io import HEAD_FILES, copy_head
 from ucse.heads.meta import label_values
-from ucse.inference.texts import as_texts
+from ucse.inference.texts import as_labels, as_texts
 from ucse.uncertainty.abstain_rule import warn_if_uncertifiable
 from ucse.uncertainty.profile import UncertaintyOutput, load_uncertainty_profile
 
@@ -44,15 +44,6 @@ CHUNK = 1024
 """Texts per progress step; chunks are cut from the length-sorted order, so batching is unchanged."""
 _UNPICKLED = ("encoder_", "profile_", "_cleanup")
 """Attributes rebuilt on unpickling rather than pickled (the backbone's weights, a finalizer)."""
-
-
-def _sorted_unique(y: np.ndarray) -> list[Any]:
-    """The distinct labels, sorted (numbers numerically, anything else by ``str``)."""
-    values = list(dict.fromkeys(y.tolist()))
-    try:
-        return sorted(values)
-    except TypeError:  # mixed types
-        return sorted(values, key=str)
 
 
 class UcseClassifier(ClassifierMixin, BaseEstimator):
@@ -129,14 +120,8 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         from ucse.pipeline import quiet_lightning, run_training
 
         texts = as_texts(X)
-        given = np.asarray(y)
-        y = np.asarray(y, dtype=object)
-        if y.ndim != 1 or len(y) != len(texts):
-            raise ValueError(f"y has shape {y.shape}; fit needs one label per text ({len(texts)} texts).")
-        classes = _sorted_unique(y)
+        given, y, classes = as_labels(y, len(texts))
         names = [str(c) for c in classes]
-        if len(set(names)) != len(names):
-            raise ValueError(f"labels {classes!r} print alike; give labels whose str() differ.")
         run_dir = self._fit_folder()
         cfg = build_config(self._tokens(run_dir), own_data=True, source="the estimator's parameters")
         if not debug_mode():

@@ -1,4 +1,4 @@
-"""The texts a classifier is handed in memory: a string, a list, a column of a table."""
+"""What a classifier is handed in memory: texts (a string, a list, a column of a table) and their labels."""
 
 from __future__ import annotations
 
@@ -30,3 +30,31 @@ def as_texts(texts: str | list[str] | Any) -> list[str]:
         column = texts.iloc[:, 0] if hasattr(texts, "iloc") else np.asarray(texts)[:, 0]
         return list(column)
     return list(texts)
+
+
+def _sorted_unique(y: np.ndarray) -> list[Any]:
+    """The distinct labels, sorted (numbers numerically, anything else by ``str``)."""
+    values = list(dict.fromkeys(y.tolist()))
+    try:
+        return sorted(values)
+    except TypeError:  # mixed types
+        return sorted(values, key=str)
+
+
+def as_labels(y: Any, n_texts: int) -> tuple[np.ndarray, np.ndarray, list[Any]]:
+    """``y`` checked for ``fit``: (as given, as an object array, its distinct labels sorted).
+
+    Raises:
+        ValueError: not one label per text, a single label (scikit-learn's classifiers refuse it too), or
+            labels whose ``str()`` coincide (they would name one class).
+    """
+    given, labels = np.asarray(y), np.asarray(y, dtype=object)
+    if labels.ndim != 1 or len(labels) != n_texts:
+        raise ValueError(f"y has shape {labels.shape}; fit needs one label per text ({n_texts} texts).")
+    classes = _sorted_unique(labels)
+    if len(classes) < 2:
+        raise ValueError(f"y holds a single label ({classes!r}); a classifier needs two or more.")
+    names = [str(c) for c in classes]
+    if len(set(names)) != len(names):
+        raise ValueError(f"labels {classes!r} print alike; give labels whose str() differ.")
+    return given, labels, classes
