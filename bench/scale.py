@@ -78,17 +78,20 @@ VALIDATION = 1000
 """Training texts held out as the validation split (early stopping, calibration), never repeated."""
 
 
+def _shuffled_train() -> list[dict]:
+    """Banking77's training rows, shuffled once (seeded): every label among the first few."""
+    rows = [json.loads(line) for line in (DATA / TASK / "train.jsonl").open()]
+    return [rows[i] for i in np.random.default_rng(0).permutation(len(rows))]
+
+
 def validation_rows() -> list[dict]:
     """The first :data:`VALIDATION` of the shuffled training texts: official test rows choose nothing."""
-    rows = [json.loads(line) for line in (DATA / TASK / "train.jsonl").open()]
-    return [rows[i] for i in np.random.default_rng(0).permutation(len(rows))[:VALIDATION]]
+    return _shuffled_train()[:VALIDATION]
 
 
 def texts_of(n: int) -> tuple[list[str], list[int]]:
     """``n`` distinct texts with real labels: Banking77's training texts, repeated with a numbered suffix."""
-    rows = [json.loads(line) for line in (DATA / TASK / "train.jsonl").open()]
-    rows = [rows[i] for i in np.random.default_rng(0).permutation(len(rows))]  # every label in a small n
-    rows = rows[VALIDATION:]  # the first ones are the validation split (validation_rows)
+    rows = _shuffled_train()[VALIDATION:]  # the first ones are the validation split (validation_rows)
     out, labels = [], []
     for i in range(n):
         r = rows[i % len(rows)]

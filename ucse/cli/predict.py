@@ -61,17 +61,17 @@ def _check_out_is_not_read(out: str, source: str, run: Path) -> None:
     columns went with them) or a file of the run (``label_review.csv``...), which ``ucse export`` refuses too.
     """
     from ucse.config import ConfigError
+    from ucse.data.texts import STDIO
 
-    if out == "-":
+    if out == STDIO:
         return
     target = Path(out).expanduser().resolve()
-    if source != "-" and target == Path(source).expanduser().resolve():
+    if source != STDIO and target == Path(source).expanduser().resolve():
         raise ConfigError(
             f"out={out} is the input file; predicting into it would replace the texts (and their other "
             "columns). Nothing was written; choose another out=."
         )
-    folder = run.resolve()
-    if target.is_relative_to(folder):
+    if target.is_relative_to(run.resolve()):
         raise ConfigError(
             f"out={out} is inside the run folder {run}; predictions would replace or mix with the run's own "
             "files. Nothing was written; choose a path outside it."

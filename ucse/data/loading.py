@@ -20,7 +20,7 @@ from ucse.config import DataConfig, TaskConfig, TaskType
 from ucse.data.checks import label_problems, normalise_label, resolve_bad_rows, text_problems
 from ucse.data.files import read_file
 from ucse.data.sources import load_task_data
-from ucse.data.splitting import assemble, check_fraction, stratified_split
+from ucse.data.splitting import assemble, check_fraction, slice_name, stratified_split
 from ucse.data.tasks import DATA_ENV, LAYOUT_HINT, DataError, TaskData, resolve_data_root, task_folder
 
 logger = logging.getLogger(__name__)
@@ -216,10 +216,9 @@ def load_classification(task: TaskConfig, data: DataConfig, seed: int) -> TaskDa
             enc[name], dropped[name], _ = _encode(raw[name], name, where[name], space, data.drop_bad_rows)
 
     if task.carved_test_fraction is not None:
-        fraction = check_fraction(task.carved_test_fraction, "task.carved_test_fraction")
-        parts = stratified_split(
-            enc[pool], fraction, seed, f"test slice (task.carved_test_fraction={fraction:g})"
-        )
+        key = "task.carved_test_fraction"
+        fraction = check_fraction(task.carved_test_fraction, key)
+        parts = stratified_split(enc[pool], fraction, seed, slice_name(key, fraction))
         train, test = parts["train"], parts["test"]
     else:
         train, test = enc["train"], enc[task.test_split]
@@ -231,7 +230,7 @@ def load_classification(task: TaskConfig, data: DataConfig, seed: int) -> TaskDa
                 "Task '%s' has no '%s' split; carving one from train.", task.name, task.validation_split
             )
         fraction = check_fraction(data.val_fraction, "data.val_fraction")
-        parts = stratified_split(train, fraction, seed, f"validation slice (data.val_fraction={fraction:g})")
+        parts = stratified_split(train, fraction, seed, slice_name("data.val_fraction", fraction))
         train, validation = parts["train"], parts["test"]
 
     # Report drops by role; a pool carved into train and test reports its drops under train.

@@ -63,6 +63,12 @@ def check_carvable(counts: Counter[int], label_names: list[str], where: str) -> 
         )
 
 
+def slice_name(key: str, fraction: float) -> str:
+    """How warnings name a carved slice: ``"validation slice (data.val_fraction=0.1)"``."""
+    kind = "validation" if key.endswith("val_fraction") else "test" if key.endswith("test_fraction") else ""
+    return f"{kind + ' ' if kind else ''}slice ({key}={fraction:g})"
+
+
 def stratified_split(
     ds: datasets.Dataset, test_size: float | int, seed: int, what: str = "slice"
 ) -> datasets.DatasetDict:
@@ -160,8 +166,7 @@ def carve(ds: datasets.Dataset, fraction: float, key: str, seed: int, source: st
         DataError: when ``fraction`` is not in (0, 1) or ``ds`` is too small to leave rows on both sides.
     """
     check_fraction(fraction, key)
-    what = {"data.test_fraction": "test slice", "data.val_fraction": "validation slice"}.get(key, "slice")
-    what = f"{what} ({key}={fraction:g})"
+    what = slice_name(key, fraction)
     if len(ds) < 2:
         raise DataError(
             f"{source} has {len(ds)} usable row(s): too few to carve a slice with {key}={fraction}. "

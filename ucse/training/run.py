@@ -25,7 +25,6 @@ from ucse.backbone.encoder import FrozenBackbone
 from ucse.backbone.loading import model_fingerprint
 from ucse.backbone.precision import effective_precision
 from ucse.config import (
-    ConfigError,
     HeadType,
     Precision,
     ProfilerType,
@@ -51,6 +50,7 @@ from ucse.training.run_folder import (
     check_run_dir,
     check_same_data,
     checkpoint_path,
+    missing_best,
     read_checkpoint,
 )
 from ucse.training.run_lock import hold_run_folder
@@ -371,11 +371,7 @@ def _fit_lightning(
             val, reload = keep.metrics, None
         else:  # resumed, and the best epoch ran before the resume: its weights are only in its checkpoint
             if best is None:  # validate(ckpt_path=None) would score, and ship, the last epoch's weights
-                raise ConfigError(
-                    f"The best checkpoint this run recorded ({Path(ckpt.best_model_path).name or 'none'}) is "
-                    f"not in {RunFolder(run_dir).checkpoints}; its weights cannot be shipped. Train the run "
-                    "again with overwrite=true."
-                )
+                raise missing_best(Path(ckpt.best_model_path).name, RunFolder(run_dir).checkpoints)
             val = trainer.validate(module, datamodule=dm, ckpt_path=best, verbose=False, weights_only=True)[0]
             reload = best
         scores = {"val": {"accuracy": val["val/acc"], "f1_macro": val["val/f1_macro"]}}

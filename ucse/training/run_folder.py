@@ -191,22 +191,14 @@ def read_checkpoint(path: Path) -> dict:
         if not isinstance(checkpoint, dict) or k not in checkpoint
     ]
     counts = [k for k in ("epoch", "global_step") if k not in missing and not _is_count(checkpoint[k])]
-    if (
-        not isinstance(state, dict)
-        or missing
-        or counts
-        or not all(isinstance(v, torch.Tensor) for v in state.values())
-    ):
-        what = (
-            f"no {', '.join(missing)}"
-            if missing
-            else f"{counts[0]} is not a count"
-            if counts
-            else "a state_dict that is not a mapping of tensors"
-        )
+    tensors = isinstance(state, dict) and all(isinstance(v, torch.Tensor) for v in state.values())
+    problems = [f"no {', '.join(missing)}"] if missing else []
+    problems += [f"{k} is not a count" for k in counts]
+    problems += [] if tensors else ["a state_dict that is not a mapping of tensors"]
+    if problems:
         raise ConfigError(
-            f"Checkpoint {path} is not a training checkpoint of this program ({what}); delete it to resume "
-            "from the start, or pass overwrite=true."
+            f"Checkpoint {path} is not a training checkpoint of this program ({problems[0]}); delete it to "
+            "resume from the start, or pass overwrite=true."
         )
     return checkpoint
 
@@ -262,7 +254,12 @@ def check_best_on_disk(checkpoint: dict, checkpoints: Path) -> None:
     ]
     name = Path(recorded[0]).name if recorded and recorded[0] else ""
     if name and not (checkpoints / name).is_file():
-        raise ConfigError(
-            f"The best checkpoint this run recorded ({name}) is not in {checkpoints}; its weights cannot be "
-            "shipped. Train the run again with overwrite=true."
-        )
+        raise missing_best(name, checkpoints)
+
+
+def missing_best(name: str, checkpoints: Path) -> ConfigError:
+    """The error of a run whose recorded best checkpoint ``name`` is not in ``checkpoints``."""
+    return ConfigError(
+        f"The best checkpoint this run recorded ({name or 'none'}) is not in {checkpoints}; its weights "
+        "cannot be shipped. Train the run again with overwrite=true."
+    )

@@ -85,13 +85,10 @@ def fit_abstain(
     floor = lowest_certifiable_error(u, correct, delta)
     offer = offered_target(u, correct, delta, floor)
     if offer is None:
-        what = "no target up to 0.99 can be certified with these texts"
+        what = "No target up to 0.99 can be certified with these texts"
     else:
-        what = (
-            f"the smallest target they certify is {offer:.2f} ("
-            + setting_hint(run, f"uncertainty.abstain.target_error={offer:.2f}")
-            + ")"
-        )
+        hint = setting_hint(run, f"uncertainty.abstain.target_error={offer:.2f}")
+        what = f"The smallest target they certify is {offer:.2f} ({hint})"
     log.warning(
         "no threshold certifies error <= %.3f at delta %.2f on %d held-out texts: %s. %s; %s; more "
         "labelled data certifies smaller targets",
@@ -99,18 +96,30 @@ def fit_abstain(
         a.delta,
         len(u),
         "no text will abstain" if answer else "every text will abstain",
-        what[0].upper() + what[1:],
+        what,
         coverage_hint(len(u)),
     )
     return rule, {"lowest_certifiable_error": floor, "offered_target_error": offer}
 
 
-def coverage_hint(n: int, coverage: float = 0.9) -> str:
+OFFERED_COVERAGE = 0.9
+"""The ``uncertainty.abstain.coverage`` offered where no error target can be certified."""
+
+
+def coverage_leaves_out(n: int, coverage: float = OFFERED_COVERAGE) -> bool:
+    """Whether the coverage rule on ``n`` held-out texts leaves any of them out.
+
+    Its rank ceil((n + 1) c) is then below n; else the threshold is their largest score (or above it), and
+    texts like them are all answered.
+    """
+    return order_rank(n, coverage) < n
+
+
+def coverage_hint(n: int, coverage: float = OFFERED_COVERAGE) -> str:
     """What ``uncertainty.abstain.coverage`` does with ``n`` held-out texts (little, on very few)."""
     setting = f"uncertainty.abstain.coverage={coverage:g} answers"
-    if order_rank(n, coverage) < n:  # some held-out score lies above the threshold
+    if coverage_leaves_out(n, coverage):
         return f"{setting} ~{coverage:.0%} of texts instead (no error bound)"
-    # ceil((n + 1) coverage) >= n: the threshold is the largest held-out score (or above it)
     return f"{setting} every text like these {n} (too few held-out texts to leave {1 - coverage:.0%} out)"
 
 
@@ -125,9 +134,10 @@ def uncertifiable_fix(profile: UncertaintyProfile, run: str | Path | None) -> st
         setting = f"uncertainty.abstain.target_error={offer:.2f}"
         return f"{setting_hint(where, setting)} sets the smallest target these held-out texts certify"
     n = profile.info.get("n_validation")
-    if isinstance(n, int) and order_rank(n, 0.9) >= n:  # coverage=0.9 answers every text like these
+    if isinstance(n, int) and not coverage_leaves_out(n):
         return f"with {n} held-out texts no abstention setting changes that"
-    return f"{setting_hint(where, 'uncertainty.abstain.coverage=0.9')} abstains on ~10 % instead"
+    setting = f"uncertainty.abstain.coverage={OFFERED_COVERAGE:g}"
+    return f"{setting_hint(where, setting)} abstains on ~{100 * (1 - OFFERED_COVERAGE):.0f} % instead"
 
 
 def uncertifiable_outcome(profile: UncertaintyProfile) -> str:

@@ -86,7 +86,9 @@ def write_label_review(
     out.writerow(COLUMNS)
     for rank, i in enumerate(order, start=1):
         s = int(suggested[i])
-        out.writerow([rank, texts[i], names[int(labels[i])], f"{p_label[i]:.4f}", names[s], f"{p[i, s]:.4f}"])
+        out.writerow(
+            [rank, texts[i], names[int(labels[i])], f"{p_label[i]:.4f}", names[s], f"{p_suggested[i]:.4f}"]
+        )
     atomic.write_text(path, buf.getvalue(), replace=False)
     doubted = (p_label < DOUBT) & (p_label < p_suggested)
     return {"rows": len(order), "doubted": int(doubted.sum()), "below": DOUBT}
