@@ -51,6 +51,15 @@ class Head(nn.Module, ABC):
         """Whether this forward reads its mask checks back to the host (:attr:`host_checks`)."""
         return self.host_checks if self.host_checks is not None else not hidden.is_cuda
 
+    @classmethod
+    def state_problem(cls, state: dict[str, torch.Tensor]) -> str | None:
+        """What is wrong with the values of a state dict of this head type, or ``None``.
+
+        The bounds the head's own setters enforce, checked again on weights read back from disk (names and
+        shapes are checked before this is called). None here; a head type with bounded buffers overrides it.
+        """
+        return None
+
     @abstractmethod
     def forward(self, hidden: torch.Tensor, mask: torch.Tensor) -> HeadOutput:
         """Map (B, T, H) token states and a (B, T) mask to a HeadOutput."""

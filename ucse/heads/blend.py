@@ -46,6 +46,17 @@ class BlendHead(Head):
         self.weight.fill_(weight)
         self.temperatures.copy_(torch.tensor([t_gaussian, t_probe]))
 
+    @classmethod
+    def state_problem(cls, state: dict[str, torch.Tensor]) -> str | None:
+        """:meth:`set_blend`'s bounds on a state dict's ``weight`` and ``temperatures``."""
+        w, temps = state["weight"], state["temperatures"]
+        if bool(((w >= 0) & (w <= 1)).all()) and bool((temps >= TEMPERATURE_FLOOR).all()):
+            return None
+        return (
+            f"a blend needs 0 <= weight <= 1 and temperatures >= {TEMPERATURE_FLOOR:g}, got {w.tolist()} and "
+            f"{temps.tolist()}"
+        )
+
     def forward(self, hidden: torch.Tensor, mask: torch.Tensor) -> HeadOutput:
         """The TextCNN's mean / var / z (B, D); logits (B, C) = log of the blended probabilities."""
         a = self.gaussian(hidden, mask)

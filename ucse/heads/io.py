@@ -23,7 +23,6 @@ from safetensors.torch import load_file, save, save_file
 from ucse import atomic
 from ucse.config import HeadType
 from ucse.heads.base import Head
-from ucse.heads.blend import TEMPERATURE_FLOOR
 from ucse.heads.factory import build_head
 from ucse.heads.manifest import MANIFEST_FILE, sha256, verify_files, write_manifest
 from ucse.heads.meta import check_label_names
@@ -91,7 +90,7 @@ def save_head(head: Head, directory: str | Path, meta: dict[str, Any]) -> Path:
     tensors = {k: v.detach().cpu().contiguous() for k, v in head.state_dict().items()}
     # what load_head would refuse is not written, so it never replaces a good head in its folder
     check_label_names(meta, spec.num_classes, dest)
-    _check_tensors(tensors, dest / WEIGHTS_FILE)
+    _check_tensors(tensors, dest / WEIGHTS_FILE, type(head))
 
     with atomic.atomic_dir(dest) as tmp:
         atomic.write_text(tmp / CONFIG_FILE, text)
@@ -115,13 +114,17 @@ states into inf)."""
 
 
 def _check_tensors(
-    state: dict[str, torch.Tensor], w_path: Path, dtypes: dict[str, torch.dtype] | None = None
+    state: dict[str, torch.Tensor],
+    w_path: Path,
+    head_type: type[Head],
+    dtypes: dict[str, torch.dtype] | None = None,
 ) -> None:
     """Refuse weights the head could not use: read back from disk, or about to be saved.
 
     Every tensor floating point and finite in the dtype the head holds it in (``dtypes``: a float64 1e300
-    becomes a float32 inf); state-norm scales >= :data:`STD_FLOOR`; a blend's weight in [0, 1] and its
-    temperatures >= :data:`TEMPERATURE_FLOOR` (``BlendHead.set_blend``'s bounds).
+    becomes a float32 inf); state-norm scales >= :data:`STD_FLOOR`; and the bounds of ``head_type`` itself
+    (:meth:`~ucse.heads.base.Head.state_problem`: a blend's weight in [0, 1] and temperatures >=
+    ``TEMPERATURE_FLOOR``). ``state`` holds exactly the head's tensor names (checked before).
     """
     for name, t in state.items():
         if not t.is_floating_point():
@@ -138,13 +141,9 @@ def _check_tensors(
         # every state norm: a blend's TextCNN holds its own as 'gaussian.state_norm.std'
         if name.rsplit(".", 2)[-2:] == ["state_norm", "std"] and not bool((t >= STD_FLOOR).all()):
             raise ValueError(f"{w_path}: tensor '{name}' must be >= {STD_FLOOR:g} everywhere; {REEXPORT}.")
-    if "temperatures" in state and "weight" in state:  # a blend (no other head holds these top-level names)
-        w, temps = state["weight"], state["temperatures"]
-        if not (bool(((w >= 0) & (w <= 1)).all()) and bool((temps >= TEMPERATURE_FLOOR).all())):
-            raise ValueError(
-                f"{w_path}: a blend needs 0 <= weight <= 1 and temperatures >= {TEMPERATURE_FLOOR:g}, got "
-                f"{w.tolist()} and {temps.tolist()}; {REEXPORT}."
-            )
+    problem = head_type.state_problem(state)
+    if problem:
+        raise ValueError(f"{w_path}: {problem}; {REEXPORT}.")
 
 
 def load_head(directory: str | Path, map_location: str | torch.device = "cpu") -> tuple[Head, dict[str, Any]]:
@@ -181,7 +180,8 @@ def load_head(directory: str | Path, map_location: str | torch.device = "cpu") -
     sizes = (config["hidden_size"], config["num_classes"], config["pooling"])
     try:
         with torch.device("meta"):  # shapes only: nothing is allocated for what the file asks
-            blank = build_head(head_cfg, *sizes).state_dict()
+            blank_head = build_head(head_cfg, *sizes)
+            blank = blank_head.state_dict()
         expected = {k: tuple(v.shape) for k, v in blank.items()}
     except ValueError as err:
         raise ValueError(f"{cfg_path}: {err} Fix it or {REEXPORT}.") from None
@@ -199,7 +199,7 @@ def load_head(directory: str | Path, map_location: str | torch.device = "cpu") -
         state = load_file(str(w_path), device=str(map_location))
     except (SafetensorError, OSError) as err:
         raise ValueError(f"{w_path} is not a readable safetensors file ({err}); {REEXPORT}.") from None
-    _check_tensors(state, w_path, {k: v.dtype for k, v in blank.items()})
+    _check_tensors(state, w_path, type(blank_head), {k: v.dtype for k, v in blank.items()})
     head = build_head(head_cfg, *sizes)  # its sizes are now those of the file's tensors
     head.load_state_dict(state, strict=True)
     head.to(map_location).eval()
