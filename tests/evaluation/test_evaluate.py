@@ -131,6 +131,27 @@ def test_efficiency_runs_the_backbone_in_both_timed_paths(tiny_run, tmp_path):
     )
 
 
+def test_efficiency_times_forward_passes_of_the_batch_size_it_reports(tiny_run):
+    # The backbone split each timed chunk again at its own batch size (64 on a CPU by default): a report of
+    # batch_size=256 had timed batches of 64. Here the backbone's own batch is 2 and the report's 4.
+    from ucse.core.encoder import UcseEncoder
+    from ucse.evaluation.evaluate import efficiency_report
+
+    enc = UcseEncoder.from_dir(tiny_run.run_dir / "head")
+    enc.backbone.cfg.batch_size = 2
+    sizes = []
+    forward = enc.backbone._forward
+
+    def spy(features):
+        sizes.append(int(features["input_ids"].shape[0]))
+        return forward(features)
+
+    enc.backbone._forward = spy
+    report = efficiency_report(enc, [f"bank dog guitar {i}" for i in range(12)], batches=3, batch_size=4)
+    assert report["batch_size"] == 4 and set(sizes) == {4}
+    assert len(sizes) == 2 * 4 * 3  # (1 warm-up + 3 timed) passes x 3 batches, backbone alone and + head
+
+
 @pytest.mark.parametrize(
     "bad, message",
     [

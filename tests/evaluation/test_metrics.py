@@ -139,3 +139,32 @@ def test_auroc_averages_over_the_classes_the_labels_hold():
     want = np.mean([roc_auc_score(labels == c, probs[:, c]) for c in (0, 1, 3)])
     assert classification_metrics(logits, labels, 4)["auroc"] == pytest.approx(want, abs=1e-6)
     assert classification_metrics(logits[:5], np.zeros(5, dtype=int), 4)["auroc"] is None  # one class
+
+
+@pytest.mark.parametrize(
+    "labels, message",
+    [
+        ([0, 3, 1], r"label 3 at row 1 is outside 0..2 \(3 classes\)"),
+        ([0, -1, 1], r"label -1 at row 1 is outside 0..2"),
+    ],
+)
+def test_labels_outside_the_classes_are_named_not_a_reshape_error(labels, message):
+    with pytest.raises(ValueError, match=message):
+        classification_metrics(np.zeros((3, 3)), np.array(labels), 3)
+
+
+def test_no_rows_is_refused_in_words():
+    with pytest.raises(ValueError, match="no rows to score"):
+        classification_metrics(np.zeros((0, 3)), np.zeros(0, int), 3)
+
+
+def test_the_decisions_macro_f1_is_the_headline_macro_f1():
+    # ucse eval printed two "macro-F1" lines: the headline over labels true or predicted (scikit-learn's
+    # default), the decisions' over true labels only (0.78 against 0.58 for the same predictions).
+    from ucse.uncertainty.class_prior import decision_scores
+
+    y = np.array([0, 0, 1, 1, 2, 2])  # label 3 absent from the split...
+    pred = np.array([0, 0, 1, 3, 2, 3])  # ...but predicted twice
+    headline = classification_metrics(np.eye(4)[pred] * 5.0, y, 4)["f1_macro"]
+    assert headline == pytest.approx(f1_score(y, pred, average="macro"))
+    assert decision_scores(y, pred)["f1_macro"] == pytest.approx(headline)

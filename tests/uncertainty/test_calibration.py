@@ -237,3 +237,41 @@ def test_out_of_fold_probabilities_of_a_single_row():
     logits, labels = np.array([[2.0, 0.5, -1.0]]), np.array([0])
     probs = cal.out_of_fold_probs(logits, labels, CalibrationMethod.vector, folds=5, seed=0)
     assert probs.shape == (1, 3) and float(probs.sum()) == pytest.approx(1.0)
+
+
+def _two_class(conf: np.ndarray) -> np.ndarray:
+    return np.stack([conf, 1.0 - conf], axis=1)
+
+
+def test_reliability_bins_bucket_as_the_reported_ece_does_within_float32_of_one():
+    # torchmetrics buckets float32 confidences: 1 - 1e-9 is 1.0 there, in the [1, 1] bin. Bucketed in float64
+    # it fell in [14/15, 1): the bins no longer added up to the ECE when the two groups erred in opposite ways
+    # (0.225 against the reported 0.275).
+    conf = np.r_[np.full(50, 1 - 1e-9), np.full(50, 0.95)]
+    labels = np.r_[np.zeros(25, int), np.ones(25, int), np.zeros(50, int)]  # 50 % right at ~1, all at 0.95
+    p = _two_class(conf)
+    bins = cal.reliability_bins(p, labels)
+    count = np.asarray(bins["count"])
+    assert count[-1] == 50  # the [1, 1] bin, as torchmetrics puts them
+    acc, mean_conf = np.nan_to_num(bins["accuracy"]), np.nan_to_num(bins["confidence"])
+    from_bins = float((count / count.sum() * np.abs(acc - mean_conf)).sum())
+    by_hand = 0.5 * 0.5 + 0.5 * 0.05  # |0.5 - 1| and |1 - 0.95|, half the texts each
+    assert cal.ece(p, labels) == pytest.approx(by_hand, abs=1e-6)  # torchmetrics' float32 sums
+    assert from_bins == pytest.approx(by_hand, abs=1e-6)
+
+
+def test_adaptive_ece_keeps_ties_in_one_bin_so_the_rows_order_does_not_matter():
+    # 30 texts at one confidence, 70 % right: equal-mass bins cut the tie, and the figure moved from 0.0 to
+    # 0.47 with the order of the rows. Whole, the tie's bin is |0.7 - 0.7| = 0.
+    conf = np.full(30, 0.7)
+    right = np.r_[np.ones(21, bool), np.zeros(9, bool)]
+    labels = np.where(right, 0, 1)
+    p = _two_class(conf)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        perm = rng.permutation(30)
+        assert cal.adaptive_ece(p[perm], labels[perm]) == pytest.approx(0.0, abs=1e-12)
+    # without ties it is still the equal-mass definition: 4 texts, 2 bins of 2, by hand
+    q = _two_class(np.array([0.6, 0.7, 0.8, 0.9]))
+    y = np.array([0, 1, 0, 0])
+    assert cal.adaptive_ece(q, y, n_bins=2) == pytest.approx(0.5 * abs(0.5 - 0.65) + 0.5 * abs(1.0 - 0.85))

@@ -112,3 +112,14 @@ def test_the_rank_is_exact_where_the_float_product_lands_just_above_an_integer()
             k = math.ceil(round((n + 1) * (1 - alpha), 9))  # the exact rank, by decimal rounding
             want = float(k - 1) if k <= n else math.inf
             assert conformal.conformal_quantile(np.arange(float(n)), alpha) == want, (n, alpha)
+
+
+@pytest.mark.parametrize("weight", [1.0, 0.1, 7.0])
+def test_equal_weights_give_the_plain_rank_whatever_their_scale(weight):
+    # (149 + 1) * 0.82 is 123.00000000000001 in float: order_rank guards it, the weighted search did not, and
+    # took rank 124 for weights of 1 or 7 (not 0.1): one rank conservative, depending on the weights' scale.
+    s = np.arange(1.0, 150.0)
+    y = np.zeros(149, int)
+    plain = conformal.conformal_quantile(s, 0.18)
+    assert conformal.weighted_quantiles(s, y, np.array([weight]), 0.18) == [plain]
+    assert conformal.conformal_quantile(s, 0.18) == 123.0  # the 123rd smallest of 1..149

@@ -30,3 +30,18 @@ def test_fpr_at_95_tpr_against_brute_force():
     s_in, s_out = RNG.normal(size=400), RNG.normal(2.0, size=300)
     assert fpr_at_tpr(s_in, s_out) == pytest.approx(_fpr_brute(s_in, s_out, 0.95))
     assert fpr_at_tpr(s_in, s_in + 100) == 0.0  # perfectly separated
+
+
+@pytest.mark.parametrize("where", ["in", "out"])
+def test_a_nan_score_is_refused_not_ranked(where):
+    # A NaN has no rank: scipy's rankdata spread it into every rank and the AUROC came out 1.0 (or 0.0) with
+    # no error, a plausible, wrong figure. +-inf ranks normally and is kept.
+    rng = np.random.default_rng(0)
+    s_in, s_out = rng.normal(0, 1, 40), rng.normal(1, 1, 30)
+    (s_in if where == "in" else s_out)[17] = np.nan
+    for metric in (ood_auroc, fpr_at_tpr):
+        with pytest.raises(ValueError, match=r"1 NaN value\(s\) \(the first at index 17\)"):
+            metric(s_in, s_out)
+    s_in[17], s_out[17] = np.inf, -np.inf
+    finite_in, finite_out = np.nan_to_num(s_in, posinf=1e6), np.nan_to_num(s_out, neginf=-1e6)
+    assert ood_auroc(s_in, s_out) == pytest.approx(ood_auroc(finite_in, finite_out), abs=1e-12)

@@ -175,3 +175,14 @@ def test_the_offered_target_is_the_smallest_grid_target_sgr_certifies():
         assert offer == (passing[0] if passing else None)  # brute force over the whole grid
         if offer is not None:
             assert offer >= lowest_certifiable_error(u, correct, 0.05)  # never below the floor
+
+
+def test_a_nan_uncertainty_is_refused_by_every_rank_based_figure():
+    # aurc put a NaN last (the most uncertain text) and reported a plausible area; each now names it.
+    u = np.array([0.1, np.nan, 0.3, 0.2])
+    ok = np.array([True, False, True, True])
+    for fn in (sel.aurc, sel.risk_coverage_curve, sel.lowest_certifiable_error):
+        with pytest.raises(ValueError, match=r"1 NaN value\(s\) \(the first at index 1\)"):
+            fn(u, ok)
+    with pytest.raises(ValueError, match="NaN"):
+        sel.threshold_for_error(u, ok, 0.1)

@@ -71,14 +71,6 @@ def test_arc_by_hand() -> None:
     assert arc_area(rates, accs) == pytest.approx(np.trapezoid(accs, rates))
 
 
-def test_arc_ties_are_broken_stably() -> None:
-    conf = np.ones(4)
-    _, accs = accuracy_rejection_curve(conf, np.array([0, 1, 1, 1], dtype=bool), [0.25])
-    assert accs[0] == 1.0  # the first of the tied samples (an error) is rejected
-    _, accs = accuracy_rejection_curve(conf, np.array([1, 0, 1, 1], dtype=bool), [0.25])
-    assert accs[0] == pytest.approx(2 / 3)
-
-
 def test_arc_default_rates_and_floor() -> None:
     rates, accs = accuracy_rejection_curve(confidence_from_sigma(SIGMA), CORRECT)
     assert rates[0] == 0.0
@@ -111,3 +103,23 @@ def test_informative_confidence_gives_rising_curve() -> None:
     assert accs[-1] > accs[0] + 0.2
     _, random_accs = accuracy_rejection_curve(rng.permutation(-sigma), correct)
     assert arc_area(rates, accs) > arc_area(rates, random_accs) + 0.05
+
+
+def test_the_accuracy_rejection_curve_is_the_expectation_over_the_orders_of_tied_confidences():
+    # With one confidence for every text the stable sort rejected the first rows: 0.85 or 0.34 of area for the
+    # same rows in another order. Now each cut inside a tie is its expectation: brute force over every order.
+    import itertools
+
+    conf = np.array([0.2, 0.5, 0.5, 0.5, 0.5, 0.9])
+    right = np.array([False, True, False, True, False, True])
+    rates = [0.0, 0.2, 0.34, 0.5, 0.67]
+    expected = np.zeros(len(rates))
+    orders = list(itertools.permutations(range(6)))
+    for order in orders:  # reject the least confident first, ties in this order
+        ranked = sorted(range(6), key=lambda i: (conf[i], order.index(i)))
+        for j, r in enumerate(rates):
+            kept = ranked[int(np.floor(r * 6 + 1e-9)) :]
+            expected[j] += right[kept].mean() / len(orders)
+    for perm in ([0, 1, 2, 3, 4, 5], [5, 4, 3, 2, 1, 0], [1, 3, 0, 5, 2, 4]):
+        _, accs = accuracy_rejection_curve(conf[perm], right[perm], rates)
+        np.testing.assert_allclose(accs, expected, rtol=0, atol=1e-12)

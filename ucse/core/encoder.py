@@ -216,11 +216,13 @@ class UcseEncoder:
         return unit_pool(hidden, mask.to(hidden.device), self.backbone.cfg.pooling)
 
     @torch.inference_mode()
-    def run_texts(self, texts: list[str]) -> EncodedBatch:
+    def run_texts(self, texts: list[str], batch_size: int | None = None) -> EncodedBatch:
         """Texts -> head outputs, backbone batch straight into the head on the backbone's device.
 
         The backbone's padded batch (left or right padding; the head's masking handles both) goes to the
         head without a round trip through CPU memory, so on a GPU the head adds only its own compute.
+        ``batch_size``: texts per forward, as :meth:`FrozenBackbone.iter_states` takes it (default: the
+        backbone's own).
         """
         texts = validate_texts(texts)
         n = len(texts)
@@ -228,7 +230,7 @@ class UcseEncoder:
         var: torch.Tensor | None = None
         logits: torch.Tensor | None = None
         pooled: torch.Tensor | None = None
-        for idx, hidden, mask in self.backbone.iter_states(texts):  # (B,), (B, T, H), (B, T)
+        for idx, hidden, mask in self.backbone.iter_states(texts, batch_size):  # (B,), (B, T, H), (B, T)
             with self._autocast():
                 out = self._run(hidden, mask)
             unit = self._pooled(hidden, mask)  # (B, H)

@@ -79,8 +79,12 @@ def summarise(table: dict[str, dict[str, list[float]]], variants: list[str]) -> 
 
 
 def _cells(row: dict[str, dict], variants: list[str], text) -> list[str]:
-    """Markdown cells of a row: ``text(cell)`` per variant, the best mean bold, a dash if missing."""
-    best = max((c["mean"] for c in row.values()), default=None)
+    """Markdown cells of a row: ``text(cell)`` per variant, the best mean bold, a dash if missing.
+
+    In the Average row only variants measured on every task compete for bold: a mean over fewer (perhaps
+    easier) tasks is not comparable.
+    """
+    best = max((c["mean"] for c in row.values() if c.get("complete", True)), default=None)
     cells = []
     for v in variants:
         c = row.get(v)

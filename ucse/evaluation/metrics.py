@@ -40,7 +40,7 @@ def classification_metrics(
     Returns:
         ``accuracy`` (micro), ``f1_macro`` (over the labels that occur in ``labels`` or among the predictions,
         scikit-learn's default: a label predicted but absent scores 0; the report's ``decisions`` block, what
-        ``predict`` answers, averages over the labels ``labels`` hold only), ``auroc`` (one-vs-rest, macro
+        ``predict`` answers, averages the same way), ``auroc`` (one-vs-rest, macro
         over the classes ``labels`` hold, on softmax probabilities; ``None`` with fewer than two),
         ``ece`` (15 equal-width bins, L1, top-label confidence), ``nll`` (mean -log p_true, natural log),
         ``brier`` (multiclass: mean over samples of sum_c (p_c - onehot_c)^2, range [0, 2]; this is the
@@ -52,6 +52,15 @@ def classification_metrics(
         raise ValueError(f"scores must be (N, {num_classes}), got {tuple(s.shape)}")
     if y.shape != (s.shape[0],):
         raise ValueError(f"labels must be ({s.shape[0]},), got {tuple(y.shape)}")
+    if s.shape[0] == 0:
+        raise ValueError("no rows to score: scores and labels are empty")
+    out_of_range = (y < 0) | (y >= num_classes)
+    if bool(out_of_range.any()):
+        first = int(out_of_range.nonzero()[0])
+        raise ValueError(
+            f"label {int(y[first])} at row {first} is outside 0..{num_classes - 1} ({num_classes} classes); "
+            "labels must be class ids of the scores' columns"
+        )
     # One NaN / inf row (or a negative probability) made torchmetrics take every row for logits and softmax
     # them again: plausible, wrong ECE and AUROC for the whole set. Refused instead.
     bad = ~torch.isfinite(s).all(dim=1)

@@ -172,6 +172,17 @@ def ece(probs: Array, labels: Array, n_bins: int = ECE_BINS) -> float:
     return float(multiclass_calibration_error(p, y, num_classes=p.shape[1], n_bins=n_bins, norm="l1"))
 
 
+def _bin_of(conf: torch.Tensor, n_bins: int) -> torch.Tensor:
+    """(N,) bin index of each confidence exactly as :func:`ece` (torchmetrics) buckets it; 1.0 -> ``n_bins``.
+
+    torchmetrics buckets float32 confidences against float32 edges, so a float64 confidence within ~3e-8 of
+    an edge (or of 1) lands in another bin than float64 arithmetic would put it: bucketing the same float32
+    values here is what makes the floor and the reliability bins describe the reported ECE's own bins.
+    """
+    edges = torch.linspace(0, 1, n_bins + 1, dtype=torch.float32)
+    return torch.bucketize(conf.to(torch.float32), edges, right=True) - 1
+
+
 def ece_floor(probs: Array, draws: int = 200, seed: int = 0, n_bins: int = ECE_BINS) -> float:
     """The ECE a *perfectly calibrated* model with these confidences would show on this many texts.
 
@@ -186,8 +197,7 @@ def ece_floor(probs: Array, draws: int = 200, seed: int = 0, n_bins: int = ECE_B
         n_bins: :func:`ece`'s bins (the same bucketing: :func:`reliability_bins`).
     """
     conf = as_f64(probs).max(dim=1).values  # (N,) top-label ECE reads only the confidence and right / wrong
-    edges = torch.linspace(0, 1, n_bins + 1, dtype=torch.float64)
-    which = torch.bucketize(conf, edges, right=True) - 1  # (N,) as torchmetrics bins them; 1.0 -> n_bins
+    which = _bin_of(conf, n_bins)  # (N,)
     onehot = torch.nn.functional.one_hot(which, n_bins + 1).to(torch.float64)  # (N, B)
     conf_sum = conf @ onehot  # (B,)
     gen = torch.Generator().manual_seed(seed)
@@ -202,7 +212,9 @@ def ece_floor(probs: Array, draws: int = 200, seed: int = 0, n_bins: int = ECE_B
 def adaptive_ece(probs: Array, labels: Array, n_bins: int = ECE_BINS) -> float:
     """ECE with equal-mass bins (Nguyen & O'Connor 2015): each bin holds ~N/n_bins texts by confidence.
 
-    Equal-width bins leave most bins empty when confidences crowd near 1; equal-mass bins do not.
+    Equal-width bins leave most bins empty when confidences crowd near 1; equal-mass bins do not. Equal
+    confidences always share a bin (a bin's edge moves to the end of a tie it would cut), so the figure does
+    not depend on the rows' order.
 
     Args:
         probs: (N, C) probabilities.
@@ -216,18 +228,27 @@ def adaptive_ece(probs: Array, labels: Array, n_bins: int = ECE_BINS) -> float:
     conf, pred = p.max(dim=1)
     correct = (pred == torch.as_tensor(labels).long()).to(torch.float64)
     order = torch.argsort(conf, stable=True)
+    c_sorted, n = conf[order], len(order)
+    edges = [0]
+    for chunk in torch.tensor_split(torch.arange(n), min(n_bins, n)):  # the equal-mass cuts
+        # moved to the end of the tie it would cut (c_sorted ascends: the last index of that value, plus one)
+        end = int(torch.searchsorted(c_sorted, c_sorted[int(chunk[-1])], right=True))
+        if end > edges[-1]:  # a bin emptied by the previous move is dropped
+            edges.append(end)
     total = 0.0
-    for idx in torch.tensor_split(order, min(n_bins, len(order))):
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        idx = order[lo:hi]
         total += len(idx) * abs(float(correct[idx].mean() - conf[idx].mean()))
-    return total / len(order)
+    return total / n
 
 
 def reliability_bins(probs: Array, labels: Array, n_bins: int = ECE_BINS) -> dict[str, list[float]]:
     """Per-bin confidence, accuracy and count on the bins :func:`ece` uses (for ``reliability.png``).
 
     torchmetrics' convention: ``n_bins`` equal-width bins [lo, hi), and a confidence of exactly 1 in a bin of
-    its own, [1, 1] (the last entry; zero width). ``sum_b count_b / N * |accuracy_b - confidence_b|`` is
-    then exactly the reported ECE, confidences on bin edges included.
+    its own, [1, 1] (the last entry; zero width), with torchmetrics' float32 bucketing (:func:`_bin_of`).
+    ``sum_b count_b / N * |accuracy_b - confidence_b|`` is then the reported ECE, confidences on bin edges and
+    within float32 rounding of 1 included (to float32 rounding of the sums: torchmetrics adds in float32).
 
     Returns:
         ``{"edges": (n_bins + 2,), "confidence": (n_bins + 1,), "accuracy": (n_bins + 1,),
@@ -237,7 +258,7 @@ def reliability_bins(probs: Array, labels: Array, n_bins: int = ECE_BINS) -> dic
     conf, pred = p.max(dim=1)
     correct = (pred == torch.as_tensor(labels).long()).to(torch.float64)
     edges = torch.linspace(0, 1, n_bins + 1, dtype=torch.float64)
-    which = torch.bucketize(conf, edges, right=True) - 1  # (N,) as torchmetrics bins them; 1.0 -> n_bins
+    which = _bin_of(conf, n_bins)  # (N,)
     m = n_bins + 1
     count = torch.bincount(which, minlength=m).to(torch.float64)
     nan = torch.full((m,), float("nan"), dtype=torch.float64)

@@ -81,15 +81,16 @@ def shift_weights(target: Array | None, labels: Array) -> np.ndarray | None:
 def decision_scores(labels: Array, pred: Array, weights: Array | None = None) -> dict[str, float]:
     """Accuracy, balanced accuracy (mean per-label recall) and macro-F1 of (N,) top labels ``pred``.
 
-    Macro-F1 is over the labels ``labels`` hold (a label absent from a small split has no F1; the headline
-    ``metrics.f1_macro`` of ``ucse eval`` also counts labels only predicted, at 0). ``weights``:
-    (N,) per-row weights (scikit-learn's ``sample_weight``), e.g. to score the rows as if mixed otherwise.
+    Macro-F1 as the headline ``metrics.f1_macro`` of ``ucse eval`` averages it (scikit-learn's default): over
+    the labels ``labels`` hold or ``pred`` names, so a label predicted but absent from the split scores 0 and
+    both figures printed as "macro-F1" mean the same. ``weights``: (N,) per-row weights (scikit-learn's
+    ``sample_weight``), e.g. to score the rows as if mixed otherwise.
     """
     y, p = np.asarray(labels), np.asarray(pred)
     return {
         "accuracy": float(accuracy_score(y, p, sample_weight=weights)),
         "balanced_accuracy": float(balanced_accuracy_score(y, p, sample_weight=weights)),
         "f1_macro": float(
-            f1_score(y, p, labels=np.unique(y), average="macro", zero_division=0, sample_weight=weights)
+            f1_score(y, p, labels=np.union1d(y, p), average="macro", zero_division=0, sample_weight=weights)
         ),
     }

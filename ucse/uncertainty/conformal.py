@@ -123,7 +123,9 @@ def weighted_order_statistics(scores: Array, labels: Array, weights: Array, leve
     if s.numel() == 0:  # no calibration texts: every label in every set
         return [math.inf] * len(w)
     cum = torch.cumsum(w[torch.as_tensor(labels).long()][order], 0)  # (n,) weight up to each sorted score
-    need = level * (cum[-1] + w)  # (C,): the mass the quantile must reach, the test point's included
+    # (C,): the mass the quantile must reach, the test point's included, less order_rank's guard in the
+    # weights' own scale (equal weights must give conformal_quantile's rank: 0.82 * 150 is 123.00000000000001)
+    need = (level - 1e-9) * (cum[-1] + w)
     k = torch.searchsorted(cum, need)  # first sorted score whose cumulative weight reaches it
     return [math.inf if int(i) >= len(s) else float(s[i]) for i in k]
 

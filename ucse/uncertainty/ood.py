@@ -6,11 +6,12 @@ import torch
 from scipy.stats import rankdata
 from torchmetrics.functional.classification import binary_auroc, binary_roc
 
-from ucse.uncertainty.scores import Array, as_f64
+from ucse.uncertainty.scores import Array, scores_without_nan
 
 
 def _stack(score_in: Array, score_out: Array) -> tuple[torch.Tensor, torch.Tensor]:
-    s_in, s_out = as_f64(score_in).reshape(-1), as_f64(score_out).reshape(-1)
+    s_in = scores_without_nan(score_in, "the in-distribution scores").reshape(-1)
+    s_out = scores_without_nan(score_out, "the out-of-distribution scores").reshape(-1)
     if s_in.numel() == 0 or s_out.numel() == 0:
         raise ValueError("need at least one in-distribution and one out-of-distribution score")
     target = torch.cat([torch.zeros(s_in.numel()), torch.ones(s_out.numel())]).long()

@@ -25,6 +25,23 @@ def as_f64(x: Array) -> torch.Tensor:
     return t.cpu().to(torch.float64)
 
 
+def scores_without_nan(x: Array, what: str) -> torch.Tensor:
+    """:func:`as_f64`, refusing NaN (it has no rank: a rank-based metric would put it anywhere); +-inf ranks.
+
+    Raises:
+        ValueError: naming ``what``, how many NaN and the first one's index.
+    """
+    t = as_f64(x)
+    nan = torch.isnan(t).reshape(-1)
+    if bool(nan.any()):
+        first = int(torch.nonzero(nan)[0, 0])
+        raise ValueError(
+            f"{what} holds {int(nan.sum())} NaN value(s) (the first at index {first}); a NaN has no rank, so "
+            "the metric would be meaningless: drop or fix those rows."
+        )
+    return t
+
+
 def affine(logits: Array, scale: Array | float = 1.0, bias: Array | float = 0.0) -> torch.Tensor:
     """Calibrated logits ``scale * logits + bias``.
 

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from ucse.uncertainty.conformal import order_statistic
-from ucse.uncertainty.scores import Array, as_f64
+from ucse.uncertainty.scores import Array, scores_without_nan
 
 
 def _np_bool(x: Array) -> np.ndarray:
@@ -33,7 +33,7 @@ def risk_coverage_curve(uncertainty: Array, correct: Array) -> tuple[np.ndarray,
         ``(coverage, risk)``, both (N,) float64: coverage k/N and the error rate among the k kept texts
         (expected over random orderings of tied scores).
     """
-    u = as_f64(uncertainty).numpy()
+    u = scores_without_nan(uncertainty, "the uncertainty scores").numpy()
     err = ~_np_bool(correct)
     if u.shape != err.shape or u.ndim != 1 or u.size == 0:
         raise ValueError(f"uncertainty and correct must both be non-empty (N,), got {u.shape}, {err.shape}")
@@ -154,7 +154,7 @@ def threshold_for_error(
     """
     if not 0 < target_error < 1 or not 0 < delta < 1:
         raise ValueError(f"target_error and delta must lie in (0, 1), got {target_error}, {delta}")
-    u = as_f64(uncertainty).numpy()
+    u = scores_without_nan(uncertainty, "the uncertainty scores").numpy()
     err = ~_np_bool(correct)
     s = np.sort(u)
     n = s.size
@@ -203,7 +203,7 @@ def lowest_certifiable_error(uncertainty: Array, correct: Array, delta: float = 
     """
     from scipy.stats import beta
 
-    u = as_f64(uncertainty).numpy()
+    u = scores_without_nan(uncertainty, "the uncertainty scores").numpy()
     order = np.argsort(u, kind="stable")
     err = (~_np_bool(correct))[order]
     n = u.size
@@ -230,7 +230,7 @@ def threshold_for_coverage(uncertainty: Array, correct: Array, coverage: float) 
     """
     if not 0 < coverage <= 1:
         raise ValueError(f"coverage must lie in (0, 1], got {coverage}")
-    u = as_f64(uncertainty).numpy()
+    u = scores_without_nan(uncertainty, "the uncertainty scores").numpy()
     err = ~_np_bool(correct)
     t = order_statistic(u, coverage)
     cov, risk = _summary(u, err, t)

@@ -98,9 +98,10 @@ def accuracy_rejection_curve(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Accuracy on the kept samples after rejecting the least-confident fraction r (Nadeem et al., 2009).
 
-    For each rate r, floor(r * N) samples are rejected: those with the lowest confidence, found by a
-    stable ascending sort, so among equal confidences the one with the smaller index is rejected first.
-    At least one sample is always kept.
+    For each rate r, floor(r * N) samples are rejected: those with the lowest confidence. Where the cut falls
+    inside a group of equal confidences, the accuracy is the expectation over the group's orders (its
+    right answers spread evenly over it), so the curve does not depend on the rows' order. At least one
+    sample is always kept.
 
     Args:
         confidence: (N,) higher means more confident; use -sigma for the uncertainty head
@@ -121,12 +122,17 @@ def accuracy_rejection_curve(
 
     n = conf.size
     order = np.argsort(conf, kind="stable")  # least confident first
-    ok_sorted = ok[order].astype(np.float64)
-    # Suffix sums give the number correct among the kept tail for every cut in O(N).
-    correct_from = np.concatenate([np.cumsum(ok_sorted[::-1])[::-1], [0.0]])
+    c_sorted, ok_sorted = conf[order], ok[order].astype(np.float64)
+    # Tie groups [start, end) of equal confidence; the expected number right among the first j rejected.
+    starts = np.flatnonzero(np.r_[True, c_sorted[1:] != c_sorted[:-1]])
+    ends = np.r_[starts[1:], n]
+    before = np.r_[0.0, np.cumsum(ok_sorted)][starts]  # (G,) right answers before each group
+    rate = np.add.reduceat(ok_sorted, starts) / (ends - starts)  # (G,) share right within each group
     # The epsilon keeps e.g. 0.3 * 10 = 3.0000000000000004 / 2.9999999 from flipping the floor.
     n_reject = np.minimum(np.floor(r * n + 1e-9).astype(np.int64), n - 1)
-    accs = correct_from[n_reject] / (n - n_reject)
+    group = np.searchsorted(starts, n_reject, side="right") - 1  # the group the cut falls in (n_reject < n)
+    right_rejected = before[group] + (n_reject - starts[group]) * rate[group]
+    accs = (ok_sorted.sum() - right_rejected) / (n - n_reject)
     return r, accs
 
 
