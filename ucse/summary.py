@@ -220,9 +220,13 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
                 f"error {pct(a.val_error)}{met}"
             )
         if profile.conformal is not None and profile.qhat is not None:
+            from ucse.uncertainty.inert_parts import inert_sets
+
             mix = ", weighted to the target mix" if isinstance(profile.qhat, list) else ""
+            inert = inert_sets(profile)
             lines.append(
                 f"  conformal sets: {profile.conformal.method.value}, alpha {profile.conformal.alpha}{mix}"
+                + ("" if inert is None else f" - {inert}")
             )
         if profile.ood is not None:
             o = profile.ood

@@ -182,3 +182,50 @@ def test_unfitted_predict_says_fit_first(tiny_params):
 
     with pytest.raises(NotFittedError):
         UcseClassifier(**tiny_params).predict(["a"])
+
+
+def test_integer_labels_in_an_object_array_survive_a_reload_with_their_columns(tiny_params, rows, tmp_path):
+    # kind 'O' saved the ids as text: after from_pretrained classes_ were '0', '10', '2' ... and column 1 of
+    # predict_proba meant another class (|diff| up to 0.41 on the reviewer's data)
+    texts, names = rows
+    ids = np.asarray([[10, 2, 1][sorted(OWN_CUES).index(n)] for n in names], dtype=object)
+    clf = UcseClassifier(**tiny_params).fit(texts[:120], ids[:120])
+    clf.save_pretrained(tmp_path / "saved")
+    again = UcseClassifier.from_pretrained(tmp_path / "saved", device="cpu")
+    assert clf.classes_.tolist() == again.classes_.tolist() == [1, 2, 10]
+    assert again.classes_.dtype.kind == "i"
+    np.testing.assert_allclose(again.predict_proba(texts[120:]), clf.predict_proba(texts[120:]), atol=1e-6)
+    assert again.predict(texts[120:]).tolist() == clf.predict(texts[120:]).tolist()
+
+
+def test_a_second_fit_into_one_output_dir_says_how_in_python(tiny_params, rows, tmp_path):
+    # the second fold of cross_val_score met "Pass overwrite=true ... ckpt_path=last": command-line words
+    texts, y = rows
+    est = UcseClassifier(**tiny_params, output_dir=str(tmp_path / "run")).fit(texts[:90], y[:90])
+    with pytest.raises(
+        ValueError, match=r"already holds a run; nothing was changed. Pass overrides=\{'overwrite'"
+    ):
+        est.fit(texts[:90], y[:90])
+    again = dict(tiny_params, overrides={**tiny_params["overrides"], "overwrite": True})
+    UcseClassifier(**again, output_dir=str(tmp_path / "run")).fit(texts[:90], y[:90])  # asked: replaced
+    with pytest.raises(ValueError, match="X is one string; fit needs a list of texts"):
+        UcseClassifier(**tiny_params).fit("hello world", ["a"])
+
+
+def test_a_small_fit_says_its_sets_and_flag_answer_the_same_for_every_text(tiny_params, rows, caplog):
+    # 40 rows leave 4 held-out texts: every set holds every label and the flag flags nothing; from Python
+    # nothing said so (the command's summary said it of the flag only)
+    texts, y = rows
+    with caplog.at_level("WARNING", logger="ucse.uncertainty"):
+        clf = UcseClassifier(**tiny_params).fit(texts[:40], y[:40])
+    n = clf.profile_.info["n_validation"]
+    said = f"every prediction set holds every label: a set at alpha 0.1 needs 9+ held-out texts, {n} here"
+    assert n < 9 and said in caplog.text
+    assert all(set(row["set"]) == set(clf.classes_) for row in clf.predict_with_uncertainty(texts[40:44]))
+    if clf.profile_.ood is not None:
+        assert "the out-of-scope flag flags no text" in caplog.text
+
+
+def test_from_pretrained_names_its_own_argument_not_a_command_setting(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"^UcseClassifier.from_pretrained: .*nope: no such folder"):
+        UcseClassifier.from_pretrained(tmp_path / "nope")

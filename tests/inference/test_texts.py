@@ -29,3 +29,27 @@ def test_a_one_column_table_gives_its_rows():
 def test_a_table_of_several_columns_or_bytes_is_refused(value, message):
     with pytest.raises(ValueError, match=message):
         as_texts(value)
+
+
+@pytest.mark.parametrize("missing", [None, np.nan, float("nan"), pd.NA])
+def test_a_missing_label_is_refused_naming_its_row(missing):
+    # None / NaN became a class named 'nan' (or 'None') and was trained as one
+    from ucse.inference.texts import as_labels
+
+    y = ["a", "b", "a", missing, "b", missing]
+    with pytest.raises(ValueError, match=r"y\[3\] is missing \(.*; 2 of 6 labels are\): drop those rows"):
+        as_labels(y, 6)
+    with pytest.raises(ValueError, match=r"y\[3\] is missing"):
+        as_labels(pd.Series(y, dtype=object), 6)
+
+
+def test_integer_labels_in_an_object_array_are_integers():
+    # np.array(ids, dtype=object) has kind 'O': the labels were saved as text and came back as '0', '10', '2'
+    from ucse.inference.texts import as_labels
+
+    given, _, classes = as_labels(np.array([10, 2, 1, 0, np.int64(2)], dtype=object), 5)
+    assert given.dtype == np.int64 and given.tolist() == [10, 2, 1, 0, 2] and classes == [0, 1, 2, 10]
+    mixed, _, _ = as_labels(np.array([1, "b", 1, "b"], dtype=object), 4)  # not all integers: kept as given
+    assert mixed.dtype == object
+    flags, _, _ = as_labels(np.array([True, False, True], dtype=object), 3)  # bools are no ids
+    assert flags.dtype == object

@@ -38,8 +38,8 @@ def validate_texts(texts: Sequence[str]) -> list[str]:
     for i, t in enumerate(texts):
         if not isinstance(t, str) or not t.strip():
             raise TextValidationError(
-                f"texts[{i}] = {t!r} is not a non-empty string; drop or fix that row "
-                "(data.drop_bad_rows=true drops such rows)."
+                f"texts[{i}] = {t!r} is not a non-empty string; drop or fix that row (a training file's "
+                "bad rows are dropped by data.drop_bad_rows=true)."
             )
     return list(texts)
 

@@ -74,8 +74,12 @@ class RunFolder:
         return self.path / ("eval.json" if split == "test" else f"eval-{split}.json")
 
 
-def resolve_head_dir(path: str | Path) -> Path:
+def resolve_head_dir(path: str | Path, name: str = "run=") -> Path:
     """The head folder of a run folder (``<run>/head``) or a head folder itself.
+
+    Args:
+        path: the folder.
+        name: how the error names the path: the command's ``run=`` setting, or a Python call's argument.
 
     Raises:
         FileNotFoundError: naming the path and what a run or head folder holds.
@@ -84,12 +88,13 @@ def resolve_head_dir(path: str | Path) -> Path:
     for cand in (RunFolder(p).head, p):
         if (cand / "config.json").is_file() and (cand / "model.safetensors").is_file():
             return cand
+    written = "written by `ucse train` (or UcseClassifier.save_pretrained)"
     if not p.exists():
-        raise FileNotFoundError(f"run={path}: no such folder. Pass a run folder written by `ucse train`.")
+        raise FileNotFoundError(f"{name}{path}: no such folder. Pass a run folder {written}.")
     raise FileNotFoundError(
-        f"run={path} is neither a finished ucse run nor a head folder: no head/config.json + "
-        "head/model.safetensors (or config.json + model.safetensors) in it. Pass a run folder written by "
-        "`ucse train`, or its head/ folder."
+        f"{name}{path} is neither a finished ucse run nor a head folder: no head/config.json + "
+        f"head/model.safetensors (or config.json + model.safetensors) in it. Pass a run folder {written}, or "
+        "its head/ folder."
     )
 
 

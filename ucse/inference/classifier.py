@@ -36,6 +36,7 @@ from ucse.heads.io import HEAD_FILES, copy_head
 from ucse.heads.meta import label_values
 from ucse.inference.texts import as_labels, as_texts
 from ucse.uncertainty.abstain_rule import warn_if_uncertifiable
+from ucse.uncertainty.inert_parts import warn_if_inert
 from ucse.uncertainty.profile import UncertaintyOutput, load_uncertainty_profile
 
 PROGRESS_MIN = 1000
@@ -118,11 +119,23 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         """
         from ucse.config import build_config
         from ucse.pipeline import quiet_lightning, run_training
+        from ucse.training.run_folder import holds_results
 
+        if isinstance(X, str):  # as_texts reads a bare string as one text, as predict does
+            raise ValueError("X is one string; fit needs a list of texts, one per label in y.")
         texts = as_texts(X)
         given, y, classes = as_labels(y, len(texts))
         names = [str(c) for c in classes]
         run_dir = self._fit_folder()
+        own = {k: v for k, v in (self.overrides or {}).items() if k in ("overwrite", "ckpt_path")}
+        if self.output_dir is not None and not any(own.values()) and holds_results(run_dir):
+            # run_training's refusal names command-line settings; a refit (cross_val_score, GridSearchCV)
+            # into one output_dir meets it on its second fit
+            raise ValueError(
+                f"output_dir={self.output_dir} already holds a run; nothing was changed. Pass "
+                "overrides={'overwrite': True} to replace it at every fit, another output_dir, or leave "
+                "output_dir=None (a temporary folder per fit, as cross_val_score and GridSearchCV need)."
+            )
         cfg = build_config(self._tokens(run_dir), own_data=True, source="the estimator's parameters")
         if not debug_mode():
             quiet_lightning()
@@ -196,7 +209,7 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
             trust_remote_code=trust_remote_code,
             compile_head=compile_head,
         )
-        head_dir = resolve_head_dir(path)
+        head_dir = resolve_head_dir(path, name="UcseClassifier.from_pretrained: ")
         clf._load(head_dir, batch_size, warn)
         clf.run_dir_ = run_of_head(head_dir)
         without = "the run's recorded figures (metrics_) are left empty"
@@ -228,6 +241,8 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         self.profile_ = load_uncertainty_profile(head_dir, num_classes=n, device=device)
         if warn:
             warn_if_uncertifiable(self.profile_, head_dir)
+        if self.profile_ is not None:  # the fit's own warnings do not cover these: said on fit and on load
+            warn_if_inert(self.profile_, head_dir)
         self.head_dir_ = head_dir
         names = label_values(self.encoder_.meta)  # integer ids in the data come back as ints
         if not names:  # a head saved without label names: ids as names

@@ -41,16 +41,43 @@ def _sorted_unique(y: np.ndarray) -> list[Any]:
         return sorted(values, key=str)
 
 
+def _missing(value: Any) -> bool:
+    """None, a float NaN, or pandas' NA / NaT (by type name: pandas is not imported for this)."""
+    if value is None or type(value).__name__ in ("NAType", "NaTType"):
+        return True
+    return isinstance(value, (float, np.floating)) and bool(np.isnan(value))
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
 def as_labels(y: Any, n_texts: int) -> tuple[np.ndarray, np.ndarray, list[Any]]:
     """``y`` checked for ``fit``: (as given, as an object array, its distinct labels sorted).
 
+    Integer labels held in an object array (``np.array(ys, dtype=object)``, a pandas ``object`` column)
+    come back as an integer array, so they stay integers through ``save_pretrained`` / ``from_pretrained``
+    as an ``int64`` array's do.
+
     Raises:
-        ValueError: not one label per text, a single label (scikit-learn's classifiers refuse it too), or
-            labels whose ``str()`` coincide (they would name one class).
+        ValueError: not one label per text, a missing label (None, NaN, pandas' NA: it would be trained as a
+            class named ``nan``), a single label (scikit-learn's classifiers refuse it too), or labels whose
+            ``str()`` coincide (they would name one class).
     """
     given, labels = np.asarray(y), np.asarray(y, dtype=object)
     if labels.ndim != 1 or len(labels) != n_texts:
         raise ValueError(f"y has shape {labels.shape}; fit needs one label per text ({n_texts} texts).")
+    missing = [i for i, v in enumerate(labels) if _missing(v)]
+    if missing:
+        raise ValueError(
+            f"y[{missing[0]}] is missing ({labels[missing[0]]!r}; {len(missing)} of {len(labels)} labels "
+            "are): drop those rows (and their texts) or give them a label."
+        )
+    if given.dtype.kind == "O" and all(_integer(v) for v in labels):
+        try:
+            given = np.asarray(labels.tolist(), dtype=np.int64)
+        except OverflowError:  # beyond int64: kept as objects (saved as text)
+            pass
     classes = _sorted_unique(labels)
     if len(classes) < 2:
         raise ValueError(f"y holds a single label ({classes!r}); a classifier needs two or more.")

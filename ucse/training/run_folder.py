@@ -32,7 +32,8 @@ _SCHEDULED = {"optim": ("epochs", "batch_size")}
 config.yaml): the command's own values are not the run's, so they are not compared."""
 
 
-def _has_results(run_dir: Path) -> bool:
+def holds_results(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a run worth keeping (:data:`RESULT_MARKERS`)."""
     run = RunFolder(run_dir)
     ckpts = run.checkpoints
     return run.metrics.exists() or run.head.exists() or (ckpts.is_dir() and any(ckpts.glob("*.ckpt")))
@@ -64,7 +65,7 @@ def check_run_dir(cfg: TrainConfig, run_dir: Path) -> bool:
             f"Refusing to train into {run_dir}: it holds files but no ucse run (no config.yaml: "
             f"{', '.join(sorted(names)[:5])}); nothing was changed. Choose another output_dir (or name)."
         )
-    if not _has_results(run_dir):
+    if not holds_results(run_dir):
         _check_unfinished(run_dir, names)
         return False  # empty, or a run that failed before training: nothing worth keeping
     if cfg.ckpt_path:
