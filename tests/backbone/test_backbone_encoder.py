@@ -165,3 +165,24 @@ def test_texts_cut_at_max_length_are_reported_once(tiny_bert_dir, caplog):
     caplog.clear()
     FrozenBackbone(make_tiny_bert_cfg(tiny_bert_dir, max_length=64)).token_lengths(texts[:3])
     assert not any("where longer ones are cut" in r.getMessage() for r in caplog.records)
+
+
+def test_texts_of_mostly_unknown_tokens_are_reported_once(tiny_bert_dir, tiny_qwen3_dir, caplog):
+    # WordPiece reads emoji (and words outside the tiny vocabulary) as [UNK]: such texts are one state to it
+    fb = FrozenBackbone(make_tiny_bert_cfg(tiny_bert_dir))
+    unk = fb.tokenizer.unk_token_id
+    texts = ["a dog", "🙂", "a zzqx", "a dog zzqx"]  # known; all unknown; half unknown; a third unknown
+    ids = [fb.tokenizer(t)["input_ids"] for t in texts]
+    assert [row.count(unk) for row in ids] == [0, 1, 1, 1]  # the premise, by the tokenizer itself
+    fb.token_lengths(texts)
+    told = [r.getMessage() for r in caplog.records if "mostly tokens" in r.getMessage()]
+    assert len(told) == 1 and told[0].startswith("2 of 4 texts are mostly tokens")
+    assert "e.g. '🙂'" in told[0]
+    fb.token_lengths(texts)  # once per loaded backbone
+    assert sum("mostly tokens" in r.getMessage() for r in caplog.records) == 1
+    caplog.clear()
+    FrozenBackbone(make_tiny_bert_cfg(tiny_bert_dir)).token_lengths(["a dog", "a dog zzqx"])
+    qwen = FrozenBackbone(make_tiny_qwen3_cfg(tiny_qwen3_dir))
+    if qwen.tokenizer.unk_token_id is None:  # byte-level: nothing is unknown
+        qwen.token_lengths(["🙂"])
+    assert not any("mostly tokens" in r.getMessage() for r in caplog.records)

@@ -82,6 +82,7 @@ class FrozenBackbone:
         self._model_limit = min([x for x in limits if isinstance(x, int) and 0 < x < 10**7], default=None)
         self.max_length = min(cfg.max_length, self._model_limit or cfg.max_length)
         self._told_truncation = False
+        self._told_unknown = False
 
     def _resolve_layer(self, layer: int | None) -> int | None:
         """``backbone.layer`` as an index into ``hidden_states`` (0..L), ``None`` for the last layer.
@@ -149,6 +150,7 @@ class FrozenBackbone:
                 f"texts[{empty[0]}] = {texts[empty[0]]!r} tokenises to no tokens; drop or fix that row."
             )
         self._tell_truncation(lengths)
+        self._tell_unknown(tok, texts)
         if self._eos_suffix:  # truncated texts lost the appended EOS: it replaces their last token
             tok.flat["input_ids"][tok.offsets[1:] - 1] = self.tokenizer.eos_token_id
         return tok
@@ -176,6 +178,37 @@ class FrozenBackbone:
             len(lengths),
             self.max_length,
             more,
+        )
+
+    def _tell_unknown(self, tok: Tokenized, texts: Sequence[str]) -> None:
+        """Warn, once per backbone, of texts whose tokens are mostly the tokenizer's unknown token.
+
+        A WordPiece vocabulary reads an emoji or a script it lacks as ``[UNK]``: "🙂" and "🚚❓" become the
+        same token sequence, so the backbone gives them the same state and the head the same answer (a
+        new user's emoji text matched a training row of other emoji exactly). Byte-level tokenizers have no
+        unknown token and never warn.
+        """
+        unk = self.tokenizer.unk_token_id
+        if unk is None or self._told_unknown or len(tok) == 0:
+            return
+        ids = tok.flat["input_ids"]
+        special = np.isin(ids, np.asarray(self.tokenizer.all_special_ids, dtype=ids.dtype))
+        starts = tok.offsets[:-1]  # every row has >= 1 token (empty rows were refused)
+        unknown = np.add.reduceat((ids == unk).astype(np.int64), starts)  # (N,)
+        content = np.add.reduceat((~special | (ids == unk)).astype(np.int64), starts)  # (N,)
+        mostly = np.flatnonzero((unknown > 0) & (2 * unknown >= content))
+        if not len(mostly):
+            return
+        self._told_unknown = True
+        log.warning(
+            "%d of %d texts are mostly tokens %s does not know (its unknown token: emoji, or a script "
+            "outside its vocabulary), e.g. %r: it reads such texts as near-identical, so their predictions "
+            "say little (a backbone whose vocabulary covers them reads them). Reported once per loaded "
+            "backbone.",
+            len(mostly),
+            len(tok),
+            self.cfg.name or self.cfg.model,
+            texts[int(mostly[0])][:80],
         )
 
     def _prefix_skip(self, tok: Tokenized) -> np.ndarray:
