@@ -212,11 +212,16 @@ def test_a_damaged_manifest_is_one_clear_error(saved):
         load_head(saved)
 
 
-def test_a_head_saved_before_the_manifest_loads_and_gains_one_with_its_calibration(saved):
+def test_a_head_saved_before_the_manifest_loads_and_gains_one_with_its_calibration(saved, caplog):
     from ucse.uncertainty.profile import UncertaintyProfile, load_uncertainty_profile
 
     (saved / MANIFEST_FILE).unlink()  # what save_head wrote before the manifest existed
-    head, meta = load_head(saved)
+    with caplog.at_level("WARNING", logger="ucse.heads"):
+        head, meta = load_head(saved)
+        load_head(saved)
+    # said (an edited label order loaded silently without it), and once per folder, not per file or load
+    told = [r.getMessage() for r in caplog.records if "without checking them for changes" in r.getMessage()]
+    assert len(told) == 1 and told[0].startswith(f"{saved} has no manifest.json")
     hidden, mask = pad_batch(make_seqs(), "right")
     torch.testing.assert_close(head(hidden, mask).logits, _head()(hidden, mask).logits, rtol=0, atol=0)
     UncertaintyProfile.plain(3).save(saved)

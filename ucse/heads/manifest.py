@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 from pathlib import Path
 
@@ -22,6 +23,8 @@ from ucse import atomic
 MANIFEST_FILE = "manifest.json"
 MANIFEST_VERSION = 1
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+log = logging.getLogger(__name__)
+_told_unchecked: set[Path] = set()  # folders already reported as loaded without a manifest
 
 
 def sha256(path: Path) -> str:
@@ -74,7 +77,7 @@ def _read(path: Path) -> dict[str, dict]:
 def verify_files(root: Path, names: tuple[str, ...], fix: str) -> None:
     """Check that each of ``names`` present in ``root`` is listed in its manifest with its size and digest.
 
-    A folder without a manifest (a head saved before it existed) is not checked.
+    A folder without a manifest (a head saved before it existed) is not checked; that is said once per folder.
 
     Args:
         root: the head folder.
@@ -86,6 +89,16 @@ def verify_files(root: Path, names: tuple[str, ...], fix: str) -> None:
     """
     path = root / MANIFEST_FILE
     if not path.is_file():
+        key = root.resolve()
+        if key not in _told_unchecked:  # once per folder and process: a load reads several files
+            _told_unchecked.add(key)
+            log.warning(
+                "%s has no %s (a head saved before ucse checked its files, or the file was removed): its "
+                "files are read without checking them for changes. Save it again (save_pretrained, ucse "
+                "export) to add one.",
+                root,
+                MANIFEST_FILE,
+            )
         return
     files = _read(path)
     for name in names:
