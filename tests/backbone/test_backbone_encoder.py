@@ -144,6 +144,19 @@ def test_text_validation(tiny_bert_backbone, texts, match):
         tiny_bert_backbone.pooled(texts)
 
 
+def test_a_lone_surrogate_is_named_with_its_row_on_the_cached_path_too(tiny_bert_backbone, tmp_path):
+    # half an emoji (JSON's "\ud83d" alone) failed inside the tokenizer ("TextEncodeInput must be ...") or,
+    # through the cache, in the texts' hash ("surrogates not allowed"), neither naming the row
+    from ucse.backbone.cache import HiddenStateCache
+
+    texts = ["good food", "good food \ud83d"]
+    message = r"texts\[1\] = 'good food \\ud83d' holds '\\ud83d' at position 10, half of a character"
+    with pytest.raises(TextValidationError, match=message):
+        tiny_bert_backbone.pooled(texts)
+    with pytest.raises(TextValidationError, match=message):
+        HiddenStateCache(tmp_path).get_or_build(tiny_bert_backbone, texts, "T", "train")
+
+
 def test_forward_counter(tiny_bert_dir):
     fb = FrozenBackbone(make_tiny_bert_cfg(tiny_bert_dir))
     fb.token_states(TEXTS, batch_size=4)

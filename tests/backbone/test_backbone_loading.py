@@ -1,4 +1,5 @@
 import importlib.util
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -108,6 +109,20 @@ def test_fingerprint_stable_distinct_and_content_sensitive(tiny_bert_dir, tiny_q
     assert model_fingerprint(hub) == "hub:Qwen/Qwen3-Embedding-0.6B@abc"
 
 
+def test_the_model_code_counts_in_the_fingerprint_where_it_runs(tiny_bert_dir, tmp_path):
+    # with trust_remote_code the folder's modeling_*.py is what the model computes: edited, the cache served
+    # the old states and a head trained on the old code loaded as if nothing had changed
+    folder = tmp_path / "remote"
+    shutil.copytree(tiny_bert_dir, folder)
+    code = folder / "modeling_custom.py"
+    code.write_text("SCALE = 1.0\n")
+    trusted, plain = (make_tiny_bert_cfg(folder, trust_remote_code=flag) for flag in (True, False))
+    before = model_fingerprint(trusted), model_fingerprint(plain)
+    code.write_text("SCALE = 2.0\n")
+    assert model_fingerprint(trusted) != before[0]
+    assert model_fingerprint(plain) == before[1]  # transformers ignores the code: so does the fingerprint
+
+
 def test_a_hub_fingerprint_names_the_commit_its_revision_resolves_to(tmp_path, monkeypatch):
     # keyed by "main", the cache served states of the old weights once the hub's main had moved on
     from huggingface_hub import constants
@@ -154,6 +169,35 @@ def test_models_numbering_positions_from_the_pad_token_are_padded_right(tiny_ber
     with torch.no_grad():  # the reference: transformers on that text alone, no padding at all
         ref = fb.model(**fb.tokenizer(["a dog"], return_tensors="pt")).last_hidden_state[0]
     torch.testing.assert_close(got, ref, rtol=0, atol=1e-5)
+
+
+def test_models_numbering_positions_from_the_pad_token_take_that_many_fewer_tokens(tiny_bert_dir, tmp_path):
+    # RoBERTa's 18-row position table holds positions 2..17 (padding_idx 1): 16 tokens. Capped at 18 where the
+    # tokenizer sets no limit (many community checkpoints), an 18-token text crashed inside transformers.
+    from transformers import RobertaConfig, RobertaModel
+
+    from ucse.backbone.encoder import FrozenBackbone
+
+    folder = tmp_path / "roberta"
+    shutil.copytree(tiny_bert_dir, folder)
+    (folder / "config.json").unlink()
+    (folder / "model.safetensors").unlink()
+    config = RobertaConfig(
+        vocab_size=5 + len(VOCAB_WORDS), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=18, pad_token_id=1,
+    )  # fmt: skip
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        RobertaModel(config).save_pretrained(folder)
+    tokenizer_config = folder / "tokenizer_config.json"
+    settings = json.loads(tokenizer_config.read_text())
+    settings.pop("model_max_length", None)  # no tokenizer limit: the position table is the only one
+    tokenizer_config.write_text(json.dumps(settings))
+    fb = FrozenBackbone(make_tiny_bert_cfg(folder, max_length=512, precision=Precision.fp32))
+    assert fb.tokenizer.model_max_length > 10**6
+    assert fb.max_length == 18 - 1 - 1  # positions padding_idx + 1 .. 17
+    states = fb.token_states([" ".join(["the"] * 40)])[0]
+    assert states.shape == (16, 32)
 
 
 def test_padding_side_auto_keeps_tokenizer_default(tiny_qwen3_dir, tiny_bert_dir):

@@ -119,8 +119,17 @@ def test_changed_key_parts_make_new_entries(tiny_bert_dir, tiny_qwen3_backbone, 
 
 @pytest.mark.parametrize(
     "damage",
-    # checksums_text, n_negative: an AttributeError / IndexError that crashed the run before
-    ["meta_garbage", "offsets_wrong", "states_truncated", "meta_other_parts", "checksums_text", "n_negative"],
+    # checksums_text, n_negative, n_infinite: an AttributeError / IndexError / OverflowError that crashed the
+    # run before
+    [
+        "meta_garbage",
+        "offsets_wrong",
+        "states_truncated",
+        "meta_other_parts",
+        "checksums_text",
+        "n_negative",
+        "n_infinite",
+    ],
 )
 def test_corrupt_entry_is_detected_and_rebuilt(tiny_bert_backbone, tmp_path, damage):
     cache = HiddenStateCache(tmp_path)
@@ -141,6 +150,9 @@ def test_corrupt_entry_is_detected_and_rebuilt(tiny_bert_backbone, tmp_path, dam
         meta = json.loads((folder / "meta.json").read_text())
         (folder / "meta.json").write_text(json.dumps({**meta, "n": -1}))
         np.save(folder / "offsets.npy", np.zeros(0, dtype=np.int64))
+    elif damage == "n_infinite":  # Python's json writes and reads Infinity
+        meta = json.loads((folder / "meta.json").read_text())
+        (folder / "meta.json").write_text(json.dumps({**meta, "n": float("inf")}))
     else:
         meta = json.loads((folder / "meta.json").read_text())
         meta["parts"]["prompt"] = "other {text}"

@@ -96,7 +96,9 @@ def texts_hash(texts: Sequence[str]) -> str:
     """sha256 over the texts in order (length-prefixed so boundaries cannot shift)."""
     digest = hashlib.sha256()
     for t in texts:
-        data = t.encode("utf-8")
+        # surrogatepass: the same bytes for every valid text, and a lone surrogate reaches the tokenizer's
+        # text check (which names its row) instead of failing here without a row
+        data = t.encode("utf-8", "surrogatepass")
         digest.update(len(data).to_bytes(8, "little"))
         digest.update(data)
     return digest.hexdigest()

@@ -25,7 +25,9 @@ class CacheError(ValueError):
 def cache_root(root: str | Path | None = None) -> Path:
     """Where ucse caches: ``root`` (``cache.dir``), else env ``UCSE_CACHE_DIR``, else ``~/.cache/ucse``.
 
-    The one rule: hidden states, dequantised GGUF copies and UEC's stores all live under it.
+    Hidden states follow ``cache.dir``; what belongs to a model rather than a run (dequantised GGUF copies,
+    extracted split packages, the fingerprint memo) and UEC's stores are placed without it, under
+    ``UCSE_CACHE_DIR`` or ``~/.cache/ucse``: set that variable to keep everything off a small home folder.
     """
     default = os.environ.get("UCSE_CACHE_DIR") or Path.home() / ".cache" / "ucse"
     return Path(root if root is not None else default).expanduser()

@@ -41,6 +41,13 @@ def validate_texts(texts: Sequence[str]) -> list[str]:
                 f"texts[{i}] = {t!r} is not a non-empty string; drop or fix that row (a training file's "
                 "bad rows are dropped by data.drop_bad_rows=true)."
             )
+        try:  # a lone surrogate (half an emoji, from JSON's "\ud83d" or a cut string) is no Unicode text
+            t.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise TextValidationError(
+                f"texts[{i}] = {t[:60]!r} holds {t[err.start : err.end]!r} at position {err.start}, half of "
+                "a character (an unpaired surrogate): it is not valid Unicode text; fix or drop that row."
+            ) from None
     return list(texts)
 
 
@@ -77,8 +84,13 @@ class FrozenBackbone:
         self._accepts_token_types = "token_type_ids" in params
         self._eos_suffix = self._eos_to_append()
         # Never truncate beyond what the model can take (absolute-position tables, tokenizer limit).
-        limits = [getattr(self.model.config, "max_position_embeddings", None)]
-        limits.append(self.tokenizer.model_max_length)
+        positions = getattr(self.model.config, "max_position_embeddings", None)
+        pad = getattr(getattr(self.model, "embeddings", None), "padding_idx", None)
+        if isinstance(positions, int) and isinstance(pad, int):
+            # RoBERTa, XLM-R, MPNet number positions from padding_idx + 1: a 514-row table takes 512 tokens
+            # (a checkpoint without a tokenizer limit crashed inside transformers on a 513-token text)
+            positions -= pad + 1
+        limits = [positions, self.tokenizer.model_max_length]
         self._model_limit = min([x for x in limits if isinstance(x, int) and 0 < x < 10**7], default=None)
         self.max_length = min(cfg.max_length, self._model_limit or cfg.max_length)
         self._told_truncation = False

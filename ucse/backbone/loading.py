@@ -304,10 +304,15 @@ def _prepare_tokenizer(
         tokenizer.pad_token = fallback
 
 
-def _fingerprint_files(folder: Path, gguf_file: str | None) -> list[str]:
-    """The names of the files that define a local model; a GGUF config hashes only its file."""
+def _fingerprint_files(folder: Path, gguf_file: str | None, remote_code: bool = False) -> list[str]:
+    """The names of the files that define a local model; a GGUF config hashes only its file.
+
+    With ``remote_code`` (``backbone.trust_remote_code``) the folder's ``*.py`` files are what the model
+    computes, so they count too (an edited ``modeling_*.py`` served the old states from the cache); without
+    it transformers ignores them, and so does the fingerprint (their edits change nothing).
+    """
     names: set[Path] = set()
-    for pattern in _FINGERPRINT_GLOBS:
+    for pattern in (*_FINGERPRINT_GLOBS, *(("*.py",) if remote_code else ())):
         for p in folder.glob(pattern):
             if p.is_file() and (p.suffix != ".gguf" or gguf_file is None or p.name == gguf_file):
                 names.add(p)
@@ -366,7 +371,7 @@ def model_fingerprint(cfg: BackboneConfig) -> str:
         suffix = f"#{cfg.gguf_file}" if cfg.gguf_file else ""
         return f"hub:{path}@{_hub_commit(path, cfg) or cfg.revision or 'main'}{suffix}"
     folder = folder.resolve()
-    stats = file_stats(folder, _fingerprint_files(folder, cfg.gguf_file))
+    stats = file_stats(folder, _fingerprint_files(folder, cfg.gguf_file, cfg.trust_remote_code))
     memo_key = (str(folder), cfg.gguf_file, stats)
     if memo_key not in _fingerprint_memo:
         found = recall(folder, cfg.gguf_file, stats)

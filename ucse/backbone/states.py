@@ -118,7 +118,9 @@ class CachedStates:
         try:
             self.meta = json_read.loads((self.path / "meta.json").read_text())
             self.dtype = CacheDtype(self.meta["dtype"])
-            n, h = int(self.meta["n"]), int(self.meta["hidden_size"])
+            n, h = self.meta["n"], self.meta["hidden_size"]
+            if type(n) is not int or type(h) is not int:  # not int(): a written Infinity overflows it
+                raise ValueError(f"'n' and 'hidden_size' must be integers, got {n!r} and {h!r}")
             self.offsets = np.load(self.path / "offsets.npy", allow_pickle=False)
             self._states = np.load(self.path / "states.npy", mmap_mode="r", allow_pickle=False)
         except (OSError, ValueError, KeyError, TypeError) as err:

@@ -308,7 +308,9 @@ class CacheConfig:
     enabled: bool = True
     """Reuse token states across epochs and runs; off recomputes them every epoch."""
     dir: str | None = None
-    """Cache folder; falls back to env ``UCSE_CACHE_DIR``, then ``~/.cache/ucse``."""
+    """Folder of the token-state cache; falls back to env ``UCSE_CACHE_DIR``, then ``~/.cache/ucse``. A
+    model's own derived files (dequantised GGUF copies, extracted split packages) go under
+    ``UCSE_CACHE_DIR`` (else ``~/.cache/ucse``) whatever this says."""
     dtype: CacheDtype = CacheDtype.fp16
     """Storage dtype."""
     on_device: bool = True
