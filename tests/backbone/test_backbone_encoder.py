@@ -195,7 +195,10 @@ def test_texts_of_mostly_unknown_tokens_are_reported_once(tiny_bert_dir, tiny_qw
     assert sum("mostly tokens" in r.getMessage() for r in caplog.records) == 1
     caplog.clear()
     FrozenBackbone(make_tiny_bert_cfg(tiny_bert_dir)).token_lengths(["a dog", "a dog zzqx"])
+    # GPT-2-style tokenizers call their EOS the unknown token: the EOS appended for last-token pooling made
+    # every one-word text "mostly unknown"
     qwen = FrozenBackbone(make_tiny_qwen3_cfg(tiny_qwen3_dir))
-    if qwen.tokenizer.unk_token_id is None:  # byte-level: nothing is unknown
-        qwen.token_lengths(["🙂"])
+    qwen.tokenizer.unk_token = qwen.tokenizer.eos_token
+    assert qwen.tokenizer.unk_token_id == qwen.tokenizer.eos_token_id and qwen.cfg.append_eos
+    qwen.token_lengths(["dog", "a dog"])
     assert not any("mostly tokens" in r.getMessage() for r in caplog.records)

@@ -109,18 +109,31 @@ def test_fingerprint_stable_distinct_and_content_sensitive(tiny_bert_dir, tiny_q
     assert model_fingerprint(hub) == "hub:Qwen/Qwen3-Embedding-0.6B@abc"
 
 
-def test_the_model_code_counts_in_the_fingerprint_where_it_runs(tiny_bert_dir, tmp_path):
+def test_the_model_code_keys_the_cache_where_it_runs_not_the_weights_identity(tiny_bert_dir, tmp_path):
     # with trust_remote_code the folder's modeling_*.py is what the model computes: edited, the cache served
-    # the old states and a head trained on the old code loaded as if nothing had changed
+    # the old states. The weights' fingerprint, which heads record, stays as it was (heads trained before
+    # still load).
+    from ucse.backbone.cache import HiddenStateCache
+    from ucse.backbone.loading import code_fingerprint
+
     folder = tmp_path / "remote"
     shutil.copytree(tiny_bert_dir, folder)
     code = folder / "modeling_custom.py"
     code.write_text("SCALE = 1.0\n")
     trusted, plain = (make_tiny_bert_cfg(folder, trust_remote_code=flag) for flag in (True, False))
-    before = model_fingerprint(trusted), model_fingerprint(plain)
+    weights = model_fingerprint(trusted)
+    assert weights == model_fingerprint(plain) == model_fingerprint(make_tiny_bert_cfg(tiny_bert_dir))
+    cache = HiddenStateCache(tmp_path / "cache")
+    fb = FrozenBackbone(trusted)
+    key = cache.key(fb, ["a dog"], "T", "train")
+    no_code = make_tiny_bert_cfg(tiny_bert_dir, trust_remote_code=True)  # a folder without Python files
+    assert code_fingerprint(plain) is None and code_fingerprint(no_code) is None
     code.write_text("SCALE = 2.0\n")
-    assert model_fingerprint(trusted) != before[0]
-    assert model_fingerprint(plain) == before[1]  # transformers ignores the code: so does the fingerprint
+    assert model_fingerprint(trusted) == weights
+    assert cache.key(FrozenBackbone(trusted), ["a dog"], "T", "train") != key
+    assert cache.key(FrozenBackbone(plain), ["a dog"], "T", "train") == cache.key(
+        FrozenBackbone(make_tiny_bert_cfg(tiny_bert_dir)), ["a dog"], "T", "train"
+    )  # without remote code the files are ignored: so is the key
 
 
 def test_a_hub_fingerprint_names_the_commit_its_revision_resolves_to(tmp_path, monkeypatch):

@@ -98,8 +98,8 @@ def test_collect_eval_reads_each_quantity_and_leaves_damaged_reports_out(tmp_pat
 
 
 def test_the_average_row_bolds_only_a_variant_measured_on_every_task(tmp_path):
-    # 'partial' beats 'full' on both tasks they share but misses the easy third; its 2-task mean (82.5) is
-    # above full's 3-task mean (77.0 ...) only because of the task it skipped: it was bolded.
+    # 'partial' beats 'full' on both tasks they share but was not run on the third; its 2-task mean (82.50)
+    # and full's 3-task mean (76.33) are not comparable, yet the higher one was bolded.
     for task, full, partial in (("A", 0.70, 0.75), ("B", 0.60, 0.90), ("C", 0.99, None)):
         _write(tmp_path, task, "full", 0, full)
         if partial is not None:
@@ -108,3 +108,7 @@ def test_the_average_row_bolds_only_a_variant_measured_on_every_task(tmp_path):
     assert s["average"]["partial"]["mean"] > s["average"]["full"]["mean"]
     average_row = next(line for line in to_markdown(s).splitlines() if line.startswith("| **Average**"))
     assert average_row == "| **Average** | **76.33** | 82.50 (2 tasks) |"
+    # a tie with the best complete mean does not make the partial one bold either
+    s["average"]["partial"]["mean"] = s["average"]["full"]["mean"]
+    average_row = next(line for line in to_markdown(s).splitlines() if line.startswith("| **Average**"))
+    assert average_row == "| **Average** | **76.33** | 76.33 (2 tasks) |"

@@ -184,11 +184,12 @@ def test_unfitted_predict_says_fit_first(tiny_params):
         UcseClassifier(**tiny_params).predict(["a"])
 
 
-def test_integer_labels_in_an_object_array_survive_a_reload_with_their_columns(tiny_params, rows, tmp_path):
-    # kind 'O' saved the ids as text: after from_pretrained classes_ were '0', '10', '2' ... and column 1 of
-    # predict_proba meant another class (|diff| up to 0.41 on the reviewer's data)
+@pytest.mark.parametrize("dtype", [object, float])
+def test_ids_as_objects_or_floats_survive_a_reload_with_their_columns(tiny_params, rows, tmp_path, dtype):
+    # kind 'O' (or 'f') saved the ids as text: after from_pretrained classes_ were '0', '10', '2' (or '1.0',
+    # '10.0', '2.0') and a column of predict_proba meant another class (|diff| up to 0.41 / 0.99)
     texts, names = rows
-    ids = np.asarray([[10, 2, 1][sorted(OWN_CUES).index(n)] for n in names], dtype=object)
+    ids = np.asarray([[10, 2, 1][sorted(OWN_CUES).index(n)] for n in names], dtype=dtype)
     clf = UcseClassifier(**tiny_params).fit(texts[:120], ids[:120])
     clf.save_pretrained(tmp_path / "saved")
     again = UcseClassifier.from_pretrained(tmp_path / "saved", device="cpu")
@@ -206,6 +207,9 @@ def test_a_second_fit_into_one_output_dir_says_how_in_python(tiny_params, rows, 
         ValueError, match=r"already holds a run; nothing was changed. Pass overrides=\{'overwrite'"
     ):
         est.fit(texts[:90], y[:90])
+    said_no = dict(tiny_params, overrides={**tiny_params["overrides"], "overwrite": "false"})
+    with pytest.raises(ValueError, match=r"Pass overrides=\{'overwrite'"):  # 'false' asks for nothing
+        UcseClassifier(**said_no, output_dir=str(tmp_path / "run")).fit(texts[:90], y[:90])
     again = dict(tiny_params, overrides={**tiny_params["overrides"], "overwrite": True})
     UcseClassifier(**again, output_dir=str(tmp_path / "run")).fit(texts[:90], y[:90])  # asked: replaced
     with pytest.raises(ValueError, match="X is one string; fit needs a list of texts"):
@@ -224,6 +228,11 @@ def test_a_small_fit_says_its_sets_and_flag_answer_the_same_for_every_text(tiny_
     assert all(set(row["set"]) == set(clf.classes_) for row in clf.predict_with_uncertainty(texts[40:44]))
     if clf.profile_.ood is not None:
         assert "the out-of-scope flag flags no text" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="ucse.uncertainty"):  # no repeat where warnings were declined:
+        pickle.loads(pickle.dumps(clf))  # joblib ships estimators between processes this way
+        UcseClassifier.from_pretrained(clf.run_dir_, device="cpu", warn=False)
+    assert "every prediction set" not in caplog.text
 
 
 def test_from_pretrained_names_its_own_argument_not_a_command_setting(tmp_path):

@@ -53,3 +53,14 @@ def test_integer_labels_in_an_object_array_are_integers():
     assert mixed.dtype == object
     flags, _, _ = as_labels(np.array([True, False, True], dtype=object), 3)  # bools are no ids
     assert flags.dtype == object
+
+
+def test_whole_number_float_labels_are_integers_and_other_floats_names():
+    # a pandas integer column that held NaN is float64 after dropna: saved as '1.0', '10.0', '2.0' and sorted
+    # as text, the reloaded predict_proba columns meant other classes
+    from ucse.inference.texts import as_labels
+
+    given, labels, classes = as_labels(pd.Series([1.0, 10.0, 2.0, 1.0]), 4)
+    assert given.dtype == np.int64 and classes == [1, 2, 10] and [str(c) for c in classes] == ["1", "2", "10"]
+    halves, _, _ = as_labels(np.array([0.5, 1.5, 0.5]), 3)
+    assert halves.dtype.kind == "f"

@@ -123,3 +123,9 @@ def test_the_accuracy_rejection_curve_is_the_expectation_over_the_orders_of_tied
     for perm in ([0, 1, 2, 3, 4, 5], [5, 4, 3, 2, 1, 0], [1, 3, 0, 5, 2, 4]):
         _, accs = accuracy_rejection_curve(conf[perm], right[perm], rates)
         np.testing.assert_allclose(accs, expected, rtol=0, atol=1e-12)
+
+
+def test_a_nan_confidence_is_refused_by_the_accuracy_rejection_curve():
+    # each NaN was a tie group of its own: the curve changed with the order of the NaN rows
+    with pytest.raises(ValueError, match=r"1 NaN value\(s\) \(the first at index 2\)"):
+        accuracy_rejection_curve(np.array([0.2, 0.3, np.nan]), np.array([True, False, True]), [0.5])

@@ -140,6 +140,8 @@ class HiddenStateCache:
         extra = {"skip_prompt_prefix": True} if cfg.skip_prompt_prefix else {}  # absent: old keys stay
         if cfg.layer is not None:
             extra["layer"] = backbone.layer  # resolved to a non-negative index: -1 and L share an entry
+        if getattr(backbone, "code_fingerprint", None):  # the model's own code, under trust_remote_code
+            extra["code"] = backbone.code_fingerprint
         return {
             **extra,
             "format": CACHE_FORMAT,

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import torch
 
-from ucse.backbone.loading import load_backbone, model_fingerprint
+from ucse.backbone.loading import code_fingerprint, load_backbone, model_fingerprint
 from ucse.backbone.pooling import first_token_index, pool
 from ucse.backbone.precision import effective_precision
 from ucse.backbone.tokenized import Tokenized, tokenize
@@ -77,6 +77,7 @@ class FrozenBackbone:
         self.precision = effective_precision(cfg.precision, self.device)  # fp32 or bf16, never auto
         self.model, self.tokenizer = load_backbone(cfg, self.device)
         self.fingerprint = model_fingerprint(cfg)
+        self.code_fingerprint = code_fingerprint(cfg)  # remote code only: in the cache key
         self.layer = self._resolve_layer(cfg.layer)
         self.forward_calls = 0
         params = inspect.signature(self.model.forward).parameters
@@ -200,11 +201,15 @@ class FrozenBackbone:
         new user's emoji text matched a training row of other emoji exactly). Byte-level tokenizers have no
         unknown token and never warn.
         """
-        unk = self.tokenizer.unk_token_id
-        if unk is None or self._told_unknown or len(tok) == 0:
+        t = self.tokenizer
+        unk = t.unk_token_id
+        # GPT-2-style tokenizers name their EOS (or BOS, pad) as the unknown token too: an appended EOS is no
+        # unknown text, and such byte-level vocabularies know every character anyway
+        roles = {t.eos_token_id, t.bos_token_id, t.pad_token_id, t.sep_token_id, t.cls_token_id}
+        if unk is None or unk in roles or self._told_unknown or len(tok) == 0:
             return
         ids = tok.flat["input_ids"]
-        special = np.isin(ids, np.asarray(self.tokenizer.all_special_ids, dtype=ids.dtype))
+        special = np.isin(ids, np.asarray(t.all_special_ids, dtype=ids.dtype))
         starts = tok.offsets[:-1]  # every row has >= 1 token (empty rows were refused)
         unknown = np.add.reduceat((ids == unk).astype(np.int64), starts)  # (N,)
         content = np.add.reduceat((~special | (ids == unk)).astype(np.int64), starts)  # (N,)

@@ -304,15 +304,10 @@ def _prepare_tokenizer(
         tokenizer.pad_token = fallback
 
 
-def _fingerprint_files(folder: Path, gguf_file: str | None, remote_code: bool = False) -> list[str]:
-    """The names of the files that define a local model; a GGUF config hashes only its file.
-
-    With ``remote_code`` (``backbone.trust_remote_code``) the folder's ``*.py`` files are what the model
-    computes, so they count too (an edited ``modeling_*.py`` served the old states from the cache); without
-    it transformers ignores them, and so does the fingerprint (their edits change nothing).
-    """
+def _fingerprint_files(folder: Path, gguf_file: str | None) -> list[str]:
+    """The names of the files that define a local model's weights and tokenizer (a GGUF: only its file)."""
     names: set[Path] = set()
-    for pattern in (*_FINGERPRINT_GLOBS, *(("*.py",) if remote_code else ())):
+    for pattern in _FINGERPRINT_GLOBS:
         for p in folder.glob(pattern):
             if p.is_file() and (p.suffix != ".gguf" or gguf_file is None or p.name == gguf_file):
                 names.add(p)
@@ -350,6 +345,30 @@ def _hub_commit(repo: str, cfg: BackboneConfig) -> str | None:
     return Path(found).parent.name if isinstance(found, str) else None  # .../snapshots/<commit>/<file>
 
 
+def code_fingerprint(cfg: BackboneConfig) -> str | None:
+    """``sha256:<hex>`` over a local model folder's ``*.py`` files where ``trust_remote_code`` runs them.
+
+    With remote code the folder's ``modeling_*.py`` is what the model computes: the token-state cache keys
+    on it (an edited file served the old states). ``None`` without remote code (transformers ignores the
+    files), for hub ids, and for a folder without Python files. Kept out of :func:`model_fingerprint`, which
+    heads record at training: a head's weights identity does not change with the recipe of this key.
+    """
+    if not cfg.trust_remote_code:
+        return None
+    folder = _check_local(cfg, resolve_model_path(cfg.model))
+    if folder is None:
+        return None
+    files = sorted(p for p in folder.glob("*.py") if p.is_file())
+    if not files:
+        return None
+    digest = hashlib.sha256()
+    for path in files:
+        data = path.read_bytes()
+        digest.update(f"{path.name}\0{len(data)}\0".encode())
+        digest.update(data)
+    return f"sha256:{digest.hexdigest()}"
+
+
 def model_fingerprint(cfg: BackboneConfig) -> str:
     """Stable identity of the weights and tokenizer a config loads, for cache keys.
 
@@ -371,7 +390,7 @@ def model_fingerprint(cfg: BackboneConfig) -> str:
         suffix = f"#{cfg.gguf_file}" if cfg.gguf_file else ""
         return f"hub:{path}@{_hub_commit(path, cfg) or cfg.revision or 'main'}{suffix}"
     folder = folder.resolve()
-    stats = file_stats(folder, _fingerprint_files(folder, cfg.gguf_file, cfg.trust_remote_code))
+    stats = file_stats(folder, _fingerprint_files(folder, cfg.gguf_file))
     memo_key = (str(folder), cfg.gguf_file, stats)
     if memo_key not in _fingerprint_memo:
         found = recall(folder, cfg.gguf_file, stats)

@@ -107,6 +107,7 @@ def main(argv: list[str]) -> int:
         from ucse.inference.blocks import predict_blocks
         from ucse.inference.classifier import UcseClassifier
         from ucse.uncertainty.abstain_rule import uncertifiable_message
+        from ucse.uncertainty.inert_parts import inert_messages
 
         clf = UcseClassifier.from_pretrained(
             head_dir,
@@ -137,8 +138,8 @@ def main(argv: list[str]) -> int:
                 f"{'' if prior == 'train' else f'; class prior: {prior}'})",
                 file=sys.stderr,
             )
-        if message is not None:
-            print(message, file=sys.stderr)
+        for said in [*([] if message is None else [message]), *inert_messages(clf.profile_)]:
+            print(said, file=sys.stderr)
         return 0
 
     return run_cli(body, interrupted="No output file was left half-written.")

@@ -88,7 +88,8 @@ def _cells(row: dict[str, dict], variants: list[str], text) -> list[str]:
     cells = []
     for v in variants:
         c = row.get(v)
-        cells.append("—" if c is None else f"**{text(c)}**" if c["mean"] == best else text(c))
+        bold = c is not None and c.get("complete", True) and c["mean"] == best
+        cells.append("—" if c is None else f"**{text(c)}**" if bold else text(c))
     return cells
 
 

@@ -128,7 +128,8 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         names = [str(c) for c in classes]
         run_dir = self._fit_folder()
         own = {k: v for k, v in (self.overrides or {}).items() if k in ("overwrite", "ckpt_path")}
-        if self.output_dir is not None and not any(own.values()) and holds_results(run_dir):
+        asked = any(v is True or str(v).lower() == "true" or (k == "ckpt_path" and v) for k, v in own.items())
+        if self.output_dir is not None and not asked and holds_results(run_dir):
             # run_training's refusal names command-line settings; a refit (cross_val_score, GridSearchCV)
             # into one output_dir meets it on its second fit
             raise ValueError(
@@ -142,6 +143,7 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         ints = given.dtype.kind in "iu"  # ids: meta.label_type=int, from_pretrained gives ints
         result, _ = run_training(cfg, (texts, given.tolist() if ints else [str(v) for v in y]))
         self._load(resolve_head_dir(result.run_dir), self.batch_size, warn=False)  # the fit warned already
+        warn_if_inert(self.profile_, self.head_dir_)  # but not of these (the command's summary says them)
         saved = [str(c) for c in self.classes_]
         if sorted(saved) != sorted(names):
             raise RuntimeError(f"the run saved labels {saved}, expected {names}")  # an internal error
@@ -241,7 +243,6 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         self.profile_ = load_uncertainty_profile(head_dir, num_classes=n, device=device)
         if warn:
             warn_if_uncertifiable(self.profile_, head_dir)
-        if self.profile_ is not None:  # the fit's own warnings do not cover these: said on fit and on load
             warn_if_inert(self.profile_, head_dir)
         self.head_dir_ = head_dir
         names = label_values(self.encoder_.meta)  # integer ids in the data come back as ints

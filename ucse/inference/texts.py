@@ -55,9 +55,9 @@ def _integer(value: Any) -> bool:
 def as_labels(y: Any, n_texts: int) -> tuple[np.ndarray, np.ndarray, list[Any]]:
     """``y`` checked for ``fit``: (as given, as an object array, its distinct labels sorted).
 
-    Integer labels held in an object array (``np.array(ys, dtype=object)``, a pandas ``object`` column)
-    come back as an integer array, so they stay integers through ``save_pretrained`` / ``from_pretrained``
-    as an ``int64`` array's do.
+    Integer labels held in an object array (``np.array(ys, dtype=object)``, a pandas ``object`` column) or
+    as whole-number floats (``1.0``, ``2.0``) come back as an ``int64`` array, so they stay integers through
+    ``save_pretrained`` / ``from_pretrained`` (and ``classes_`` holds ints); other floats are names.
 
     Raises:
         ValueError: not one label per text, a missing label (None, NaN, pandas' NA: it would be trained as a
@@ -78,6 +78,11 @@ def as_labels(y: Any, n_texts: int) -> tuple[np.ndarray, np.ndarray, list[Any]]:
             given = np.asarray(labels.tolist(), dtype=np.int64)
         except OverflowError:  # beyond int64: kept as objects (saved as text)
             pass
+    elif given.dtype.kind == "f" and bool(np.all((given == np.round(given)) & (abs(given) < 2**53))):
+        # whole-number floats (a pandas integer column that held NaN stays float64 after dropna) are ids: as
+        # text they came back as '1.0', '10.0', '2.0', sorted as text, their predict_proba columns moved
+        given = given.astype(np.int64)
+        labels = given.astype(object)
     classes = _sorted_unique(labels)
     if len(classes) < 2:
         raise ValueError(f"y holds a single label ({classes!r}); a classifier needs two or more.")

@@ -40,10 +40,11 @@ def inert_flag(profile: Any) -> str | None:
     if o is None or math.isfinite(o.threshold) or o.info.get("threshold_from") == "examples":
         return None
     if o.info.get("mix") == "target":
+        tpr = o.info.get("keepable_tpr")
+        lower = f"uncertainty.ood.tpr={tpr:.2f}" if isinstance(tpr, float) else "a lower uncertainty.ood.tpr"
         return (
             "the out-of-scope flag flags no text: the held-out texts are too few to keep "
-            f"{100 * o.tpr:.0f} % of in-scope texts mixed like the target (a lower uncertainty.ood.tpr "
-            "sets one)"
+            f"{100 * o.tpr:.0f} % of in-scope texts mixed like the target ({lower} sets one)"
         )
     n = o.info.get("n_heldout")
     text = (
@@ -51,12 +52,20 @@ def inert_flag(profile: Any) -> str | None:
         f"needs {rows_to_keep(o.tpr)}+ held-out texts"
     )
     if isinstance(n, int) and not isinstance(n, bool) and n > 0:
-        text += f", {n} here (uncertainty.ood.tpr={keepable_tpr(n):.2f} sets one, or data.ood_path= examples)"
+        text += f", {n} here (uncertainty.ood.tpr={keepable_tpr(n):.2f} sets one; so do out-of-scope examples"
+        text += " given at training, data.ood_path=)"
     return text
+
+
+def inert_messages(profile: Any) -> list[str]:
+    """:func:`inert_sets` and :func:`inert_flag`, those that apply (none for ``None``)."""
+    if profile is None:
+        return []
+    return [m for m in (inert_sets(profile), inert_flag(profile)) if m is not None]
 
 
 def warn_if_inert(profile: Any, head_dir: str | Path) -> None:
     """Say once, where predictions are served, which parts answer the same for every text."""
-    for message in (inert_sets(profile), inert_flag(profile)):
+    for message in inert_messages(profile):
         if message is not None:
             log.warning("%s: %s", head_dir, message)

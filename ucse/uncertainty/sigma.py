@@ -11,6 +11,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from ucse.uncertainty.scores import scores_without_nan
+
 ArrayLike = torch.Tensor | np.ndarray | Sequence[float]
 
 BIN_NAMES = ("Easy", "Semi-hard", "Hard")
@@ -116,6 +118,7 @@ def accuracy_rejection_curve(
     ok = _np(correct).astype(bool)
     if conf.shape != ok.shape or conf.ndim != 1 or conf.size == 0:
         raise ValueError(f"confidence and correct must both be non-empty (N,), got {conf.shape}, {ok.shape}")
+    conf = scores_without_nan(conf, "the confidences").numpy()
     r = np.asarray(DEFAULT_REJECTION_RATES if rates is None else rates, dtype=np.float64)
     if r.ndim != 1 or (r < 0).any() or (r >= 1).any() or (np.diff(r) < 0).any():
         raise ValueError("rates must be an ascending 1-D sequence in [0, 1)")
