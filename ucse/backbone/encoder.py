@@ -86,8 +86,10 @@ class FrozenBackbone:
         self._eos_suffix = self._eos_to_append()
         # Never truncate beyond what the model can take (absolute-position tables, tokenizer limit).
         positions = getattr(self.model.config, "max_position_embeddings", None)
-        pad = getattr(getattr(self.model, "embeddings", None), "padding_idx", None)
-        if isinstance(positions, int) and isinstance(pad, int):
+        embeddings = getattr(self.model, "embeddings", None)
+        pad = getattr(embeddings, "padding_idx", None)
+        table = getattr(embeddings, "position_embeddings", None)  # RoBERTa-style: its padding row is pad's
+        if isinstance(positions, int) and isinstance(pad, int) and getattr(table, "padding_idx", None) == pad:
             # RoBERTa, XLM-R, MPNet number positions from padding_idx + 1: a 514-row table takes 512 tokens
             # (a checkpoint without a tokenizer limit crashed inside transformers on a 513-token text)
             positions -= pad + 1
