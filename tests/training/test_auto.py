@@ -348,3 +348,26 @@ def test_the_cross_validated_estimate_is_the_selection_s_own(tiny_run_cfg, monke
     assert sel["mode"] == "cross-validation" and sel["weight"] == 0.25
     assert m["val"]["estimate"] == "cross-validated"
     assert m["val"]["accuracy"] == pytest.approx(sel["accuracy"]["0.25"], abs=1e-12)
+
+
+def test_the_cross_validated_choice_keeps_copies_of_a_text_in_one_fold(tiny_run_cfg, monkeypatch):
+    # the run hands the copies of each text among train + validation (text_groups, tested in
+    # tests/data/test_duplicates.py) to the folds, which keep each group whole (tests/training/test_logreg.py)
+    from ucse.training import run as run_mod
+    from ucse.training.logreg import cv_splits
+
+    given, seen = [], []
+
+    def groups(texts):  # every text in a pair: what a doubled file gives
+        given.append(np.arange(len(texts)) // 2)
+        return given[-1]
+
+    def spy(y, folds, seed, groups=None):
+        seen.append(groups)
+        return cv_splits(y, folds, seed, groups)
+
+    monkeypatch.setattr(run_mod, "text_groups", groups)
+    monkeypatch.setattr(auto_mod, "cv_splits", spy)
+    result = train(tiny_run_cfg("recipe=auto", "head=auto"))
+    assert result.metrics["selection"]["mode"] == "cross-validation"
+    assert len(seen) == 1 and np.array_equal(seen[0], given[0])

@@ -73,3 +73,24 @@ def test_one_row_per_label_takes_the_fixed_c_instead_of_failing_the_fold_split()
     y2 = np.array([0, 0, 1, 2, 3])
     x2 = np.vstack([x, x[:1] + 0.05 * rng.normal(size=(1, 16))])[[0, 4, 1, 2, 3]]
     assert fit_probe(x2, y2, 4, folds=5, seed=0, max_iter=1000)[1]["folds"] == 2
+
+
+def test_cv_splits_keep_copies_in_one_fold_and_are_stratified_k_fold_without_them():
+    # copies of one text split across folds let a held-out copy be scored by a model that trained on its twin:
+    # a doubled file's cross-validated flag flagged 16 % of new in-scope texts against its promised 5 %
+    from sklearn.model_selection import StratifiedKFold
+
+    from ucse.training.logreg import cv_splits
+
+    y = np.repeat(np.arange(3), 12)
+    plain = list(StratifiedKFold(5, shuffle=True, random_state=4).split(np.zeros(36), y))
+    got = cv_splits(y, 5, 4)
+    assert all(np.array_equal(a[1], b[1]) for a, b in zip(got, plain))  # the same folds as before
+    groups = np.arange(36) // 2  # every text twice, next to each other
+    for train, test in cv_splits(y, 5, 4, groups):
+        assert not set(groups[train]) & set(groups[test])
+        assert set(y[train]) == {0, 1, 2}
+    assert sorted(np.concatenate([te for _, te in cv_splits(y, 5, 4, groups)]).tolist()) == list(range(36))
+    # a label whose rows are all one text cannot be kept apart and still train every fold: the plain folds
+    one_text = np.where(y == 2, 100, np.arange(36))
+    assert all(np.array_equal(a[1], b[1]) for a, b in zip(cv_splits(y, 5, 4, one_text), plain))

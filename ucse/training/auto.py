@@ -24,7 +24,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from scipy.special import log_softmax
-from sklearn.model_selection import StratifiedKFold
 
 from ucse.backbone.precision import effective_precision
 from ucse.backbone.states import SubsetStates, TokenStates
@@ -36,7 +35,7 @@ from ucse.heads.factory import HeadSpec
 from ucse.heads.outputs import Outputs, run_head
 from ucse.losses.temperature import fit_temperature
 from ucse.training.fit_head import fit_head
-from ucse.training.logreg import cv_folds, fit_probe, probe_features, probe_head
+from ucse.training.logreg import cv_splits, fit_probe, probe_features, probe_head
 from ucse.training.neighbours import MAX_K, joint_features, neighbour_distances
 from ucse.training.preflight import cross_validates
 
@@ -178,12 +177,16 @@ def fit_auto(
     num_classes: int,
     device: torch.device,
     weights: tuple[float, ...] = WEIGHTS,
+    groups: np.ndarray | None = None,
 ) -> AutoResult:
-    """Fit the candidates on train (+ validation), choose w among ``weights``, return the head to ship."""
+    """Fit the candidates on train (+ validation), choose w among ``weights``, return the head to ship.
+
+    ``groups``: (train + validation,) ids of copies of one text, kept in one cross-validation fold.
+    """
     c, h = num_classes, states["train"].hidden_size
     if not cross_validates(len(labels["validation"]), c):
         return _holdout(cfg, states, labels, c, h, device, weights)
-    return _cross_validated(cfg, states, labels, c, h, device, weights)
+    return _cross_validated(cfg, states, labels, c, h, device, weights, groups)
 
 
 def _joint_flag(cfg: TrainConfig, bank_rows: int) -> bool:
@@ -305,13 +308,13 @@ def _heldout_outputs(choice, x, a_logits, b_logits, mean, var) -> Outputs:
     return Outputs(mean.astype(np.float32), None if var is None else var.astype(np.float32), logits)
 
 
-def _cross_validated(cfg, states, labels, c, h, device, weights) -> AutoResult:
+def _cross_validated(cfg, states, labels, c, h, device, weights, groups=None) -> AutoResult:
     outputs = predict_outputs(cfg, device)
     rows = _join(states["train"], states["validation"])
     y = np.concatenate([labels["train"], labels["validation"]])
     x = probe_features(rows, cfg.backbone.pooling)
-    k = cv_folds(y, 5)
-    folds = list(StratifiedKFold(k, shuffle=True, random_state=cfg.seed).split(np.zeros(len(y)), y))
+    # copies of one text stay in one fold: split, a held-out copy scored as if new (module duplicates.py)
+    folds = cv_splits(y, 5, cfg.seed, groups)
     oof_a, oof_b, oof_shipped = (np.zeros((len(y), c)) for _ in range(3))
     fold_heads = []  # the fold TextCNNs, for the flag's held-out distances once the choice is known
     joint = _joint_flag(cfg, len(y))
@@ -355,7 +358,7 @@ def _cross_validated(cfg, states, labels, c, h, device, weights) -> AutoResult:
             bank_rows[te] = len(tr)
     report = {
         "mode": "cross-validation",
-        "folds": k,
+        "folds": len(folds),
         "n_heldout": len(y),
         "probe": probe_info,
         "textcnn": {"steps": steps},

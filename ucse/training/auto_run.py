@@ -40,8 +40,12 @@ def fit_auto_run(
     labels: dict[str, np.ndarray],
     num_classes: int,
     meta: dict,
+    groups: np.ndarray | None = None,
 ) -> dict:
-    """Fit ``cfg.head`` (auto, blend or logreg), save it in ``run_dir/head``, return the run's metrics."""
+    """Fit ``cfg.head`` (auto, blend or logreg), save it in ``run_dir/head``, return the run's metrics.
+
+    ``groups``: (train + validation,) ids of copies of one text (``ucse.data.duplicates.text_groups``).
+    """
     t0 = time.perf_counter()
     head_type = HeadType(cfg.head.type)
     heldout, heldout_labels, distances, estimate, bank_rows = None, None, None, None, None
@@ -51,7 +55,7 @@ def fit_auto_run(
         report = {"probe": info}
     else:
         weights = WEIGHTS if head_type is HeadType.auto else tuple(w for w in WEIGHTS if 0 < w < 1)
-        result = fit_auto(cfg, states, labels, num_classes, device, weights)
+        result = fit_auto(cfg, states, labels, num_classes, device, weights, groups)
         head, report = result.head, result.report
         heldout, heldout_labels = result.heldout, result.heldout_labels
         distances, estimate = result.heldout_distances, result.estimate_logits

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression, LogisticRegressionCV
-from sklearn.model_selection import StratifiedKFold
+from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
 
 from ucse.backbone.cache import TokenStates
 from ucse.backbone.pooling import pool, unit_pool
@@ -67,6 +67,31 @@ def cv_folds(labels: np.ndarray, folds: int) -> int:
     """Folds stratified k-fold can make: at most ``folds``, at most the smallest class's count, at least 2."""
     smallest = min(c for c in np.bincount(np.asarray(labels)) if c > 0) if len(labels) else 0
     return max(2, min(folds, smallest))
+
+
+def cv_splits(
+    y: np.ndarray, folds: int, seed: int, groups: np.ndarray | None = None
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Stratified, shuffled k-fold splits of ``y`` (k from :func:`cv_folds`) that keep each group whole.
+
+    ``groups``: (N,) ids of copies of one text (:func:`ucse.data.duplicates.text_groups`); ``None`` gives
+    scikit-learn's ``StratifiedKFold``, the same folds as without this function. With groups the folds are
+    ``StratifiedGroupKFold``'s over ``min(folds, fewest distinct texts of a label)`` folds; where some label
+    has a single distinct text, or a fold would train without a label, the plain folds are kept (its
+    copies cannot be kept apart and still train every fold).
+    """
+    y = np.asarray(y)
+    plain = StratifiedKFold(cv_folds(y, folds), shuffle=True, random_state=seed)
+    if groups is None:
+        return list(plain.split(np.zeros(len(y)), y))
+    distinct = min(len(np.unique(groups[y == label])) for label in np.unique(y))
+    if distinct >= 2:
+        k = max(2, min(folds, distinct))
+        split = StratifiedGroupKFold(k, shuffle=True, random_state=seed).split(np.zeros(len(y)), y, groups)
+        grouped = list(split)
+        if all(len(np.unique(y[tr])) == len(np.unique(y)) for tr, _ in grouped):
+            return grouped
+    return list(plain.split(np.zeros(len(y)), y))
 
 
 def fit_probe(

@@ -34,6 +34,7 @@ from ucse.config import (
 )
 from ucse.config.run_layout import RunFolder
 from ucse.data import TaskData, load_classification
+from ucse.data.duplicates import text_groups
 from ucse.heads import build_head, save_head
 from ucse.interrupt import TerminatedError, interrupt_as_error, stop_mark, stop_on_sigterm, stops_since
 from ucse.training.auto_run import fit_auto_run
@@ -298,7 +299,9 @@ def _run(cfg: TrainConfig, data: TaskData, run_dir: Path, device: torch.device, 
     fingerprints = data.fingerprints()  # checked on resume (checkpoints hold them), then in metrics.json
 
     if HeadType(cfg.head.type) in IN_MEMORY:
-        metrics = fit_auto_run(cfg, run_dir, device, states, labels, data.num_classes, head_meta(cfg, data))
+        groups = text_groups([*data.texts("train"), *data.texts("validation")])
+        meta = head_meta(cfg, data)
+        metrics = fit_auto_run(cfg, run_dir, device, states, labels, data.num_classes, meta, groups)
     else:
         metrics = _fit_lightning(
             cfg, run_dir, device, states, labels, data, backbone.hidden_size, fingerprints
