@@ -157,24 +157,31 @@ def test_a_hub_fingerprint_names_the_commit_its_revision_resolves_to(tmp_path, m
     assert model_fingerprint(BackboneConfig(model="fake/other")) == "hub:fake/other@main"  # nothing cached
 
 
-def test_models_numbering_positions_from_the_pad_token_are_padded_right(tiny_bert_dir, tmp_path, caplog):
-    # RoBERTa, XLM-R, MPNet: left padding changed a text's states with the texts beside it (by up to 2.2)
+def _tiny_roberta(tiny_bert_dir: Path, tmp_path: Path, **config: int) -> Path:
+    """A random RoBERTa (positions numbered from the pad token) with the tiny BERT's word-level tokenizer."""
     from transformers import RobertaConfig, RobertaModel
-
-    from ucse.backbone.encoder import FrozenBackbone
-    from ucse.config import PaddingSide
 
     folder = tmp_path / "roberta"
     shutil.copytree(tiny_bert_dir, folder)
     (folder / "config.json").unlink()
     (folder / "model.safetensors").unlink()
-    config = RobertaConfig(
-        vocab_size=5 + len(VOCAB_WORDS), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=130, pad_token_id=0,
-    )  # fmt: skip
+    settings = dict(
+        vocab_size=5 + len(VOCAB_WORDS), hidden_size=32, num_attention_heads=2, intermediate_size=64
+    )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        RobertaModel(config).save_pretrained(folder)
+        RobertaModel(RobertaConfig(**settings, **config)).save_pretrained(folder)
+    return folder
+
+
+def test_models_numbering_positions_from_the_pad_token_are_padded_right(tiny_bert_dir, tmp_path, caplog):
+    # RoBERTa, XLM-R, MPNet: left padding changed a text's states with the texts beside it (by up to 2.2)
+    from ucse.backbone.encoder import FrozenBackbone
+    from ucse.config import PaddingSide
+
+    folder = _tiny_roberta(
+        tiny_bert_dir, tmp_path, num_hidden_layers=2, max_position_embeddings=130, pad_token_id=0
+    )
     fb = FrozenBackbone(make_tiny_bert_cfg(folder, padding_side=PaddingSide.left, precision=Precision.fp32))
     assert fb.tokenizer.padding_side == "right" and "numbers its token positions" in caplog.text
     texts = ["the man is eating bread", "a dog"]
@@ -187,21 +194,11 @@ def test_models_numbering_positions_from_the_pad_token_are_padded_right(tiny_ber
 def test_models_numbering_positions_from_the_pad_token_take_that_many_fewer_tokens(tiny_bert_dir, tmp_path):
     # RoBERTa's 18-row position table holds positions 2..17 (padding_idx 1): 16 tokens. Capped at 18 where the
     # tokenizer sets no limit (many community checkpoints), an 18-token text crashed inside transformers.
-    from transformers import RobertaConfig, RobertaModel
-
     from ucse.backbone.encoder import FrozenBackbone
 
-    folder = tmp_path / "roberta"
-    shutil.copytree(tiny_bert_dir, folder)
-    (folder / "config.json").unlink()
-    (folder / "model.safetensors").unlink()
-    config = RobertaConfig(
-        vocab_size=5 + len(VOCAB_WORDS), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=18, pad_token_id=1,
-    )  # fmt: skip
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        RobertaModel(config).save_pretrained(folder)
+    folder = _tiny_roberta(
+        tiny_bert_dir, tmp_path, num_hidden_layers=1, max_position_embeddings=18, pad_token_id=1
+    )
     tokenizer_config = folder / "tokenizer_config.json"
     settings = json.loads(tokenizer_config.read_text())
     settings.pop("model_max_length", None)  # no tokenizer limit: the position table is the only one
