@@ -14,6 +14,7 @@ def test_copies_share_a_key_up_to_case_form_punctuation_and_spacing():
     assert key == text_key("how do i reset my pin !") == "how do i reset my pin"
     assert text_key("ﬁle caf\u00e9") == text_key("FILE CAFE\u0301")  # NFKC: a ligature, a combining accent
     assert text_key("reset my pin") != text_key("reset my pins")
+    assert text_key("🙂") != text_key("🚚❓") and text_key("?!") != text_key("...")  # no words: as written
 
 
 def test_groups_number_copies_alike_and_are_none_without_copies():

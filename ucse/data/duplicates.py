@@ -18,8 +18,11 @@ _NOT_WORD = re.compile(r"[\W_]+")
 
 
 def text_key(text: str) -> str:
-    """The text as copies share it: NFKC, case-folded, punctuation and runs of spaces as one space."""
-    return _NOT_WORD.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+    """The text as copies share it: NFKC, case-folded, punctuation and runs of spaces as one space.
+
+    A text of no word characters (emoji, punctuation) keeps its own form: "🙂" and "🚚" are no copies.
+    """
+    return _NOT_WORD.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip() or text
 
 
 def text_groups(texts: Sequence[str]) -> np.ndarray | None:
