@@ -360,9 +360,10 @@ def _warn_overlap(td: TaskData) -> None:
         )
     # copies up to case, punctuation and spacing (a lowercased "how do i ... !" of "How do I ...?" raised a
     # test figure unseen); test against validation too: head=auto's shipped model trains on validation
-    seen = {text_key(t) for t in texts["train"]}
+    keys = {split: [text_key(t) for t in texts[split]] for split in ROLES}
+    seen = set(keys["train"])
     for split, before in (("validation", "train"), ("test", "train or validation")):
-        shared = sum(text_key(t) in seen for t in texts[split])
+        shared = sum(k in seen for k in keys[split])
         if shared:
             logger.warning(
                 "%d of %d %s texts also occur in %s (the same words up to case and punctuation); %s scores "
@@ -373,7 +374,7 @@ def _warn_overlap(td: TaskData) -> None:
                 before,
                 split,
             )
-        seen |= {text_key(t) for t in texts[split]}
+        seen.update(keys[split])
 
 
 def _log_summary(td: TaskData, carved: Sequence[str]) -> None:

@@ -127,9 +127,8 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         given, y, classes = as_labels(y, len(texts))
         names = [str(c) for c in classes]
         run_dir = self._fit_folder()
-        own = {k: v for k, v in (self.overrides or {}).items() if k in ("overwrite", "ckpt_path")}
-        asked = any(v is True or str(v).lower() == "true" or (k == "ckpt_path" and v) for k, v in own.items())
-        if self.output_dir is not None and not asked and holds_results(run_dir):
+        cfg = build_config(self._tokens(run_dir), own_data=True, source="the estimator's parameters")
+        if self.output_dir is not None and not (cfg.overwrite or cfg.ckpt_path) and holds_results(run_dir):
             # run_training's refusal names command-line settings; a refit (cross_val_score, GridSearchCV)
             # into one output_dir meets it on its second fit
             raise ValueError(
@@ -137,7 +136,6 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
                 "overrides={'overwrite': True} to replace it at every fit, another output_dir, or leave "
                 "output_dir=None (a temporary folder per fit, as cross_val_score and GridSearchCV need)."
             )
-        cfg = build_config(self._tokens(run_dir), own_data=True, source="the estimator's parameters")
         if not debug_mode():
             quiet_lightning()
         ints = given.dtype.kind in "iu"  # ids: meta.label_type=int, from_pretrained gives ints

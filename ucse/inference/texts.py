@@ -41,13 +41,6 @@ def _sorted_unique(y: np.ndarray) -> list[Any]:
         return sorted(values, key=str)
 
 
-def _missing(value: Any) -> bool:
-    """None, a float NaN, or pandas' NA / NaT (by type name: pandas is not imported for this)."""
-    if value is None or type(value).__name__ in ("NAType", "NaTType"):
-        return True
-    return isinstance(value, (float, np.floating)) and bool(np.isnan(value))
-
-
 def _integer(value: Any) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
@@ -67,7 +60,9 @@ def as_labels(y: Any, n_texts: int) -> tuple[np.ndarray, np.ndarray, list[Any]]:
     given, labels = np.asarray(y), np.asarray(y, dtype=object)
     if labels.ndim != 1 or len(labels) != n_texts:
         raise ValueError(f"y has shape {labels.shape}; fit needs one label per text ({n_texts} texts).")
-    missing = [i for i, v in enumerate(labels) if _missing(v)]
+    from ucse.data.checks import none_if_na  # the data layer's missing markers (pandas: imported here)
+
+    missing = [i for i, v in enumerate(labels) if none_if_na(v) is None]
     if missing:
         raise ValueError(
             f"y[{missing[0]}] is missing ({labels[missing[0]]!r}; {len(missing)} of {len(labels)} labels "

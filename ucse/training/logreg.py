@@ -84,12 +84,13 @@ def cv_splits(
     plain = StratifiedKFold(cv_folds(y, folds), shuffle=True, random_state=seed)
     if groups is None:
         return list(plain.split(np.zeros(len(y)), y))
-    distinct = min(len(np.unique(groups[y == label])) for label in np.unique(y))
+    labels = np.unique(y)
+    distinct = min(len(np.unique(groups[y == label])) for label in labels)
     if distinct >= 2:
         k = max(2, min(folds, distinct))
         split = StratifiedGroupKFold(k, shuffle=True, random_state=seed).split(np.zeros(len(y)), y, groups)
         grouped = list(split)
-        if all(len(np.unique(y[tr])) == len(np.unique(y)) for tr, _ in grouped):
+        if all(len(np.unique(y[tr])) == len(labels) for tr, _ in grouped):
             return grouped
     return list(plain.split(np.zeros(len(y)), y))
 

@@ -67,5 +67,4 @@ def inert_messages(profile: Any) -> list[str]:
 def warn_if_inert(profile: Any, head_dir: str | Path) -> None:
     """Say once, where predictions are served, which parts answer the same for every text."""
     for message in inert_messages(profile):
-        if message is not None:
-            log.warning("%s: %s", head_dir, message)
+        log.warning("%s: %s", head_dir, message)
