@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-import numpy as np
-from toy_tasks import own_rows, write_rows
+import random
 
-from ucse.data import load_task_data
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+from toy_tasks import make_task, own_rows, write_rows
+
+from ucse.config import DataConfig, build_config
+from ucse.config.build import from_yaml, to_yaml
+from ucse.data import load_classification, load_task_data
 from ucse.data.duplicates import text_groups, text_key
 
 
@@ -35,3 +41,76 @@ def test_near_copies_across_splits_and_test_texts_in_validation_are_warned(tmp_p
     assert "7 of 27 test texts also occur in train or validation" in caplog.text
     assert "validation texts also occur" not in caplog.text
     assert np.all(text_groups([r["text"] for r in shouted + rows[:3]]) == [0, 1, 2, 0, 1, 2])
+
+
+def _keys(td, split):
+    return {text_key(t) for t in td.texts(split)}
+
+
+def _doubled_rows(n: int = 90) -> list[dict]:
+    """``own_rows(n)`` and a near copy of every third row (shouted, another label for one), shuffled."""
+    rows = own_rows(n)
+    copies = [{**r, "text": r["text"].upper() + " !!"} for r in rows[::3]]
+    copies[0]["label"] = rows[1]["label"]  # a copy with a conflicting label moves with its text too
+    mixed = rows + copies
+    random.Random(0).shuffle(mixed)
+    return mixed
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_carved_test_and_validation_slices_keep_a_texts_copies_on_one_side(tmp_path, seed, caplog):
+    # a copy carved into test or validation scored a row its twin trained on (the leakage review): the
+    # slices are carved from one row per text and every copy follows it
+    path = write_rows(tmp_path / "tickets.csv", _doubled_rows())
+    caplog.set_level("INFO", logger="ucse.data.splitting")
+    td = load_task_data(path, data=DataConfig(group_copies=True), seed=seed)
+    train, val, test = (_keys(td, s) for s in ("train", "validation", "test"))
+    assert not (train & val) and not (train & test) and not (val & test)
+    assert sum(len(td.texts(s)) for s in ("train", "validation", "test")) == 120  # every row kept
+    # sizes: fractions of the 90 distinct texts, stratified over the 3 labels as the plain carve is
+    assert len(test) == 18 and len(val) == 8
+    assert "rows are copies of another text" in caplog.text
+    assert "also occur in" not in caplog.text  # the overlap warning has nothing left to say
+    # the plain carve (recipe=paper's) splits copies: the check above can fail
+    plain = load_task_data(path, data=DataConfig(group_copies=False), seed=seed)
+    p_train, p_test = _keys(plain, "train"), _keys(plain, "test")
+    assert p_train & p_test
+
+
+def test_without_copies_the_carve_takes_the_plain_rows(tmp_path):
+    path = write_rows(tmp_path / "tickets.csv", own_rows(90))
+    for seed in (0, 1):
+        grouped = load_task_data(path, data=DataConfig(group_copies=True), seed=seed)
+        plain = load_task_data(path, data=DataConfig(group_copies=False), seed=seed)
+        for split in ("train", "validation", "test"):
+            assert grouped.texts(split) == plain.texts(split)
+
+
+def test_a_registered_tasks_carved_validation_keeps_copies_together(tmp_path):
+    # the shared/data layout (Banking77 has no validation split): the same rule as a user's file
+    names = sorted({r["label"] for r in own_rows(3)})
+
+    def ids(rows):
+        return [{**r, "label": names.index(r["label"]), "label_text": r["label"]} for r in rows]
+
+    root = make_task(tmp_path, {"train": ids(_doubled_rows()), "test": ids(own_rows(30, seed=1))})
+    for group in (True, False):
+        cfg = build_config([f"data.root={root}", "task.name=ToyClassification", f"data.group_copies={group}"])
+        td = load_classification(cfg.task, cfg.data, seed=0)
+        shared = _keys(td, "train") & _keys(td, "validation")
+        assert (not shared) if group else shared
+
+
+def test_copies_are_grouped_by_default_but_not_under_the_papers_recipe(tmp_path):
+    assert build_config([]).data.group_copies is True
+    assert build_config(["recipe=paper"]).data.group_copies is False
+    assert build_config(["recipe=paper", "data.group_copies=true"]).data.group_copies is True
+    assert build_config(["data.group_copies=false"]).data.group_copies is False
+    # a run's config.yaml records the value; one written before the setting carved plainly
+    cfg = build_config([])
+    (tmp_path / "new.yaml").write_text(to_yaml(cfg))
+    assert from_yaml(tmp_path / "new.yaml").data.group_copies is True
+    old = OmegaConf.create(to_yaml(cfg))
+    del old.data["group_copies"]
+    OmegaConf.save(old, tmp_path / "old.yaml")
+    assert from_yaml(tmp_path / "old.yaml").data.group_copies is False

@@ -8,6 +8,7 @@ import pytest
 
 from ucse.config import build_config
 from ucse.data import load_classification
+from ucse.data.duplicates import text_key
 
 pytestmark = pytest.mark.slow
 
@@ -26,12 +27,15 @@ def test_banking77(real_root):
     before = sorted(p.name for p in folder.iterdir())
     td = _load("Banking77Classification", real_root)
     assert td.num_classes == 77
+    # the carved validation is 10 % of train's 9,972 distinct texts (31 pairs of copies up to case and
+    # punctuation), each with its copies; the paper's recipe carves 10 % of the 10,003 rows
+    keys = {s: [text_key(t) for t in td.texts(s)] for s in ("train", "validation")}
+    assert not set(keys["train"]) & set(keys["validation"])
+    assert len(set(keys["validation"])) == math.ceil(0.1 * 9972)
+    assert len(td.splits["train"]) + len(td.splits["validation"]) == 10003 and len(td.splits["test"]) == 3080
+    paper = _load("Banking77Classification", real_root, "recipe=paper")
     n_val = math.ceil(0.1 * 10003)
-    assert (len(td.splits["train"]), len(td.splits["validation"]), len(td.splits["test"])) == (
-        10003 - n_val,
-        n_val,
-        3080,
-    )
+    assert [len(paper.splits[s]) for s in ("train", "validation")] == [10003 - n_val, n_val]
     assert td.dropped == {"train": 0, "validation": 0, "test": 0}
     # The file's ids are kept: label_names[id] is the row's label_text for every test row.
     rows = _jsonl(folder / "test.jsonl")

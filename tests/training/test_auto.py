@@ -371,3 +371,7 @@ def test_the_cross_validated_choice_keeps_copies_of_a_text_in_one_fold(tiny_run_
     result = train(tiny_run_cfg("recipe=auto", "head=auto"))
     assert result.metrics["selection"]["mode"] == "cross-validation"
     assert len(seen) == 1 and np.array_equal(seen[0], given[0])
+    # data.group_copies=false: plain folds, as the plain carve
+    result = train(tiny_run_cfg("recipe=auto", "head=auto", "data.group_copies=false", "overwrite=true"))
+    assert result.metrics["selection"]["mode"] == "cross-validation"
+    assert len(given) == 1 and len(seen) == 2 and seen[1] is None

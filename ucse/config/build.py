@@ -18,7 +18,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
-from ucse.config.schema import CONFIG_DIR, GROUPS, ConfigError, TrainConfig
+from ucse.config.schema import CONFIG_DIR, GROUPS, ConfigError, Recipe, TrainConfig
 
 logger = logging.getLogger(__name__)
 
@@ -222,7 +222,14 @@ def build_config(
         raise ConfigError(f"Config key '{missing[0]}' is unset ('???'); give it a value ({missing[0]}=...).")
     typed = to_object(cfg)
     validate_config(typed)
+    resolve_group_copies(typed)
     return typed
+
+
+def resolve_group_copies(cfg: TrainConfig) -> None:
+    """Set ``data.group_copies=null``: on, off under ``recipe=paper`` (its plain carve: Table 7's rows)."""
+    if cfg.data.group_copies is None:
+        cfg.data.group_copies = Recipe(cfg.recipe) is not Recipe.paper
 
 
 IN_MEMORY_TASK = "data"
@@ -274,7 +281,10 @@ def from_yaml(path: str | Path) -> TrainConfig:
         )
     for old, new in RENAMED_KEYS.items():  # a run folder written before the rename
         _move_key(loaded, old, new)
-    return to_object(_merge(OmegaConf.structured(TrainConfig), loaded, str(path)))
+    cfg = to_object(_merge(OmegaConf.structured(TrainConfig), loaded, str(path)))
+    if cfg.data.group_copies is None:  # written before the setting: its slices were carved plainly
+        cfg.data.group_copies = False
+    return cfg
 
 
 def _move_key(root: DictConfig, old: str, new: str) -> None:

@@ -280,6 +280,12 @@ class DataConfig:
     test_fraction: float = 0.2
     """Stratified, seeded share of a ``data.path`` source carved as the test split when it has none; 0 carves
     none (the run reports no test figures: ``UcseClassifier.fit`` trains on all rows but validation)."""
+    group_copies: bool | None = None
+    """Keep copies of a text (the same words up to case, Unicode form, punctuation and spacing) on one side
+    of every carved split and in one cross-validation fold, so that no held-out figure, temperature,
+    conformal quantile or out-of-scope threshold is read off a copy of a training text. ``null`` (the
+    default): on, but off under ``recipe=paper`` (the paper's plain stratified carve, so its Table 7 runs
+    keep their rows). A run's ``config.yaml`` records the value used."""
     ood_path: str | None = None
     """Your own out-of-scope examples (texts that are none of your labels, CLINC-style): a ``.txt`` file (one
     per line) or a table file with ``data.text_column``. They set the out-of-scope threshold

@@ -20,7 +20,7 @@ from ucse.config import DataConfig, TaskConfig, TaskType
 from ucse.data.checks import label_problems, normalise_label, resolve_bad_rows, text_problems
 from ucse.data.files import read_file
 from ucse.data.sources import load_task_data
-from ucse.data.splitting import assemble, check_fraction, slice_name, stratified_split
+from ucse.data.splitting import assemble, check_fraction, slice_name, split_by_text, stratified_split
 from ucse.data.tasks import DATA_ENV, LAYOUT_HINT, DataError, TaskData, resolve_data_root, task_folder
 
 logger = logging.getLogger(__name__)
@@ -175,6 +175,18 @@ def _encode(
     return encoded, len(ds) - len(keep), space
 
 
+def _split(
+    ds: datasets.Dataset, fraction: float, seed: int, key: str, data: DataConfig, source: str
+) -> tuple[datasets.Dataset, datasets.Dataset]:
+    """(rest, slice): a stratified, seeded ``fraction`` of ``ds``, copies of a text on one side."""
+
+    def cut(d: datasets.Dataset) -> tuple[datasets.Dataset, datasets.Dataset]:
+        parts = stratified_split(d, fraction, seed, slice_name(key, fraction))
+        return parts["train"], parts["test"]
+
+    return split_by_text(ds, data.group_copies is not False, cut, source, key)
+
+
 def load_classification(task: TaskConfig, data: DataConfig, seed: int) -> TaskData:
     """Load, check and split a classification task: the one entry point of training and evaluation.
 
@@ -218,8 +230,7 @@ def load_classification(task: TaskConfig, data: DataConfig, seed: int) -> TaskDa
     if task.carved_test_fraction is not None:
         key = "task.carved_test_fraction"
         fraction = check_fraction(task.carved_test_fraction, key)
-        parts = stratified_split(enc[pool], fraction, seed, slice_name(key, fraction))
-        train, test = parts["train"], parts["test"]
+        train, test = _split(enc[pool], fraction, seed, key, data, source)
     else:
         train, test = enc["train"], enc[task.test_split]
     if task.validation_split and task.validation_split in enc:
@@ -230,8 +241,7 @@ def load_classification(task: TaskConfig, data: DataConfig, seed: int) -> TaskDa
                 "Task '%s' has no '%s' split; carving one from train.", task.name, task.validation_split
             )
         fraction = check_fraction(data.val_fraction, "data.val_fraction")
-        parts = stratified_split(train, fraction, seed, slice_name("data.val_fraction", fraction))
-        train, validation = parts["train"], parts["test"]
+        train, validation = _split(train, fraction, seed, "data.val_fraction", data, source)
 
     # Report drops by role; a pool carved into train and test reports its drops under train.
     roles = {"train": pool, "validation": task.validation_split, "test": task.test_split}

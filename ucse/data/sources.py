@@ -314,6 +314,7 @@ def load_task_data(
         for role, (t, y) in kept.items()
     }
     train = enc["train"]
+    group = data.group_copies is not False  # None: a config not built by build_config (on, as by default)
     if "test" not in enc or "validation" not in enc:
         counts = Counter(train["label"][:])  # one Arrow read of the labels
         check_carvable(counts, label_names, raws["train"].where)
@@ -331,9 +332,9 @@ def load_task_data(
         )
         enc["test"] = train.select([])
     elif "test" not in enc:
-        train, enc["test"] = carve(train, data.test_fraction, "data.test_fraction", seed, origin)
+        train, enc["test"] = carve(train, data.test_fraction, "data.test_fraction", seed, origin, group)
     if "validation" not in enc:
-        train, enc["validation"] = carve(train, data.val_fraction, "data.val_fraction", seed, origin)
+        train, enc["validation"] = carve(train, data.val_fraction, "data.val_fraction", seed, origin, group)
     splits = (train, enc["validation"], enc["test"])
     td = assemble(name, *splits, label_names, origin, dropped, data, seed, integer_labels=not by_name)
     _log_summary(td, sorted(set(ROLES) - set(raws)))

@@ -18,6 +18,7 @@ import torch
 from ucse.backbone.cache_folder import check_cache_root
 from ucse.backbone.device import resolve_device
 from ucse.config import ConfigError, Device, HeadType, Recipe, Strategy, TrainConfig
+from ucse.config.build import resolve_group_copies
 from ucse.config.checks import validate_config
 from ucse.config.uncertainty import check_target_labels
 from ucse.data.checks import shown
@@ -74,6 +75,7 @@ def check_run(cfg: TrainConfig) -> tuple[torch.device, Path]:
     validate_config(cfg)  # again: a config built by hand (Python API) skips build_config
     if Recipe(cfg.recipe) is Recipe.paper and HeadType(cfg.head.type) is HeadType.auto:
         cfg.head.type = HeadType.textcnn  # the paper's head; its Table 7 runs keep their folder names
+    resolve_group_copies(cfg)  # config.yaml records the carve used
     device = resolve_device(cfg.accelerator)
     run_dir = run_dir_for(cfg)
     if cfg.cache.enabled:

@@ -299,7 +299,9 @@ def _run(cfg: TrainConfig, data: TaskData, run_dir: Path, device: torch.device, 
     fingerprints = data.fingerprints()  # checked on resume (checkpoints hold them), then in metrics.json
 
     if HeadType(cfg.head.type) in IN_MEMORY:
-        groups = text_groups([*data.texts("train"), *data.texts("validation")])
+        groups = (
+            text_groups([*data.texts("train"), *data.texts("validation")]) if cfg.data.group_copies else None
+        )
         meta = head_meta(cfg, data)
         metrics = fit_auto_run(cfg, run_dir, device, states, labels, data.num_classes, meta, groups)
     else:
