@@ -100,9 +100,9 @@ def test_the_choice_is_the_probe_most_weight_within_one_standard_error_of_the_be
 def test_auto_cross_validates_on_a_small_validation_split(tiny_run_cfg, monkeypatch):
     calls = []  # (rows, C asked for, C used) of every probe fit
 
-    def spy(x, y, *args):
-        clf, info = fit_probe(x, y, *args)
-        calls.append((len(y), args[-1] if len(args) == 5 else None, info["C"]))
+    def spy(x, y, num_classes, folds, seed, max_iter, c_value=None, groups=None):
+        clf, info = fit_probe(x, y, num_classes, folds, seed, max_iter, c_value, groups)
+        calls.append((len(y), c_value, info["C"]))
         return clf, info
 
     monkeypatch.setattr(auto_mod, "fit_probe", spy)
@@ -338,8 +338,8 @@ def test_the_cross_validated_estimate_is_the_selection_s_own(tiny_run_cfg, monke
     """
     real = auto_mod.fit_probe_head
 
-    def useless_at_c_star(cfg, x, y, c, h, c_value=None):
-        return real(cfg, x, y, c, h, None if c_value is None else 1e-6)
+    def useless_at_c_star(cfg, x, y, c, h, c_value=None, groups=None):
+        return real(cfg, x, y, c, h, None if c_value is None else 1e-6, groups)
 
     monkeypatch.setattr(auto_mod, "fit_probe_head", useless_at_c_star)
     monkeypatch.setattr(auto_run_mod, "WEIGHTS", (0.0, 0.25, 1.0))  # head=blend: w = 0.25 only
@@ -356,7 +356,7 @@ def test_the_cross_validated_choice_keeps_copies_of_a_text_in_one_fold(tiny_run_
     from ucse.training import run as run_mod
     from ucse.training.logreg import cv_splits
 
-    given, seen = [], []
+    given, seen, made = [], [], []
 
     def groups(texts):  # every text in a pair: what a doubled file gives
         given.append(np.arange(len(texts)) // 2)
@@ -364,13 +364,27 @@ def test_the_cross_validated_choice_keeps_copies_of_a_text_in_one_fold(tiny_run_
 
     def spy(y, folds, seed, groups=None):
         seen.append(groups)
-        return cv_splits(y, folds, seed, groups)
+        made[:] = cv_splits(y, folds, seed, groups)
+        return list(made)
+
+    probe_groups = []  # the groups each probe's C search was given (None: C fixed, or plain folds)
+
+    def probe_spy(x, y, num_classes, folds, seed, max_iter, c_value=None, groups=None):
+        probe_groups.append(None if c_value is not None else groups)
+        return fit_probe(x, y, num_classes, folds, seed, max_iter, c_value, groups)
 
     monkeypatch.setattr(run_mod, "text_groups", groups)
     monkeypatch.setattr(auto_mod, "cv_splits", spy)
+    monkeypatch.setattr(auto_mod, "fit_probe", probe_spy)
     result = train(tiny_run_cfg("recipe=auto", "head=auto"))
     assert result.metrics["selection"]["mode"] == "cross-validation"
     assert len(seen) == 1 and np.array_equal(seen[0], given[0])
+    # the shipped probe's C search on every row, then each fold's on its training rows, keep copies together
+    assert np.array_equal(probe_groups[0], given[0])
+    searched = [g for g in probe_groups[1:] if g is not None]
+    assert len(searched) == 5
+    for (tr, _), fold_groups in zip(made, searched):
+        assert np.array_equal(fold_groups, given[0][tr])
     # data.group_copies=false: plain folds, as the plain carve
     result = train(tiny_run_cfg("recipe=auto", "head=auto", "data.group_copies=false", "overwrite=true"))
     assert result.metrics["selection"]["mode"] == "cross-validation"

@@ -94,3 +94,26 @@ def test_cv_splits_keep_copies_in_one_fold_and_are_stratified_k_fold_without_the
     # a label whose rows are all one text cannot be kept apart and still train every fold: the plain folds
     one_text = np.where(y == 2, 100, np.arange(36))
     assert all(np.array_equal(a[1], b[1]) for a, b in zip(cv_splits(y, 5, 4, one_text), plain))
+
+
+def test_the_probes_c_search_keeps_copies_in_one_fold():
+    # labels at random, every text twice: with a copy's twin in the training folds the least regularised C
+    # memorises it and wins the search (a C chosen on copies); with the copies in one fold no C can
+    rng = np.random.default_rng(2)
+    y = np.repeat(rng.integers(0, 2, 40), 2)  # (80,): 40 texts, each twice
+    x = np.repeat(rng.normal(size=(40, 64)), 2, axis=0)  # 40 points in 64 dimensions: separable
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    groups = np.arange(80) // 2
+    plain, plain_info = fit_probe(x, y, 2, folds=5, seed=0, max_iter=2000)
+    grouped, grouped_info = fit_probe(x, y, 2, folds=5, seed=0, max_iter=2000, groups=groups)
+    plain_best = plain.scores_[1].mean(axis=0).max()  # (C,) mean fold accuracy, its best
+    grouped_best = grouped.scores_[1].mean(axis=0).max()
+    # ~80 % of held-out copies have their twin in training (memorised), the rest are coin flips: ~0.9
+    assert plain_best > 0.8 and plain_info["C"] >= 10
+    # 40 coin-flip texts: the fold mean's standard deviation is ~0.5 / sqrt(40) = 0.08; 0.75 is 3 of them
+    # above chance (seeds 0-5 of this generator: 0.53-0.68 grouped, 0.83-0.98 plain)
+    assert grouped_best < 0.75
+    # without copies the folds are StratifiedKFold's: the same model as with no groups given
+    _, info = fit_probe(x[::2], y[::2], 2, folds=5, seed=0, max_iter=2000, groups=np.arange(40))
+    _, same = fit_probe(x[::2], y[::2], 2, folds=5, seed=0, max_iter=2000)
+    assert info == same

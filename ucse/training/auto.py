@@ -152,13 +152,21 @@ def _gaussian_cfg(cfg: TrainConfig) -> HeadConfig:
 
 
 def fit_probe_head(
-    cfg: TrainConfig, x: np.ndarray, y: np.ndarray, c: int, h: int, c_value: float | None = None
+    cfg: TrainConfig,
+    x: np.ndarray,
+    y: np.ndarray,
+    c: int,
+    h: int,
+    c_value: float | None = None,
+    groups: np.ndarray | None = None,
 ) -> tuple[Head, dict]:
     """The logreg probe on (N, H) unit vectors ``x`` as a saveable head, and its report.
 
-    C is chosen by cross-validation unless ``c_value`` fixes it (:func:`ucse.training.logreg.fit_probe`).
+    C is chosen by cross-validation (copies of a text, ``groups``, in one fold) unless ``c_value`` fixes it
+    (:func:`ucse.training.logreg.fit_probe`).
     """
-    clf, info = fit_probe(x, y, c, cfg.head.logreg_folds, cfg.seed, cfg.head.logreg_max_iter, c_value)
+    folds, seed, max_iter = cfg.head.logreg_folds, cfg.seed, cfg.head.logreg_max_iter
+    clf, info = fit_probe(x, y, c, folds, seed, max_iter, c_value, groups)
     head = probe_head(clf, h, cfg.backbone.pooling)
     probe_cfg = dataclasses.replace(cfg.head, type=HeadType.logreg)
     head.spec = HeadSpec(probe_cfg, h, c, cfg.backbone.pooling)  # what save_head stores
@@ -185,7 +193,8 @@ def fit_auto(
     """
     c, h = num_classes, states["train"].hidden_size
     if not cross_validates(len(labels["validation"]), c):
-        return _holdout(cfg, states, labels, c, h, device, weights)
+        train_groups = None if groups is None else groups[: len(labels["train"])]
+        return _holdout(cfg, states, labels, c, h, device, weights, train_groups)
     return _cross_validated(cfg, states, labels, c, h, device, weights, groups)
 
 
@@ -201,11 +210,11 @@ def predict_outputs(cfg: TrainConfig, device: torch.device):
     return functools.partial(run_head, device=device, bf16=bf16)
 
 
-def _holdout(cfg, states, labels, c, h, device, weights) -> AutoResult:
+def _holdout(cfg, states, labels, c, h, device, weights, groups=None) -> AutoResult:
     outputs = predict_outputs(cfg, device)
     x_tr = probe_features(states["train"], cfg.backbone.pooling)
     x_va = probe_features(states["validation"], cfg.backbone.pooling)
-    probe, probe_info = fit_probe_head(cfg, x_tr, labels["train"], c, h)
+    probe, probe_info = fit_probe_head(cfg, x_tr, labels["train"], c, h, groups=groups)
     fit = fit_head(
         cfg,
         _gaussian_cfg(cfg),
@@ -324,9 +333,9 @@ def _cross_validated(cfg, states, labels, c, h, device, weights, groups=None) ->
     # Calibration reads fold probes at the shipped probe's C: a fold's own C can differ (3 in one fold, 100
     # in another at 8 examples per class) and with it the logits' scale, so a temperature fitted on those
     # logits did not fit the shipped probe (ECE 0.17 on a MassiveIntent 8-shot run).
-    _, probe_info = fit_probe_head(cfg, x, y, c, h)  # C* on every row: the shipped probe's C
+    _, probe_info = fit_probe_head(cfg, x, y, c, h, groups=groups)  # C* on every row: the shipped probe's C
     for tr, te in folds:
-        probe, info = fit_probe_head(cfg, x[tr], y[tr], c, h)
+        probe, info = fit_probe_head(cfg, x[tr], y[tr], c, h, groups=None if groups is None else groups[tr])
         oof_b[te] = _probe_logits(probe, x[te])
         if info["C"] != probe_info["C"]:
             probe, _ = fit_probe_head(cfg, x[tr], y[tr], c, h, probe_info["C"])

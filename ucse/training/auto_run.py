@@ -51,7 +51,9 @@ def fit_auto_run(
     heldout, heldout_labels, distances, estimate, bank_rows = None, None, None, None, None
     if head_type is HeadType.logreg:
         x = probe_features(states["train"], cfg.backbone.pooling)
-        head, info = fit_probe_head(cfg, x, labels["train"], num_classes, states["train"].hidden_size)
+        train_groups = None if groups is None else groups[: len(labels["train"])]
+        h = states["train"].hidden_size
+        head, info = fit_probe_head(cfg, x, labels["train"], num_classes, h, groups=train_groups)
         report = {"probe": info}
     else:
         weights = WEIGHTS if head_type is HeadType.auto else tuple(w for w in WEIGHTS if 0 < w < 1)

@@ -74,15 +74,15 @@ def cv_splits(
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Stratified, shuffled k-fold splits of ``y`` (k from :func:`cv_folds`) that keep each group whole.
 
-    ``groups``: (N,) ids of copies of one text (:func:`ucse.data.duplicates.text_groups`); ``None`` gives
-    scikit-learn's ``StratifiedKFold``, the same folds as without this function. With groups the folds are
-    ``StratifiedGroupKFold``'s over ``min(folds, fewest distinct texts of a label)`` folds; where some label
-    has a single distinct text, or a fold would train without a label, the plain folds are kept (its
-    copies cannot be kept apart and still train every fold).
+    ``groups``: (N,) ids of copies of one text (:func:`ucse.data.duplicates.text_groups`); ``None``, or ids
+    with no copies, gives scikit-learn's ``StratifiedKFold``, the same folds as without this function. With
+    copies the folds are ``StratifiedGroupKFold``'s over ``min(folds, fewest distinct texts of a label)``
+    folds; where some label has a single distinct text, or a fold would train without a label, the plain
+    folds are kept (its copies cannot be kept apart and still train every fold).
     """
     y = np.asarray(y)
     plain = StratifiedKFold(cv_folds(y, folds), shuffle=True, random_state=seed)
-    if groups is None:
+    if groups is None or len(np.unique(groups)) == len(y):  # no copies (e.g. in a fold's training rows)
         return list(plain.split(np.zeros(len(y)), y))
     labels = np.unique(y)
     distinct = min(len(np.unique(groups[y == label])) for label in labels)
@@ -103,6 +103,7 @@ def fit_probe(
     seed: int,
     max_iter: int,
     c_value: float | None = None,
+    groups: np.ndarray | None = None,
 ) -> tuple[LogisticRegression, dict]:
     """Fit the probe on (N, H) unit vectors ``x`` and (N,) labels ``y``.
 
@@ -117,6 +118,8 @@ def fit_probe(
             or takes :data:`FEW_ROWS_C` when every label has a single row (no stratified folds exist);
             a value fits ``LogisticRegression`` at that C (``head=auto``'s refits, and the fold models its
             temperatures are fitted on, keep the shipped probe's C, so their logits share its scale).
+        groups: (N,) ids of copies of one text, kept in one of the folds that choose C (:func:`cv_splits`;
+            a copy scored in a fold beside its twin favours the least regularised C).
 
     Returns:
         The fitted estimator and what to report: the C, the folds (0 with a given C), whether the solver
@@ -125,10 +128,11 @@ def fit_probe(
     if c_value is None and np.bincount(np.asarray(y)).max() < 2:
         c_value = FEW_ROWS_C  # one row per label: no stratified fold split exists to choose C by
     if c_value is None:
-        k = cv_folds(y, folds)
+        splits = cv_splits(y, folds, seed, groups)  # without groups: StratifiedKFold's, as before
+        k = len(splits)
         clf = LogisticRegressionCV(
             Cs=C_GRID,
-            cv=StratifiedKFold(k, shuffle=True, random_state=seed),
+            cv=splits,
             scoring="accuracy",  # calibration is the temperature's job (module docstring)
             max_iter=max_iter,
             solver=SOLVER,
