@@ -15,6 +15,8 @@ import logging
 import os
 import sys
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,35 +50,57 @@ def overrides_to_tokens(overrides: dict[str, Any], prefix: str = "") -> list[str
     return out
 
 
-def quiet_lightning() -> None:
+@contextmanager
+def quiet_lightning() -> Iterator[None]:
     """Hide Lightning's start-up tips and dataloader hints so the summary is what the terminal shows.
 
-    Errors and real warnings still show; ``UCSE_DEBUG=1`` (checked by the caller) keeps everything.
+    Errors and real warnings still show; ``UCSE_DEBUG=1`` (checked by the caller) keeps everything. For the
+    ``with`` block only: the caller's warning filters, logger levels and Hugging Face progress-bar setting
+    come back at its end (a notebook that fitted a ``UcseClassifier`` still sees its own Lightning warnings).
     """
-    # The run folder's INFO line repeats what the summary prints.
-    for name in (
+    names = (
         "lightning.pytorch.utilities.rank_zero",
         "lightning.fabric.utilities.rank_zero",
         "ucse.training.run",
-    ):
-        logging.getLogger(name).setLevel(logging.WARNING)
-    # Hugging Face's progress bars ("Loading weights" once per model load): before transformers is imported,
-    # its documented switch, read when it is (importing it here costs a mistyped data path ~0.4 s).
-    if "transformers" in sys.modules or "huggingface_hub" in sys.modules:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
-    else:
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
-    warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
-    warnings.filterwarnings("ignore", message=r".*The number of training batches.*")
-    warnings.filterwarnings("ignore", message=r".*litlogger.*", category=UserWarning)
-    # The run folder is ucse's own, judged before training (resume, overwrite, a stopped run's leftovers):
-    # Lightning's "exists and is not empty ... will be deleted" about its logs/ and checkpoints/ alarms users.
-    warnings.filterwarnings(
-        "ignore", message=r".*(Checkpoint|Experiment logs) directory .* exists and is not empty"
     )
+    levels = {name: logging.getLogger(name).level for name in names}
+    env_set = "HF_HUB_DISABLE_PROGRESS_BARS" not in os.environ
+    bars_were_on = None
+    with warnings.catch_warnings():  # the filters below go with the block
+        # The run folder's INFO line repeats what the summary prints.
+        for name in names:
+            logging.getLogger(name).setLevel(logging.WARNING)
+        # Hugging Face's progress bars ("Loading weights" once per model load): before transformers is
+        # imported, its documented switch, read when it is (importing it here costs a bad data path ~0.4 s).
+        if "transformers" in sys.modules or "huggingface_hub" in sys.modules:
+            from transformers.utils import logging as hf_logging
+
+            bars_were_on = hf_logging.is_progress_bar_enabled()
+            hf_logging.disable_progress_bar()
+        else:
+            os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
+        warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
+        warnings.filterwarnings("ignore", message=r".*The number of training batches.*")
+        warnings.filterwarnings("ignore", message=r".*litlogger.*", category=UserWarning)
+        # The run folder is ucse's own, judged before training (resume, overwrite, a stopped run's
+        # leftovers): Lightning's "exists and is not empty ... will be deleted" about its logs/ and
+        # checkpoints/ alarms users.
+        warnings.filterwarnings(
+            "ignore", message=r".*(Checkpoint|Experiment logs) directory .* exists and is not empty"
+        )
+        try:
+            yield
+        finally:
+            for name, level in levels.items():
+                logging.getLogger(name).setLevel(level)
+            if env_set:
+                os.environ.pop("HF_HUB_DISABLE_PROGRESS_BARS", None)
+            imported_here = bars_were_on is None and env_set and "transformers" in sys.modules
+            if bars_were_on or imported_here:  # transformers read the switch when imported in the block
+                from transformers.utils import logging as hf_logging
+
+                hf_logging.enable_progress_bar()
 
 
 def fit_uncertainty(
@@ -124,6 +148,8 @@ def run_training(cfg: TrainConfig, source: Any = None) -> tuple[RunResult, Uncer
         data = load_task_data(source, cfg.task, cfg.data, cfg.seed)
     check_data_rows(cfg, data)
     # Only now the training stack (Lightning, transformers: seconds): every check above answers without it.
+    import torch
+
     from ucse.heads.io import WEIGHTS_FILE
     from ucse.training import train
     from ucse.training.distributed import is_rank_zero
@@ -131,7 +157,10 @@ def run_training(cfg: TrainConfig, source: Any = None) -> tuple[RunResult, Uncer
 
     if not is_rank_zero():
         return train(cfg, data=data), None  # devices=N: rank 0 alone fits the profile, writes the run folder
-    with hold_run_folder(run_dir):  # the profile is part of the run: no other process in between
+    # train() gives the caller's random streams back; loading the head again for the profile draws the
+    # modules' initial weights from torch's generator before the saved ones load (a notebook's next
+    # torch.rand moved with every UcseClassifier.fit)
+    with hold_run_folder(run_dir), torch.random.fork_rng(devices=[]):
         result = train(cfg, data=data)
         profile = None
         if cfg.uncertainty.enabled and (RunFolder(result.run_dir).head / WEIGHTS_FILE).is_file():
@@ -146,6 +175,5 @@ def train_from(data: Any, **overrides: Any) -> tuple[RunResult, UncertaintyProfi
     if not in_memory:
         tokens.append(f"data.path={data}")
     cfg = build_config(tokens, own_data=in_memory, source="ucse.train's keyword arguments")
-    if not debug_mode():
-        quiet_lightning()
-    return run_training(cfg, data if in_memory else None)
+    with nullcontext() if debug_mode() else quiet_lightning():
+        return run_training(cfg, data if in_memory else None)

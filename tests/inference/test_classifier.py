@@ -19,6 +19,7 @@ from ucse.heads.io import HEAD_FILES
 from ucse.heads.manifest import write_manifest
 from ucse.inference import classifier as classifier_module
 from ucse.inference.classifier import UcseClassifier
+from ucse.inference.head_files import read_head_files
 
 NAMES = sorted(OWN_CUES)
 
@@ -232,7 +233,7 @@ def test_save_pretrained_replaces_nothing_unasked_and_publishes_nothing_tampered
     data[-1] ^= 0xFF
     weights.write_bytes(bytes(data))
     tampered = UcseClassifier(device="cpu")
-    tampered.head_dir_ = source  # as if loaded before the change
+    tampered.head_dir_, tampered._head_files = source, read_head_files(source)  # as if loaded so
     with pytest.raises(ValueError, match="model.safetensors"):
         tampered.save_pretrained(tmp_path / "never")
     assert not (tmp_path / "never").exists()

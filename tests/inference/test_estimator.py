@@ -8,6 +8,7 @@ by the tiny random BERT (a cue word per class), so accuracy well above chance is
 from __future__ import annotations
 
 import pickle
+from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
@@ -161,7 +162,7 @@ def test_bad_fit_inputs_are_clear_errors(tiny_params):
     with pytest.raises(ValueError, match="one label per text"):
         UcseClassifier(**tiny_params).fit(["a", "b"], ["x"])
     with pytest.raises(ValueError, match="print alike"):
-        UcseClassifier(**tiny_params).fit(["a b", "c d", "e f", "g h"], [1, "1", 1, "1"])
+        UcseClassifier(**tiny_params).fit(["a b", "c d", "e f", "g h"], [Decimal(1), "1", Decimal(1), "1"])
     # one label: "Check data.label_column='label'" named a setting an estimator user never gave
     with pytest.raises(
         ValueError, match=r"y holds a single label \(\['x'\]\); a classifier needs two or more"

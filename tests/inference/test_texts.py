@@ -49,18 +49,26 @@ def test_integer_labels_in_an_object_array_are_integers():
 
     given, _, classes = as_labels(np.array([10, 2, 1, 0, np.int64(2)], dtype=object), 5)
     assert given.dtype == np.int64 and given.tolist() == [10, 2, 1, 0, 2] and classes == [0, 1, 2, 10]
-    mixed, _, _ = as_labels(np.array([1, "b", 1, "b"], dtype=object), 4)  # not all integers: kept as given
-    assert mixed.dtype == object
     flags, _, _ = as_labels(np.array([True, False, True], dtype=object), 3)  # bools are no ids
     assert flags.dtype == object
 
 
-def test_whole_number_float_labels_are_integers_and_other_floats_names():
+def test_whole_number_float_labels_are_integers_and_other_numbers_or_a_mix_are_refused():
     # a pandas integer column that held NaN is float64 after dropna: saved as '1.0', '10.0', '2.0' and sorted
     # as text, the reloaded predict_proba columns meant other classes
+    from sklearn.utils.multiclass import type_of_target
+
     from ucse.inference.texts import as_labels
 
     given, labels, classes = as_labels(pd.Series([1.0, 10.0, 2.0, 1.0]), 4)
     assert given.dtype == np.int64 and classes == [1, 2, 10] and [str(c) for c in classes] == ["1", "2", "10"]
-    halves, _, _ = as_labels(np.array([0.5, 1.5, 0.5]), 3)
-    assert halves.dtype.kind == "f"
+    # 0.5, 1.5, 2.5, 10.5 trained as names: score() then failed ("continuous is not supported") and a reload
+    # gave string classes in text order, predict_proba's columns moved; scikit-learn refuses such a target
+    halves = np.array([0.5, 1.5, 2.5, 10.5])
+    assert type_of_target(halves) == "continuous"
+    with pytest.raises(ValueError, match=r"no class labels \(0.5\)"):
+        as_labels(halves, 4)
+    # numbers among names: score() failed comparing them ('<' not supported)
+    with pytest.raises(ValueError, match=r"mixes numbers and other labels \(1 and 'a'\)"):
+        as_labels([1, "a", 2, "a"], 4)
+    assert as_labels(np.array([True, False, True]), 3)[2] == [False, True]  # booleans are no numbers here

@@ -105,8 +105,8 @@ def main(argv: list[str]) -> int:
         from ucse.pipeline import quiet_lightning
         from ucse.uncertainty.fit import refit_run_profile
 
-        quiet_lightning()
-        before, after = refit_run_profile(own["run"], rest, own.get("data_root"), trust == "true")
+        with quiet_lightning():
+            before, after = refit_run_profile(own["run"], rest, own.get("data_root"), trust == "true")
         print(f"run: {own['run']}")
         print(f"class prior: {_prior(before, after)}")
         print(f"abstention: {_threshold(before)} -> {_threshold(after)}")

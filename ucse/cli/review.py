@@ -52,8 +52,10 @@ def main(argv: list[str]) -> int:
         from ucse.summary import review_note
         from ucse.uncertainty.review_run import review_run
 
-        quiet_lightning()
-        path, info = review_run(opts["run"], opts.get("out"), folds, opts.get("data_root"), trust == "true")
+        with quiet_lightning():
+            path, info = review_run(
+                opts["run"], opts.get("out"), folds, opts.get("data_root"), trust == "true"
+            )
         print(f"{path}: {review_note(info)}")
         probe = f"C={info['C']:g}, {info['folds']} folds, temperature {info['temperature']:.3f}"
         print(f"(scored by a logistic regression on the frozen embeddings: {probe})")

@@ -13,6 +13,7 @@ Usage:
 from __future__ import annotations
 
 import sys
+from contextlib import nullcontext
 
 from ucse.cli import run_cli
 from ucse.cli.help import format_fields, show, wants_help
@@ -42,12 +43,11 @@ def main(argv: list[str]) -> int:
         if show_cfg:
             print(to_yaml(cfg), end="")
             return 0
-        if not debug_mode():
-            quiet_lightning()
         if not sys.stdout.isatty() and not any(a.startswith("progress_bar=") for a in argv):
             cfg.progress_bar = False  # a redirected run: the bar's last frame would only clutter the log
         keep_freed_heap()  # this process is the command's: steps reuse freed memory (ucse/config/heap.py)
-        result, profile = run_training(cfg)
+        with nullcontext() if debug_mode() else quiet_lightning():
+            result, profile = run_training(cfg)
         from ucse.training.distributed import is_rank_zero
 
         if not is_rank_zero():

@@ -324,6 +324,20 @@ def refuse_foreign(dest: Path, fix: str) -> None:
         )
 
 
+def refuse_overlap(head_dir: Path, target: Path) -> None:
+    """Refuse a ``target`` that is ``head_dir``, inside it or holds it (a copy there replaces its source).
+
+    Raises:
+        ValueError: naming both folders.
+    """
+    t, src = Path(target).resolve(), Path(head_dir).resolve()
+    if t.is_relative_to(src) or src.is_relative_to(t):
+        raise ValueError(
+            f"{target} overlaps the head folder {head_dir} (is it, is inside it or holds it); name another "
+            "folder."
+        )
+
+
 def copy_head(source: str | Path, target: str | Path, overwrite: bool = False) -> Path:
     """Copy a saved head folder (head, profile, manifest) to ``target``, verified, written atomically.
 
@@ -340,12 +354,7 @@ def copy_head(source: str | Path, target: str | Path, overwrite: bool = False) -
         ValueError: ``target`` is ``source``, inside it or holds it; a file does not match the manifest.
     """
     source, target = Path(source), Path(target)
-    t, src = target.resolve(), source.resolve()
-    if t.is_relative_to(src) or src.is_relative_to(t):  # a copy there would replace its own source
-        raise ValueError(
-            f"{target} overlaps the head folder {source} (is it, is inside it or holds it); name another "
-            "folder."
-        )
+    refuse_overlap(source, target)
     if target.exists() and not target.is_dir():
         raise FileExistsError(f"{target} is a file; name a folder.")
     if target.is_dir() and any(target.iterdir()) and not overwrite:

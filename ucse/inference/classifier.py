@@ -16,14 +16,13 @@ one falls back to the plain softmax, MSP, no abstention and no sets.
 from __future__ import annotations
 
 import json
-import math
-import shutil
 import tempfile
-import weakref
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 from tqdm.auto import tqdm
@@ -32,8 +31,10 @@ from ucse.backbone.device import resolve_device
 from ucse.config import Device, debug_mode
 from ucse.config.run_layout import RunFolder, read_run_metrics, resolve_head_dir, run_of_head
 from ucse.core.encoder import EncodedBatch, UcseEncoder
-from ucse.heads.io import HEAD_FILES, copy_head
+from ucse.heads.io import copy_head, refuse_overlap
 from ucse.heads.meta import label_values
+from ucse.inference.head_files import private_folder, read_head_files, write_head_files
+from ucse.inference.rows import uncertainty_rows
 from ucse.inference.texts import as_labels, as_texts
 from ucse.uncertainty.abstain_rule import warn_if_uncertifiable
 from ucse.uncertainty.inert_parts import warn_if_inert
@@ -53,8 +54,10 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
     ``__init__`` only stores the parameters (scikit-learn's contract: ``clone``, ``get_params``,
     ``GridSearchCV`` over any of them); ``fit`` runs the one training pipeline (:mod:`ucse.pipeline`) into
     ``output_dir`` (a private temporary folder when ``None``, removed with the estimator) and loads the
-    result; ``from_pretrained`` loads a run someone already trained. Pickling stores the head folder
-    (kilobytes to a few MB), never the backbone's weights: unpickled, it reloads the backbone its head names.
+    result; ``from_pretrained`` loads a run someone already trained. The head's files are read into memory
+    when it is loaded: pickling and ``save_pretrained`` write those (kilobytes to a few MB), whatever happens
+    to the folder later, never the backbone's weights (unpickled, it reloads the backbone its head names).
+    Neither leaves the caller's random generators or warning filters changed.
 
     Args:
         backbone: a ``configs/backbone`` name (``minilm-l6``...) or a ``.yaml`` path; ``None`` = the default.
@@ -76,7 +79,8 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         encoder_: the :class:`UcseEncoder` (head + backbone).
         profile_: the :class:`UncertaintyProfile` (``profile_.fitted`` is False for the softmax fallback).
         head_dir_: where the head was loaded from.
-        run_dir_: the run folder ``fit`` wrote (``None`` after ``from_pretrained`` of a bare head folder).
+        run_dir_: the run folder ``fit`` wrote (``None`` after ``from_pretrained`` of a bare head folder, and
+            in an unpickled copy of a fit into a temporary folder, gone with the estimator that wrote it).
         metrics_: that run's ``metrics.json`` (validation figures, the head ``auto`` chose...), or ``{}``.
         uncertainty_score_: name of the score reported as ``uncertainty`` (higher = less sure).
     """
@@ -117,16 +121,38 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         Raises:
             ValueError: bad texts or labels (naming the row), a bad parameter (naming it).
         """
+        if isinstance(X, str):  # as_texts reads a bare string as one text, as predict does
+            raise ValueError("X is one string; fit needs a list of texts, one per label in y.")
+        texts = as_texts(X)
+        if not texts:
+            raise ValueError("X holds no texts; fit needs labelled texts of two labels or more.")
+        given, y, classes = as_labels(y, len(texts))
+        names = [str(c) for c in classes]
+        run_dir, cleanup = self._fit_folder()
+        try:
+            result = self._train(run_dir, texts, given, y)
+        except BaseException:
+            if cleanup is not None:
+                cleanup()
+            raise
+        if self.__dict__.get("_cleanup") is not None:
+            self._cleanup()  # the previous fit's temporary folder (its head is in memory no more)
+        self._cleanup = cleanup
+        saved = [str(c) for c in self.classes_]
+        if sorted(saved) != sorted(names):
+            raise RuntimeError(f"the run saved labels {saved}, expected {names}")  # an internal error
+        # The saved head numbers its labels in its own order (names sorted as text); classes_ keep y's.
+        self.columns_ = np.asarray([saved.index(n) for n in names])
+        self.classes_ = np.asarray(classes, dtype=given.dtype if given.dtype.kind in "iufb" else object)
+        self.run_dir_, self.metrics_ = result.run_dir, result.metrics
+        return self
+
+    def _train(self, run_dir: Path, texts: list[str], given: np.ndarray, y: np.ndarray) -> Any:
+        """Train into ``run_dir`` and load the result; the :class:`RunResult`."""
         from ucse.config import build_config
         from ucse.pipeline import quiet_lightning, run_training
         from ucse.training.run_folder import holds_results
 
-        if isinstance(X, str):  # as_texts reads a bare string as one text, as predict does
-            raise ValueError("X is one string; fit needs a list of texts, one per label in y.")
-        texts = as_texts(X)
-        given, y, classes = as_labels(y, len(texts))
-        names = [str(c) for c in classes]
-        run_dir = self._fit_folder()
         cfg = build_config(self._tokens(run_dir), own_data=True, source="the estimator's parameters")
         if self.output_dir is not None and not (cfg.overwrite or cfg.ckpt_path) and holds_results(run_dir):
             # run_training's refusal names command-line settings; a refit (cross_val_score, GridSearchCV)
@@ -136,20 +162,12 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
                 "overrides={'overwrite': True} to replace it at every fit, another output_dir, or leave "
                 "output_dir=None (a temporary folder per fit, as cross_val_score and GridSearchCV need)."
             )
-        if not debug_mode():
-            quiet_lightning()
         ints = given.dtype.kind in "iu"  # ids: meta.label_type=int, from_pretrained gives ints
-        result, _ = run_training(cfg, (texts, given.tolist() if ints else [str(v) for v in y]))
+        with nullcontext() if debug_mode() else quiet_lightning():
+            result, _ = run_training(cfg, (texts, given.tolist() if ints else [str(v) for v in y]))
         self._load(resolve_head_dir(result.run_dir), self.batch_size, warn=False)  # the fit warned already
         warn_if_inert(self.profile_, self.head_dir_)  # but not of these (the command's summary says them)
-        saved = [str(c) for c in self.classes_]
-        if sorted(saved) != sorted(names):
-            raise RuntimeError(f"the run saved labels {saved}, expected {names}")  # an internal error
-        # The saved head numbers its labels in its own order (names sorted as text); classes_ keep y's.
-        self.columns_ = np.asarray([saved.index(n) for n in names])
-        self.classes_ = np.asarray(classes, dtype=given.dtype if given.dtype.kind in "iufb" else object)
-        self.run_dir_, self.metrics_ = result.run_dir, result.metrics
-        return self
+        return result
 
     def _tokens(self, run_dir: Path) -> list[str]:
         from ucse.pipeline import overrides_to_tokens
@@ -167,13 +185,16 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
             tokens.append("backbone.trust_remote_code=true")
         return tokens
 
-    def _fit_folder(self) -> Path:
-        """``output_dir``, or a fresh temporary folder that goes when this estimator does."""
+    def _fit_folder(self) -> tuple[Path, Any]:
+        """``output_dir``, or a fresh temporary folder that goes when this estimator does (or refits).
+
+        Returns:
+            The run folder, and the temporary folder's finalizer (``None`` for ``output_dir``).
+        """
         if self.output_dir is not None:
-            return Path(self.output_dir)
-        tmp = Path(tempfile.mkdtemp(prefix=RunFolder.SCRATCH_PREFIX))
-        self._cleanup = weakref.finalize(self, shutil.rmtree, tmp, True)
-        return tmp / "run"
+            return Path(self.output_dir), None
+        tmp, cleanup = private_folder(self, RunFolder.SCRATCH_PREFIX)
+        return tmp / "run", cleanup
 
     # -- loading ------------------------------------------------------------------------------------------
 
@@ -225,18 +246,25 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         ``path`` must be missing or empty unless ``overwrite``; written to a temporary sibling, then renamed.
         """
         check_is_fitted(self, "head_dir_")
-        return copy_head(self.head_dir_, path, overwrite)
+        refuse_overlap(self.head_dir_, Path(path))  # the folder it was loaded from is not written over
+        with tempfile.TemporaryDirectory(
+            prefix="ucse-save-"
+        ) as tmp:  # the loaded files, not the folder's now
+            return copy_head(write_head_files(self._head_files, Path(tmp)), path, overwrite)
 
     def _load(self, head_dir: Path, batch_size: int | None, warn: bool = True) -> None:
         overrides = {} if batch_size is None else {"batch_size": batch_size}
         device = resolve_device(Device(self.device))
-        self.encoder_ = UcseEncoder.from_dir(
-            head_dir,
-            device,
-            overrides,
-            trust_remote_code=self.trust_remote_code,
-            compile_head=self.compile_head,
-        )
+        self._head_files = read_head_files(head_dir)  # what pickling and save_pretrained write
+        # building the modules draws their initial weights from torch's generator before the saved ones load
+        with torch.random.fork_rng(devices=[]):
+            self.encoder_ = UcseEncoder.from_dir(
+                head_dir,
+                device,
+                overrides,
+                trust_remote_code=self.trust_remote_code,
+                compile_head=self.compile_head,
+            )
         n = len(self.encoder_.label_names) or None
         self.profile_ = load_uncertainty_profile(head_dir, num_classes=n, device=device)
         if warn:
@@ -258,16 +286,12 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
     # -- pickling: the head folder travels, the backbone is reloaded ---------------------------------------
 
     def __getstate__(self) -> dict[str, Any]:
-        state = {k: v for k, v in self.__dict__.items() if k not in _UNPICKLED}
+        state = {k: v for k, v in self.__dict__.items() if k not in _UNPICKLED}  # _head_files travel
         if "head_dir_" in self.__dict__:
             state["head_dir_"] = None
-            # Only a head's own files (their content was checked against the manifest on loading): a pickle
-            # is shared, and any other file, or a link (head/notes.txt -> ~/.ssh/...), went into it too.
-            state["_head_files"] = {
-                name: (self.head_dir_ / name).read_bytes()
-                for name in sorted(HEAD_FILES)
-                if (self.head_dir_ / name).is_file()
-            }
+            run = self.__dict__.get("run_dir_")
+            if run is not None and Path(run).parent.name.startswith(RunFolder.SCRATCH_PREFIX):
+                state["run_dir_"] = None  # a temporary folder: gone with this estimator
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -275,15 +299,17 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         self.__dict__.update(state)
         if files is None:
             return
-        tmp = Path(tempfile.mkdtemp(prefix="ucse-head-"))
-        self._cleanup = weakref.finalize(self, shutil.rmtree, tmp, True)
-        for name, data in files.items():
-            if Path(name).name != name:  # an untrusted pickle must not write outside its folder
-                raise ValueError(f"pickled head file name {name!r} is not a plain file name")
-            (tmp / name).write_bytes(data)
+        tmp, self._cleanup = private_folder(self, "ucse-head-")
         classes, columns = self.classes_, self.columns_
-        self._load(tmp, self.batch_size, warn=False)
+        self._load(write_head_files(files, tmp), self.batch_size, warn=False)
         self.classes_, self.columns_ = classes, columns
+
+    def __sklearn_tags__(self) -> Any:
+        """Texts in, not numeric tables (scikit-learn's ``check_estimator`` then knows what to feed)."""
+        tags = super().__sklearn_tags__()
+        tags.input_tags.two_d_array = False
+        tags.input_tags.string = True
+        return tags
 
     def encode_gaussian(self, texts: str | list[str], progress: bool = False) -> EncodedBatch:
         """Texts -> head outputs: mean (N, D), variance (N, D) or ``None``, logits (N, C), in input order.
@@ -291,8 +317,8 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         Texts are encoded in chunks of the length-sorted order (so a progress bar can move without changing
         the backbone's batching); a bare string is one text.
         """
+        check_is_fitted(self, "encoder_")  # before the input's own checks, as scikit-learn's estimators
         texts = as_texts(texts)
-        check_is_fitted(self, "encoder_")
         n = len(texts)
         if n <= CHUNK and not (progress and n >= PROGRESS_MIN):  # 1,000-1,024 texts had no bar
             return self.encoder_.run_texts(texts)
@@ -359,40 +385,8 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
             sets: add ``set`` where a conformal quantile was fitted.
             progress: show a progress bar on long inputs.
         """
+        check_is_fitted(self, "encoder_")
         texts = as_texts(texts)
         out = self._decide(texts, sets=sets, progress=progress)
         ordered = self.classes_[np.argsort(self.columns_)]  # in head column order
-        names = [str(c) for c in ordered]
-        # integer labels stay integers in `label` and `set`, as in predict(); `probs` keys are names (JSON)
-        values = ordered.tolist() if ordered.dtype.kind in "iu" else names  # uint labels were strings
-        k = len(names) if top_k is None else min(top_k, len(names))
-        top = out.rank_order[:, :k]  # (N, k)
-        set_labels = out.set_labels(values) if sets else None
-        # Python values converted in bulk (tolist), not element by element: half the time of building the rows
-        # (~25 ms per 3000 texts of 77 labels), which a GPU's encode does not hide.
-        top_names = np.asarray(names, dtype=object)[top].tolist()  # (N, k) label names, most probable first
-        top_probs = np.take_along_axis(out.probs, top, axis=1).astype(np.float64).tolist()  # (N, k)
-        labels = np.asarray(values, dtype=object)[out.prediction].tolist()
-        confidence = np.asarray(out.confidence, dtype=np.float64).tolist()
-        rows = []
-        for i, text in enumerate(texts):
-            row: dict[str, Any] = {
-                "text": text,
-                "label": labels[i],
-                "confidence": confidence[i],
-                "uncertainty": _finite(out.uncertainty[i]),
-                "abstain": bool(out.abstain[i]),
-                "ood": None if out.ood is None else bool(out.ood[i]),
-                "ood_score": None if out.ood_score is None else _finite(out.ood_score[i]),
-                "probs": dict(zip(top_names[i], top_probs[i])),
-            }
-            if set_labels is not None:
-                row["set"] = set_labels[i]
-            rows.append(row)
-        return rows
-
-
-def _finite(x: float) -> float | None:
-    """A float for JSON, ``None`` for NaN/inf (strict JSON has neither)."""
-    x = float(x)
-    return x if math.isfinite(x) else None
+        return uncertainty_rows(texts, out, ordered, top_k, sets)

@@ -50,12 +50,13 @@ def as_labels(y: Any, n_texts: int) -> tuple[np.ndarray, np.ndarray, list[Any]]:
 
     Integer labels held in an object array (``np.array(ys, dtype=object)``, a pandas ``object`` column) or
     as whole-number floats (``1.0``, ``2.0``) come back as an ``int64`` array, so they stay integers through
-    ``save_pretrained`` / ``from_pretrained`` (and ``classes_`` holds ints); other floats are names.
+    ``save_pretrained`` / ``from_pretrained`` (and ``classes_`` holds ints); other floats are refused, as
+    scikit-learn refuses a continuous target, and so is a mix of numbers and names.
 
     Raises:
         ValueError: not one label per text, a missing label (None, NaN, pandas' NA: it would be trained as a
-            class named ``nan``), a single label (scikit-learn's classifiers refuse it too), or labels whose
-            ``str()`` coincide (they would name one class).
+            class named ``nan``), non-integer numbers, numbers mixed with names, a single label
+            (scikit-learn's classifiers refuse it too), or labels whose ``str()`` coincide (one class).
     """
     given, labels = np.asarray(y), np.asarray(y, dtype=object)
     if labels.ndim != 1 or len(labels) != n_texts:
@@ -78,6 +79,19 @@ def as_labels(y: Any, n_texts: int) -> tuple[np.ndarray, np.ndarray, list[Any]]:
         # text they came back as '1.0', '10.0', '2.0', sorted as text, their predict_proba columns moved
         given = given.astype(np.int64)
         labels = given.astype(object)
+    elif given.dtype.kind == "f":  # scikit-learn's classifiers refuse a "continuous" target too
+        odd = next(v for v in given.tolist() if v != round(v) or not abs(v) < 2**53)
+        raise ValueError(
+            f"y holds numbers that are no class labels ({odd!r}): a classifier needs names or whole-number "
+            "ids; round them, or map them to names."
+        )
+    numbers = [v for v in labels if isinstance(v, (int, float, np.number)) and not isinstance(v, bool)]
+    if numbers and len(numbers) < len(labels):  # scikit-learn: "Mix of label input types (string and number)"
+        word = next(v for v in labels if not isinstance(v, (int, float, np.number)) or isinstance(v, bool))
+        raise ValueError(
+            f"y mixes numbers and other labels ({numbers[0]!r} and {word!r}); give every label as a name "
+            "(str) or every label as an integer id."
+        )
     classes = _sorted_unique(labels)
     if len(classes) < 2:
         raise ValueError(f"y holds a single label ({classes!r}); a classifier needs two or more.")
