@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pickle
 from decimal import Decimal
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -18,26 +17,13 @@ from sklearn.base import clone
 from sklearn.metrics import accuracy_score
 from sklearn.model_selection import GridSearchCV, cross_val_score
 from sklearn.pipeline import Pipeline
-from toy_tasks import OWN_CUES, own_rows
+from toy_tasks import OWN_CUES
 
 import ucse
 from ucse.config.run_layout import RunFolder
 from ucse.inference.classifier import UcseClassifier
 
 CHANCE = 1 / len(OWN_CUES)
-
-
-@pytest.fixture(scope="module")
-def tiny_params(tiny_bert_dir: Path) -> dict:
-    """Constructor arguments for a fast estimator on the tiny BERT (the probe head: seconds per fit)."""
-    backbone = {"model": str(tiny_bert_dir), "name": "tiny-bert", "precision": "fp32", "batch_size": 64}
-    return {"head": "logreg", "device": "cpu", "overrides": {"backbone": backbone}}
-
-
-@pytest.fixture(scope="module")
-def rows() -> tuple[list[str], np.ndarray]:
-    data = own_rows(240, seed=3)
-    return [r["text"] for r in data], np.asarray([r["label"] for r in data], dtype=object)
 
 
 def test_init_stores_parameters_only_and_clone_round_trips(tiny_params, tmp_path):

@@ -12,27 +12,13 @@ import logging
 import pickle
 import shutil
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from sklearn.exceptions import NotFittedError
-from toy_tasks import own_rows
 
 from ucse.inference.classifier import UcseClassifier
-
-
-@pytest.fixture(scope="module")
-def tiny_params(tiny_bert_dir: Path) -> dict:
-    backbone = {"model": str(tiny_bert_dir), "name": "tiny-bert", "precision": "fp32", "batch_size": 64}
-    return {"head": "logreg", "device": "cpu", "overrides": {"backbone": backbone}}
-
-
-@pytest.fixture(scope="module")
-def rows() -> tuple[list[str], np.ndarray]:
-    data = own_rows(180, seed=5)
-    return [r["text"] for r in data], np.asarray([r["label"] for r in data], dtype=object)
 
 
 def test_a_pickle_or_save_holds_the_estimators_own_head_whatever_its_folder_holds_later(
@@ -44,18 +30,18 @@ def test_a_pickle_or_save_holds_the_estimators_own_head_whatever_its_folder_hold
     params = dict(tiny_params, output_dir=str(tmp_path / "run"))
     params["overrides"] = {**tiny_params["overrides"], "overwrite": True}
     first = UcseClassifier(**params).fit(texts[:60], y[:60])
-    before = first.predict_proba(texts[120:])
+    before = first.predict_proba(texts[180:])
     second = UcseClassifier(**params).fit(texts[60:120], y[60:120])  # the same folder, written over
-    assert not np.allclose(second.predict_proba(texts[120:]), before, atol=1e-3)  # another model
+    assert not np.allclose(second.predict_proba(texts[180:]), before, atol=1e-3)  # another model
     back = pickle.loads(pickle.dumps(first))
-    np.testing.assert_allclose(back.predict_proba(texts[120:]), before, atol=1e-6)
+    np.testing.assert_allclose(back.predict_proba(texts[180:]), before, atol=1e-6)
     saved = first.save_pretrained(tmp_path / "saved")
     again = UcseClassifier.from_pretrained(saved, device="cpu")
-    np.testing.assert_allclose(again.predict_proba(texts[120:]), before, atol=1e-6)
+    np.testing.assert_allclose(again.predict_proba(texts[180:]), before, atol=1e-6)
     # the folder removed: the pickle held no head (it failed only when loaded), save_pretrained failed
     shutil.rmtree(tmp_path / "run")
     back = pickle.loads(pickle.dumps(first))
-    np.testing.assert_allclose(back.predict_proba(texts[120:]), before, atol=1e-6)
+    np.testing.assert_allclose(back.predict_proba(texts[180:]), before, atol=1e-6)
     first.save_pretrained(tmp_path / "saved2")
     assert (tmp_path / "saved2" / "model.safetensors").is_file()
 
@@ -87,7 +73,7 @@ def test_a_refit_removes_the_previous_fits_temporary_folder(tiny_params, rows):
     first = clf.run_dir_.parent
     clf.fit(texts[60:120], y[60:120])
     assert not first.exists() and clf.run_dir_.parent.is_dir()
-    assert clf.predict(texts[120:]).shape == (60,)
+    assert clf.predict(texts[180:]).shape == (60,)
 
 
 def test_text_input_tags_and_not_fitted_before_the_inputs_checks(tiny_params):
