@@ -94,13 +94,14 @@ def quiet_lightning() -> Iterator[None]:
         finally:
             for name, level in levels.items():
                 logging.getLogger(name).setLevel(level)
-            if env_set:
-                os.environ.pop("HF_HUB_DISABLE_PROGRESS_BARS", None)
-            imported_here = bars_were_on is None and env_set and "transformers" in sys.modules
-            if bars_were_on or imported_here:  # transformers read the switch when imported in the block
+            if bars_were_on:
                 from transformers.utils import logging as hf_logging
 
                 hf_logging.enable_progress_bar()
+            elif env_set and not {"transformers", "huggingface_hub"} & sys.modules.keys():
+                os.environ.pop("HF_HUB_DISABLE_PROGRESS_BARS", None)
+            # else transformers was first imported in the block: huggingface_hub read the switch once, at
+            # import, and its bars stay off (enabling them again only warns that the switch has priority)
 
 
 def fit_uncertainty(

@@ -114,3 +114,13 @@ def test_copies_are_grouped_by_default_but_not_under_the_papers_recipe(tmp_path)
     del old.data["group_copies"]
     OmegaConf.save(old, tmp_path / "old.yaml")
     assert from_yaml(tmp_path / "old.yaml").data.group_copies is False
+
+
+def test_labels_whose_rows_are_copies_of_one_text_keep_rows_to_train_on(tmp_path, caplog):
+    # a review: with every label one text repeated, the grouped carve's fallback took a label's only text
+    # into the slice (train {'b': 18}, test {'a': 20}) and training failed on a label with no rows
+    rows = [{"text": f"the {name} text", "label": name} for name in ("a", "b", "c") for _ in range(20)]
+    path = write_rows(tmp_path / "repeated.csv", rows)
+    td = load_task_data(path, data=DataConfig(group_copies=True), seed=0)
+    assert {td.label_names[i] for i in td.labels("train").tolist()} == {"a", "b", "c"}
+    assert "carved row by row instead" in caplog.text

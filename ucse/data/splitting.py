@@ -200,6 +200,18 @@ def split_by_text(
     # new in-scope texts flagged against the promised 5 % on a file of doubled rows).
     _, part = cut(ds.select(first))
     in_slice = np.isin(keys, np.array([text_key(t) for t in part["text"][:]], dtype=object))  # (N,)
+    labels = np.asarray(ds["label"][:])
+    if set(labels[~in_slice].tolist()) != set(labels.tolist()):
+        # a label whose rows are copies of one or two texts: its texts all went into the slice (the fallback
+        # of a carve that cannot stratify), leaving it none to learn from; the plain carve keeps a row of it
+        logger.warning(
+            "%s: some label's rows are copies of too few texts to keep them on one side of the slice carved "
+            "with %s and still train on it: carved row by row instead, so copies of a text can be on both "
+            "sides (its scores there are optimistic). Add distinct texts for such labels.",
+            where,
+            key,
+        )
+        return cut(ds)
     logger.info(
         "%s: %d rows are copies of another text (up to case and punctuation): each text's copies stay on one "
         "side of the slice carved with %s (data.group_copies).",

@@ -290,7 +290,7 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         if "head_dir_" in self.__dict__:
             state["head_dir_"] = None
             run = self.__dict__.get("run_dir_")
-            if run is not None and Path(run).parent.name.startswith(RunFolder.SCRATCH_PREFIX):
+            if run is not None and RunFolder(Path(run)).scratch:
                 state["run_dir_"] = None  # a temporary folder: gone with this estimator
         return state
 

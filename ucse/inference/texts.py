@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -45,6 +46,17 @@ def _integer(value: Any) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
+def _number(value: Any) -> bool:
+    """An int or float of any kind (Python's, NumPy's), not a boolean."""
+    return isinstance(value, (int, float, np.number)) and not isinstance(value, (bool, np.bool_))
+
+
+def _whole(value: Any) -> bool:
+    """A finite float with no fractional part, small enough to be exact (below 2**53)."""
+    x = float(value)
+    return math.isfinite(x) and x == round(x) and abs(x) < 2**53
+
+
 def as_labels(y: Any, n_texts: int) -> tuple[np.ndarray, np.ndarray, list[Any]]:
     """``y`` checked for ``fit``: (as given, as an object array, its distinct labels sorted).
 
@@ -69,29 +81,28 @@ def as_labels(y: Any, n_texts: int) -> tuple[np.ndarray, np.ndarray, list[Any]]:
             f"y[{missing[0]}] is missing ({labels[missing[0]]!r}; {len(missing)} of {len(labels)} labels "
             "are): drop those rows (and their texts) or give them a label."
         )
-    if given.dtype.kind == "O" and all(_integer(v) for v in labels):
-        try:
-            given = np.asarray(labels.tolist(), dtype=np.int64)
-        except OverflowError:  # beyond int64: kept as objects (saved as text)
-            pass
-    elif given.dtype.kind == "f" and bool(np.all((given == np.round(given)) & (abs(given) < 2**53))):
-        # whole-number floats (a pandas integer column that held NaN stays float64 after dropna) are ids: as
-        # text they came back as '1.0', '10.0', '2.0', sorted as text, their predict_proba columns moved
-        given = given.astype(np.int64)
-        labels = given.astype(object)
-    elif given.dtype.kind == "f":  # scikit-learn's classifiers refuse a "continuous" target too
-        odd = next(v for v in given.tolist() if v != round(v) or not abs(v) < 2**53)
-        raise ValueError(
-            f"y holds numbers that are no class labels ({odd!r}): a classifier needs names or whole-number "
-            "ids; round them, or map them to names."
-        )
-    numbers = [v for v in labels if isinstance(v, (int, float, np.number)) and not isinstance(v, bool)]
+    numbers = [v for v in labels.tolist() if _number(v)]
     if numbers and len(numbers) < len(labels):  # scikit-learn: "Mix of label input types (string and number)"
-        word = next(v for v in labels if not isinstance(v, (int, float, np.number)) or isinstance(v, bool))
+        word = next(v for v in labels.tolist() if not _number(v))
         raise ValueError(
             f"y mixes numbers and other labels ({numbers[0]!r} and {word!r}); give every label as a name "
             "(str) or every label as an integer id."
         )
+    odd = next((v for v in numbers if not _integer(v) and not _whole(v)), None)
+    if odd is not None:  # scikit-learn's classifiers refuse a "continuous" target too
+        raise ValueError(
+            f"y holds numbers that are no class labels ({odd!r}): a classifier needs names or whole-number "
+            "ids; round them, or map them to names."
+        )
+    if numbers and given.dtype.kind not in "iu":
+        # ids held as objects or as whole-number floats (a pandas integer column that held NaN stays float64
+        # after dropna): as text they came back as '0', '10', '2' or '1.0', '10.0', '2.0', sorted as text,
+        # their predict_proba columns moved; 1 and 1.0 were two classes printed alike
+        try:
+            given = np.asarray([int(v) for v in numbers], dtype=np.int64)
+            labels = given.astype(object)
+        except OverflowError:  # beyond int64: kept as objects (saved as text)
+            pass
     classes = _sorted_unique(labels)
     if len(classes) < 2:
         raise ValueError(f"y holds a single label ({classes!r}); a classifier needs two or more.")
