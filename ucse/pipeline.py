@@ -64,7 +64,7 @@ def quiet_lightning() -> Iterator[None]:
         "ucse.training.run",
     )
     levels = {name: logging.getLogger(name).level for name in names}
-    env_set = "HF_HUB_DISABLE_PROGRESS_BARS" not in os.environ
+    env_was_unset = "HF_HUB_DISABLE_PROGRESS_BARS" not in os.environ
     bars_were_on = None
     with warnings.catch_warnings():  # the filters below go with the block
         # The run folder's INFO line repeats what the summary prints.
@@ -98,7 +98,7 @@ def quiet_lightning() -> Iterator[None]:
                 from transformers.utils import logging as hf_logging
 
                 hf_logging.enable_progress_bar()
-            elif env_set and not {"transformers", "huggingface_hub"} & sys.modules.keys():
+            elif env_was_unset and not {"transformers", "huggingface_hub"} & sys.modules.keys():
                 os.environ.pop("HF_HUB_DISABLE_PROGRESS_BARS", None)
             # else transformers was first imported in the block: huggingface_hub read the switch once, at
             # import, and its bars stay off (enabling them again only warns that the switch has priority)

@@ -247,9 +247,8 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self, "head_dir_")
         refuse_overlap(self.head_dir_, Path(path))  # the folder it was loaded from is not written over
-        with tempfile.TemporaryDirectory(
-            prefix="ucse-save-"
-        ) as tmp:  # the loaded files, not the folder's now
+        # the files as loaded, not what the folder holds now
+        with tempfile.TemporaryDirectory(prefix="ucse-save-") as tmp:
             return copy_head(write_head_files(self._head_files, Path(tmp)), path, overwrite)
 
     def _load(self, head_dir: Path, batch_size: int | None, warn: bool = True) -> None:

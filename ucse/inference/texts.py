@@ -81,9 +81,10 @@ def as_labels(y: Any, n_texts: int) -> tuple[np.ndarray, np.ndarray, list[Any]]:
             f"y[{missing[0]}] is missing ({labels[missing[0]]!r}; {len(missing)} of {len(labels)} labels "
             "are): drop those rows (and their texts) or give them a label."
         )
-    numbers = [v for v in labels.tolist() if _number(v)]
-    if numbers and len(numbers) < len(labels):  # scikit-learn: "Mix of label input types (string and number)"
-        word = next(v for v in labels.tolist() if not _number(v))
+    values = labels.tolist()
+    numbers = [v for v in values if _number(v)]
+    if numbers and len(numbers) < len(values):  # scikit-learn: "Mix of label input types (string and number)"
+        word = next(v for v in values if not _number(v))
         raise ValueError(
             f"y mixes numbers and other labels ({numbers[0]!r} and {word!r}); give every label as a name "
             "(str) or every label as an integer id."
