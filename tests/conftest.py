@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +13,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # makes `import tiny_models` work everywhere
+
+# Ctrl-C as a terminal's foreground job has it. A suite started as a background job of a non-interactive shell
+# (`make test &`, a CI step's `&`) inherits SIGINT ignored, which survives exec: ucse then rightly ignores the
+# Ctrl-C of the tests that send one, in this process and in every command they start (a forked child tested
+# "nothing happened", a stopped run waited out its timeout). A Python handler here is reset to the default in
+# the commands the tests start, as a shell's would be.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
