@@ -3,8 +3,8 @@
 ``ucse train`` reviews the rows its profile is calibrated on (``label_review.csv``): every labelled row when
 ``head=auto`` cross-validated a small set, but only the validation split (10 %) of a large one. This reviews
 them all, at the cost of K probe fits: the run's frozen pooled vectors of train + validation (from its cached
-token states), K stratified folds, scikit-learn's ``LogisticRegression`` at the run's C (chosen by
-cross-validation when the run fitted no probe) scoring each fold from the other K - 1
+token states), K stratified folds (a text's copies in one), scikit-learn's ``LogisticRegression`` at the
+run's C (chosen by cross-validation when the run fitted no probe) scoring each fold from the other K - 1
 (``cross_val_predict``), the out-of-fold log-probabilities calibrated by one temperature, then ranked and
 written as ``label_review.csv`` is (``ucse.uncertainty.label_review``). The probe's ranking is the baseline
 ``bench/label_review.py`` found level with the run's own held-out models on the many-label tasks (AUROC of the
@@ -23,15 +23,16 @@ from typing import Any
 import numpy as np
 from scipy.special import softmax
 from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import StratifiedKFold, cross_val_predict
+from sklearn.model_selection import cross_val_predict
 
 from ucse.config import ConfigError, from_yaml
 from ucse.config.run_layout import RunFolder, read_run_metrics
 from ucse.core.encoder import UcseEncoder
 from ucse.core.run_folder import check_same_splits, finished_run, refuse_memory_data
 from ucse.data import TaskData, load_classification
+from ucse.data.duplicates import text_groups
 from ucse.losses.temperature import fit_temperature
-from ucse.training.logreg import SOLVER, cv_folds, fit_probe, probe_features
+from ucse.training.logreg import SOLVER, cv_splits, fit_probe, probe_features
 from ucse.training.run import build_states, resolve_device
 from ucse.uncertainty.label_review import write_label_review
 
@@ -102,43 +103,56 @@ def review_run(
     x = np.concatenate([probe_features(states[s], cfg.backbone.pooling) for s in ("train", "validation")])
     y = np.concatenate([data.labels("train"), data.labels("validation")])
     texts = data.texts("train") + data.texts("validation")
+    # copies of a text in one fold, as the run's own folds keep them (a copy scored beside its twin vouches
+    # for its label: copies with the same wrong label ranked as sure)
+    groups = text_groups(texts) if cfg.data.group_copies else None
     without = "the probe's C is chosen by cross-validation instead"
     c_value = run_probe_c(read_run_metrics(folder.path, without))
     if c_value is None:  # a run without a probe (recipe=paper): C by cross-validation, as head=logreg does
-        _, info = fit_probe(x, y, data.num_classes, cfg.head.logreg_folds, cfg.seed, cfg.head.logreg_max_iter)
+        _, info = fit_probe(
+            x, y, data.num_classes, cfg.head.logreg_folds, cfg.seed, cfg.head.logreg_max_iter, groups=groups
+        )
         c_value = info["C"]
-    k = cv_folds(y, folds)
-    probs, t = cross_fitted_probs(x, y, c_value, k, cfg.seed, cfg.head.logreg_max_iter)
+    probs, t, k = cross_fitted_probs(x, y, c_value, folds, cfg.seed, cfg.head.logreg_max_iter, groups)
     info = write_label_review(target, texts, y, probs, list(data.label_names))
     return target, {**info, "C": c_value, "folds": k, "temperature": t}
 
 
 def cross_fitted_probs(
-    x: np.ndarray, y: np.ndarray, c_value: float, folds: int, seed: int, max_iter: int
-) -> tuple[np.ndarray, float]:
+    x: np.ndarray,
+    y: np.ndarray,
+    c_value: float,
+    folds: int,
+    seed: int,
+    max_iter: int,
+    groups: np.ndarray | None = None,
+) -> tuple[np.ndarray, float, int]:
     """(N, C) out-of-fold probabilities of a logistic regression at ``c_value``, temperature-calibrated.
 
     Args:
         x: (N, H) unit vectors.
         y: (N,) label ids 0..C-1, every id present.
         c_value: the regression's C.
-        folds: stratified folds (each row scored by the regression fitted on the others).
+        folds: at most this many stratified folds (each row scored by the regression fitted on the others;
+            fewer when a label has fewer rows, at least 2).
         seed: the folds' shuffle seed.
         max_iter: the solver's iterations.
+        groups: (N,) ids of copies of one text, kept in one fold (:func:`ucse.training.logreg.cv_splits`,
+            which keeps the plain folds where some label has a single distinct text); ``None``: plain folds.
 
     Returns:
-        (the probabilities, the temperature). A label whose rows all fall in one fold (a label with one row)
-        is missing from the other folds' regressions: its rows get probability 0 for it (nothing else vouches
-        for them; they rank first) and take no part in the temperature's fit.
+        (the probabilities, the temperature, the number of folds). A label whose rows all fall in one fold (a
+        label with one row) is missing from the other folds' regressions: its rows get probability 0 for it
+        (nothing else vouches for them; they rank first) and take no part in the temperature's fit.
     """
     probe = LogisticRegression(C=c_value, solver=SOLVER, max_iter=max_iter)
-    cv = StratifiedKFold(folds, shuffle=True, random_state=seed)
     # (N, C) out of fold; a label a fold's regression never saw gets the float minimum in that fold's rows
     with warnings.catch_warnings():  # said in the docstring; the summary counts such rows among the doubted
         warnings.filterwarnings("ignore", message="The least populated class in y has only")
         warnings.filterwarnings("ignore", message="Number of classes in training fold")
+        cv = cv_splits(y, folds, seed, groups)  # without copies: StratifiedKFold's
         logp = cross_val_predict(probe, x, y, cv=cv, method="predict_log_proba")
     logp = np.maximum(logp, LOG_FLOOR)  # exp(-1e4 / T) is 0 for any T the fit can reach
     seen = logp[np.arange(len(y)), y] > LOG_FLOOR
     t = fit_temperature(logp[seen], y[seen]) if seen.any() else 1.0
-    return softmax(logp / t, axis=1), t
+    return softmax(logp / t, axis=1), t, len(cv)
