@@ -11,12 +11,44 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 
 import pytest
 from stopped_run import output, training_run
+from torch.utils.data import DataLoader
 
 from ucse.interrupt import interrupt_as_error, stop_on_sigterm
+from ucse.training.datamodule import WorkersWithoutCtrlC
+
+
+def _ctrl_c_blocked(batch: list[int]) -> bool:
+    """Collate, run in the worker: whether Ctrl-C is blocked there."""
+    return signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+
+
+class _CtrlCWhileStarting(WorkersWithoutCtrlC):
+    def _get_iterator(self):
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # Ctrl-C as the workers are forked
+        return super()._get_iterator()
+
+
+def test_workers_start_deaf_to_ctrl_c_and_a_ctrl_c_meanwhile_reaches_the_caller():
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    assert signal.SIGINT not in before
+    # torch's own workers take Ctrl-C (the reference); ours never do, and the caller's mask is as it was
+    assert list(DataLoader(range(4), batch_size=2, num_workers=2, collate_fn=_ctrl_c_blocked)) == [False] * 2
+    assert (
+        list(WorkersWithoutCtrlC(range(4), batch_size=2, num_workers=2, collate_fn=_ctrl_c_blocked))
+        == [True] * 2
+    )
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before
+    # a Ctrl-C that arrives while they start is held, then raised in the caller
+    with pytest.raises(KeyboardInterrupt):
+        iter(_CtrlCWhileStarting(range(4), batch_size=2, num_workers=2, collate_fn=_ctrl_c_blocked))
+        for _ in range(500):  # Python runs the handler between bytecodes
+            time.sleep(0.01)
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before
 
 
 @pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 3), (signal.SIGTERM, -signal.SIGTERM)])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable, Iterator, Sequence
 
 import lightning as L
@@ -12,6 +13,28 @@ from torch.utils.data import DataLoader, Sampler
 from ucse.backbone.cache import TokenStates
 
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # hidden (B, T, H), mask (B, T), labels (B,)
+
+
+class WorkersWithoutCtrlC(DataLoader):
+    """A DataLoader whose worker processes start with Ctrl-C (SIGINT) blocked, so that only the run sees it.
+
+    Ctrl-C reaches every process of the terminal's group. A worker that met it while starting up, before
+    torch's worker loop (which ends quietly on ``KeyboardInterrupt``) was entered, died with Python's
+    traceback printed, and the run could then fail on "DataLoader worker exited unexpectedly" instead of
+    stopping with its one line. A forked (or spawned) process inherits the signal mask of the thread that
+    starts it, so SIGINT is blocked in this thread while the workers start, then delivered here as before;
+    the workers never take it (the run's stop shuts them down, as torch does on any error). SIGTERM is left
+    alone: torch's shutdown of a stuck worker relies on it.
+    """
+
+    def __iter__(self):
+        if self.num_workers == 0:
+            return super().__iter__()
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            return super().__iter__()  # forks the workers (persistent ones only the first time)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)  # a Ctrl-C held meanwhile is raised here
 
 
 class LengthBucketSampler(Sampler[list[int]]):
@@ -180,7 +203,7 @@ class StatesDataModule(L.LightningDataModule):
             world_size=world,
             epoch_source=self._epoch,
         )
-        return DataLoader(
+        return WorkersWithoutCtrlC(
             range(len(self.states[split])),  # the "dataset" is the row index; collate reads the states
             batch_sampler=sampler,
             collate_fn=_StatesCollate(self.states[split], self.labels[split]),
