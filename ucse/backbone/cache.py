@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import shutil
 import uuid
 from collections.abc import Sequence
@@ -226,6 +227,10 @@ class HiddenStateCache:
                 "UCSE_CACHE_DIR), or cache.enabled=false to encode the texts on the fly."
             ) from err
         self.used.append(entry.path)
+        try:  # when a run last read it: what `ucse cache prune` goes by (ucse.backbone.cache_entries)
+            os.utime(entry.path)
+        except OSError:
+            pass  # a read-only cache folder is still read
         return entry
 
     def _get_or_build(

@@ -36,6 +36,7 @@ COMMANDS = {
     ),
     "ensemble": ("ucse.cli.evaluate", "evaluate a UEC ensemble (configs/ensemble/) on a task"),
     "sweep": ("ucse.cli.sweep", "train the ablation grid over tasks x variants x seeds (Table-7 summary)"),
+    "cache": ("ucse.cli.cache", "list the hidden-state cache's entries; prune those no run reads any more"),
 }
 """Subcommand -> (module with ``main(argv)``, one-line description)."""
 

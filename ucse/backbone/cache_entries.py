@@ -1,0 +1,166 @@
+"""What the hidden-state cache holds, and removing what is no longer used (``ucse cache``).
+
+The cache never evicts by itself: every (backbone, task, split, texts...) a user trains on stays on disk
+(Banking77 with MiniLM-L6: 153 MiB; a 0.6B backbone on 1M texts: ~131 GB). This lists the entries with what
+they were built for, their size and when a run last read them (the entry folder's modification time, which
+:class:`ucse.backbone.cache.HiddenStateCache` sets on every read), and removes entries on request: those
+unused for some days, or the least recently used until the entries fit a size. Only folders that are
+entries are ever removed: a 64-hex name whose ``meta.json`` is a JSON object naming that same key (the file is
+read back from disk: anything else there, the user's or another tool's, is left alone and counted apart).
+A run that has an entry open keeps reading it (its files stay mapped); one that looks an entry up after it
+was removed builds it again.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ucse import json_read
+from ucse.backbone.cache_folder import clean_stale, discard
+
+_KEY = re.compile(r"[0-9a-f]{64}")
+_TEMP = re.compile(r"\.tmp-(?P<key>[0-9a-f]{64})-")
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    """One entry folder of the cache.
+
+    Attributes:
+        path: the folder.
+        task: the task (or data file) name it was built for.
+        split: the split (``train``, ``pool``...).
+        model: the backbone's fingerprint (``sha256:...``).
+        texts: how many texts it holds.
+        bytes: the size of its files.
+        used: when a run last read it (seconds since the epoch).
+    """
+
+    path: Path
+    task: str
+    split: str
+    model: str
+    texts: int
+    bytes: int
+    used: float
+
+
+def _files_bytes(folder: Path) -> int:
+    """Bytes of the files under ``folder`` (links not followed)."""
+    total = 0
+    for top, _, files in os.walk(folder):
+        for name in files:
+            try:
+                total += (Path(top) / name).lstat().st_size
+            except OSError:
+                continue  # removed meanwhile
+    return total
+
+
+def _entry(folder: Path) -> CacheEntry | None:
+    """The entry in ``folder``, or ``None`` where the folder is not one (see the module docstring)."""
+    if not _KEY.fullmatch(folder.name) or folder.is_symlink() or not folder.is_dir():
+        return None
+    try:
+        meta = json_read.loads((folder / "meta.json").read_text(encoding="utf-8"))
+        used = folder.stat().st_mtime
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(meta, dict) or meta.get("key") != folder.name:
+        return None
+    parts = meta.get("parts") if isinstance(meta.get("parts"), dict) else {}
+    n = meta.get("n")
+    return CacheEntry(
+        path=folder,
+        task=str(parts.get("task", "?")),
+        split=str(parts.get("split", "?")),
+        model=str(parts.get("model", "?")),
+        texts=n if type(n) is int else -1,
+        bytes=_files_bytes(folder),
+        used=used,
+    )
+
+
+def list_entries(root: Path) -> tuple[list[CacheEntry], int]:
+    """The entries under ``root``, least recently used first, and the bytes of everything else there."""
+    if not root.is_dir():
+        return [], 0
+    entries, other = [], 0
+    for child in sorted(root.iterdir()):
+        entry = _entry(child)
+        if entry is not None:
+            entries.append(entry)
+        elif child.is_dir() and not child.is_symlink():
+            other += _files_bytes(child)
+        else:
+            try:
+                other += child.lstat().st_size
+            except OSError:
+                continue
+    entries.sort(key=lambda e: (e.used, e.path.name))
+    return entries, other
+
+
+def to_remove(
+    entries: list[CacheEntry],
+    unused_days: float | None = None,
+    max_bytes: float | None = None,
+    now: float | None = None,
+) -> list[CacheEntry]:
+    """Which entries a prune removes: unused too long, then the least recently used until the rest fit.
+
+    Args:
+        entries: :func:`list_entries`' entries (least recently used first).
+        unused_days: remove the entries no run has read for more days than this (``None``: no age limit).
+        max_bytes: then the least recently used until the entries left take at most this (``None``: no limit).
+        now: the time to count ages from (default: now).
+    """
+    now = time.time() if now is None else now
+    old = {e.path for e in entries if unused_days is not None and now - e.used > unused_days * 86400}
+    left = sum(e.bytes for e in entries if e.path not in old)
+    gone = []
+    for e in entries:  # least recently used first
+        if e.path in old:
+            gone.append(e)
+        elif max_bytes is not None and left > max_bytes:
+            gone.append(e)
+            left -= e.bytes
+    return gone
+
+
+def prune(root: Path, unused_days: float | None = None, max_bytes: float | None = None) -> list[CacheEntry]:
+    """Remove :func:`to_remove`'s entries (and temporary folders of dead builds); return those removed.
+
+    Raises:
+        ValueError: neither limit given, or one that is negative or not finite.
+    """
+    for name, value in (("unused_days", unused_days), ("max_bytes", max_bytes)):
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise ValueError(f"{name}={value}: give a number >= 0")
+    if unused_days is None and max_bytes is None:
+        raise ValueError("give unused_days or max_bytes (or both): with neither, nothing is removed")
+    entries, _ = list_entries(root)
+    gone = to_remove(entries, unused_days, max_bytes)
+    for entry in gone:
+        discard(root, entry.path, entry.path.name)  # out of sight by one rename, then deleted
+    for key in {m["key"] for m in (_TEMP.match(p.name) for p in root.glob(".tmp-*")) if m}:
+        clean_stale(root, key)  # only those of dead processes, or older than a day
+    return gone
+
+
+def describe(entry: CacheEntry) -> str:
+    """One line of the listing: last used, size, texts, split, task, model."""
+    when = datetime.fromtimestamp(entry.used, timezone.utc).strftime("%Y-%m-%d %H:%M")
+    texts = str(entry.texts) if entry.texts >= 0 else "?"
+    size = next(
+        f"{entry.bytes / 2**p:.1f} {u}"
+        for p, u in ((30, "GiB"), (20, "MiB"), (10, "KiB"), (0, "B"))
+        if entry.bytes >= 2**p or p == 0
+    )
+    return f"{when}  {size:>12}  {texts:>8}  {entry.split:<10}  {entry.model[:15]}  {entry.task}"
