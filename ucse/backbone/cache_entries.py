@@ -154,13 +154,17 @@ def prune(root: Path, unused_days: float | None = None, max_bytes: float | None 
     return gone
 
 
+def human_bytes(n: float) -> str:
+    """``n`` bytes in the largest binary unit it reaches (1 decimal; whole bytes below 1 KiB)."""
+    p, unit = next(
+        (p, u) for p, u in ((30, "GiB"), (20, "MiB"), (10, "KiB"), (0, "B")) if n >= 2**p or p == 0
+    )
+    return f"{n:.0f} B" if p == 0 else f"{n / 2**p:.1f} {unit}"
+
+
 def describe(entry: CacheEntry) -> str:
-    """One line of the listing: last used, size, texts, split, task, model."""
+    """One line of the listing: last used, size, texts, split, backbone, task."""
     when = datetime.fromtimestamp(entry.used, timezone.utc).strftime("%Y-%m-%d %H:%M")
     texts = str(entry.texts) if entry.texts >= 0 else "?"
-    size = next(
-        f"{entry.bytes / 2**p:.1f} {u}"
-        for p, u in ((30, "GiB"), (20, "MiB"), (10, "KiB"), (0, "B"))
-        if entry.bytes >= 2**p or p == 0
-    )
+    size = human_bytes(entry.bytes)
     return f"{when}  {size:>12}  {texts:>8}  {entry.split:<10}  {entry.model[:15]}  {entry.task}"

@@ -65,7 +65,7 @@ def main(argv: list[str]) -> int:
             raise ConfigError(
                 "cache prune needs unused_days=<days> or max_gb=<GiB> (or both); nothing was removed."
             )
-        from ucse.backbone.cache_entries import describe, list_entries, prune, to_remove
+        from ucse.backbone.cache_entries import describe, human_bytes, list_entries, prune, to_remove
         from ucse.backbone.cache_folder import check_cache_root
 
         root = check_cache_root(opts.get("dir"))
@@ -83,15 +83,15 @@ def main(argv: list[str]) -> int:
             verb = "would remove" if dry == "true" else "removed"
             for entry in gone:
                 print(describe(entry))
-            freed = sum(e.bytes for e in gone) / 2**30
-            print(f"{root}: {verb} {len(gone)} of {len(entries)} entries ({freed:.2f} GiB).")
+            freed = human_bytes(sum(e.bytes for e in gone))
+            print(f"{root}: {verb} {len(gone)} of {len(entries)} entries ({freed}).")
             return 0
         print(f"{'last used (UTC)':<16}  {'size':>12}  {'texts':>8}  {'split':<10}  {'backbone':<15}  task")
         for entry in entries:
             print(describe(entry))
-        total = sum(e.bytes for e in entries) / 2**30
+        total = human_bytes(sum(e.bytes for e in entries))
         print(
-            f"{root}: {len(entries)} entries, {total:.2f} GiB; other files {other / 2**30:.2f} GiB (never "
+            f"{root}: {len(entries)} entries, {total}; other files {human_bytes(other)} (never "
             "pruned). Remove unused entries: `ucse cache prune unused_days=30` or max_gb=N (dry_run=true)."
         )
         return 0
