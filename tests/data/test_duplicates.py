@@ -124,3 +124,22 @@ def test_labels_whose_rows_are_copies_of_one_text_keep_rows_to_train_on(tmp_path
     td = load_task_data(path, data=DataConfig(group_copies=True), seed=0)
     assert {td.label_names[i] for i in td.labels("train").tolist()} == {"a", "b", "c"}
     assert "carved row by row instead" in caplog.text
+
+
+def test_a_label_of_few_distinct_texts_is_kept_for_training_and_said(tmp_path, caplog):
+    # 6 rows of label 'c' are copies of 2 texts: the grouped carve keeps it whole (as a 2-row label), and
+    # the row count (6) said nothing of it
+    rows = [r for r in own_rows(90) if r["label"] != "c"][:60]
+    names = sorted({r["label"] for r in rows})
+    rows += [{"text": f"the {w} text", "label": "c"} for w in ("first", "second") for _ in range(3)]
+    path = write_rows(tmp_path / "few.csv", rows)
+    td = load_task_data(path, data=DataConfig(group_copies=True), seed=0)
+    c = td.label_names.index("c")
+    assert td.labels("train").tolist().count(c) == 6  # every row of 'c' trains; none is scored
+    said = [r.getMessage() for r in caplog.records if "distinct texts" in r.getMessage()]
+    assert len(said) == 1 and "1 of 4 labels have copies of only 2 or fewer distinct texts ('c')" in said[0]
+    assert not any(f"'{n}'" in said[0] for n in names)
+    # without grouping the plain carve takes rows of 'c' into the slices: nothing to say
+    caplog.clear()
+    plain = load_task_data(path, data=DataConfig(group_copies=False), seed=0)
+    assert plain.labels("train").tolist().count(c) < 6 and "distinct texts" not in caplog.text

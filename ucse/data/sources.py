@@ -40,7 +40,7 @@ from ucse.data.checks import (
     shown,
     text_value_problems,
 )
-from ucse.data.duplicates import text_key
+from ucse.data.duplicates import text_groups, text_key
 from ucse.data.files import SPLIT_FILES, RawSplit, read_path
 from ucse.data.splitting import KEEP_WHOLE_ROWS, assemble, carve, check_carvable
 from ucse.data.tasks import DataError, TaskData
@@ -316,8 +316,12 @@ def load_task_data(
     train = enc["train"]
     group = data.group_copies is not False  # None: a config not built by build_config (on, as by default)
     if "test" not in enc or "validation" not in enc:
-        counts = Counter(train["label"][:])  # one Arrow read of the labels
-        check_carvable(counts, label_names, raws["train"].where)
+        labels = train["label"][:]  # one Arrow read of the labels
+        counts = Counter(labels)
+        groups = text_groups(train["text"][:]) if group else None
+        firsts = None if groups is None else np.unique(groups, return_index=True)[1]  # a row per text
+        texts = None if firsts is None else Counter(np.asarray(labels)[firsts].tolist())
+        check_carvable(counts, label_names, raws["train"].where, texts)
     if "test" not in enc and data.test_fraction == 0:  # no test split wanted (an estimator's fit)
         enc["test"] = train.select([])
     elif "test" not in enc and max(counts.values()) <= KEEP_WHOLE_ROWS:

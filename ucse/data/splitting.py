@@ -33,12 +33,16 @@ more): a test row taken from 2 would leave one, which the validation carve could
 cross-validated probe needs a row of each label in every fold's training part."""
 
 
-def check_carvable(counts: Counter[int], label_names: list[str], where: str) -> None:
+def check_carvable(
+    counts: Counter[int], label_names: list[str], where: str, texts: Counter[int] | None = None
+) -> None:
     """Every label needs 2+ rows in data that a validation or test split is carved from (``counts`` per id).
 
     A label with one row ends up either in train (never evaluated) or only in the carved split (never
     learned: 300 rows with 300 labels trained and reported a test accuracy of 0). Labels with 2 rows are
-    kept whole for training by :func:`carve` (warned here, once): learned, but not evaluated.
+    kept whole for training by :func:`carve` (warned here, once): learned, but not evaluated. ``texts``
+    (distinct texts per label id, when copies are carved together): a label of more rows but at most 2
+    texts is kept whole by the grouped carve too, and warned of likewise.
 
     Raises:
         DataError: naming the labels with a single row (the first ten), how many there are, and the fix.
@@ -62,6 +66,21 @@ def check_carvable(counts: Counter[int], label_names: list[str], where: str) -> 
             len(counts),
             KEEP_WHOLE_ROWS,
             shown([repr(n) for n in few]),
+        )
+    if texts is None or all(n <= KEEP_WHOLE_ROWS for n in texts.values()):
+        return  # every label that small: the carve cuts them all, none is kept whole
+    copied = [label_names[i] for i in sorted(counts) if counts[i] > KEEP_WHOLE_ROWS >= texts.get(i, 0)]
+    if copied:
+        logger.warning(
+            "%s: %d of %d labels have copies of only %d or fewer distinct texts (%s): kept whole for "
+            "training (data.group_copies carves a text with its copies), so the carved validation and test "
+            "slices hold none of them and the test figures do not cover them. Add distinct texts to evaluate "
+            "them.",
+            where,
+            len(copied),
+            len(counts),
+            KEEP_WHOLE_ROWS,
+            shown([repr(n) for n in copied]),
         )
 
 
