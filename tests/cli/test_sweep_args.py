@@ -59,3 +59,34 @@ def test_a_killed_run_resumes_only_from_a_checkpoint(tmp_path, monkeypatch):
     monkeypatch.setattr(ucse.pipeline, "run_training", fake_run)
     run_sweep([task], "minilm-l6", 1, ["logreg", "linear-base"], tmp_path, [])
     assert seen == {"logreg": None, "linear-base": "last"}
+
+
+def test_a_sweep_of_your_own_file_is_named_after_it_and_never_passes_for_another_task(
+    tmp_path, tiny_bert_dir, capsys
+):
+    # `ucse sweep data.path=tickets.csv` filed its runs and its table row under Banking77Classification (the
+    # default task= won over the file), and a later Banking77 sweep into the same out= skipped them as done
+    from toy_tasks import own_rows, write_rows
+
+    from ucse.cli.sweep import main
+
+    path = write_rows(tmp_path / "tickets.csv", own_rows(60))
+    common = [
+        f"backbone.model={tiny_bert_dir}",
+        "backbone.name=tiny-bert",
+        "backbone.precision=fp32",
+        "seeds=1",
+        "variants=logreg",
+        f"out={tmp_path / 'sweeps'}",
+        f"cache.dir={tmp_path / 'cache'}",
+    ]
+    assert main([f"data.path={path}", *common]) == 0
+    table = capsys.readouterr().out
+    assert "| tickets |" in table and "Banking77" not in table
+    assert (tmp_path / "sweeps" / "tickets" / "logreg" / "seed0" / "metrics.json").is_file()
+    assert not (tmp_path / "sweeps" / "Banking77Classification").exists()
+    # another file of the same name into the same out=: refused, not taken as done
+    other = write_rows(tmp_path / "other" / "tickets.csv", own_rows(60, seed=1))
+    assert main([f"data.path={other}", *common]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "holds a finished run of other data" in err and str(path) in err and len(err.splitlines()) == 1

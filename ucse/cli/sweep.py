@@ -4,11 +4,13 @@ Usage:
     ucse sweep task=Banking77Classification,MassiveIntentClassification backbone=minilm-l6 \
         seeds=3 [variants=textcnn-both,linear-base] [out=runs/sweeps/minilm-l6] [optim.epochs=3 ...]
 
-Tokens other than task/backbone/seeds/variants/out/eval are train-config overrides (``eval=true`` also
-evaluates every finished run and writes ``calibration.md``). Runs go to
+With ``data.path=<your file>`` and no ``task=``, the grid is trained on your file, named after it as
+``ucse train`` names it. Tokens other than task/backbone/seeds/variants/out/eval are train-config overrides
+(``eval=true`` also evaluates every finished run and writes ``calibration.md``). Runs go to
 ``<out>/<task>/<variant>/seed<k>/`` and are skipped when their ``metrics.json`` exists, so an interrupted
-sweep resumes. Every run of a task reuses one hidden-state cache entry: one backbone pass per task. After
-every run ``<out>/ablation.json`` and ``<out>/ablation.md`` are rewritten.
+sweep resumes (a finished run of other data there is refused, not skipped). Every run of a task reuses one
+hidden-state cache entry: one backbone pass per task. After every run ``<out>/ablation.json`` and
+``<out>/ablation.md`` are rewritten.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ SWEEP_KEYS = ("task", "backbone", "seeds", "variants", "out", "eval")
 
 
 def run_sweep(
-    tasks: list[str],
+    tasks: list[str | None],
     backbone: str,
     seeds: int,
     variants: list[str],
@@ -47,8 +49,10 @@ def run_sweep(
         raise ConfigError(f"seeds={seeds}: a sweep needs seeds >= 1 (seeds=3 trains seeds 0, 1, 2).")
     for v in variants:
         variant_overrides(v)  # fail on a bad name before any training starts
+    names = {}  # task= value (None: the user's own data.path) -> the task's name, its runs' folder
     for task in tasks:  # likewise for bad tasks / overrides
-        cfg = build_config([f"task={task}", f"backbone={backbone}", *overrides])
+        cfg = build_config([*_task_args(task), f"backbone={backbone}", *overrides])
+        names[task] = cfg.task.name  # own data: named after the file, as ucse train names it
         check_uncertainty_config(cfg.uncertainty)
         if cfg.data.test_fraction == 0:  # the table is of test accuracy (a KeyError traceback after the run)
             raise ConfigError(
@@ -62,12 +66,14 @@ def run_sweep(
     for task in tasks:
         for v in variants:
             for seed in range(seeds):
-                run_dir = out / task / v / f"seed{seed}"
+                run_dir = out / names[task] / v / f"seed{seed}"
+                args = [*_task_args(task), f"backbone={backbone}", *variant_overrides(v), *overrides]
                 if RunFolder(run_dir).metrics.is_file():
+                    _check_same_data(run_dir, build_config([*args, f"seed={seed}"]))
                     continue
                 cfg = build_config(
                     [
-                        f"task={task}",
+                        *_task_args(task),
                         f"backbone={backbone}",
                         *variant_overrides(v),
                         *overrides,
@@ -82,13 +88,44 @@ def run_sweep(
                 t0 = time.perf_counter()
                 test = run_training(cfg)[0].metrics.get("test") or {}  # with its uncertainty profile
                 log.info(
-                    "%s %s seed%d: test acc %s (%.1f s)", task, v, seed, test.get("accuracy", "none"),
+                    "%s %s seed%d: test acc %s (%.1f s)", names[task], v, seed, test.get("accuracy", "none"),
                     time.perf_counter() - t0,
                 )  # fmt: skip
                 write_ablation(out, variants)
     if evaluate:
-        _evaluate_runs(out, tasks, variants, seeds)
+        _evaluate_runs(out, list(names.values()), variants, seeds)
     return write_ablation(out, variants)
+
+
+def _task_args(task: str | None) -> list[str]:
+    """``task=<name>``, or nothing for the user's own ``data.path`` (the task is then named after it)."""
+    return [] if task is None else [f"task={task}"]
+
+
+def _check_same_data(run_dir: Path, cfg: TrainConfig) -> None:
+    """A finished run is skipped only where it was trained on this task's data (a resume, not a mix-up).
+
+    Raises:
+        ConfigError: its config.yaml names another task or data file (or cannot be read back).
+    """
+    from ucse.config import from_yaml
+
+    config = RunFolder(run_dir).config
+    try:
+        done = from_yaml(config)
+        same = (done.task.name, done.task.hf_path, done.data.path) == (
+            cfg.task.name, cfg.task.hf_path, cfg.data.path,
+        )  # fmt: skip
+    except (ConfigError, OSError, ValueError) as err:
+        raise ConfigError(
+            f"{config} cannot be read back ({err}); move {run_dir} away or use another out=."
+        ) from None
+    if not same:
+        raise ConfigError(
+            f"{run_dir} holds a finished run of other data (task {done.task.name!r}, data.path "
+            f"{done.data.path!r}), not of task {cfg.task.name!r} (data.path {cfg.data.path!r}); nothing was "
+            "trained. Give another out= (or move that folder away)."
+        )
 
 
 def _evaluate_runs(out: Path, tasks: list[str], variants: list[str], seeds: int) -> None:
@@ -115,7 +152,7 @@ sweep sets the seed, the run folders, the task and the backbone itself."""
 def parse(argv: list[str]) -> tuple[dict, list[str]]:
     """Split ``key=value`` tokens into sweep options and train-config overrides."""
     opts: dict = {
-        "task": "Banking77Classification",
+        "task": None,  # Banking77Classification, or the user's own data.path when one is given
         "backbone": "minilm-l6",
         "seeds": "3",
         "variants": "all",
@@ -174,9 +211,9 @@ def main(argv: list[str]) -> int:
             raise ConfigError(f"eval={opts['eval']!r}: give eval=true or eval=false.")
         evaluate = flag in ("1", "true", "yes")
         keep_freed_heap()  # this process is the command's (ucse/config/heap.py)
-        summary = run_sweep(
-            opts["task"].split(","), opts["backbone"], seeds, variants, out, overrides, evaluate
-        )
+        own_data = any(tok.startswith("data.path=") for tok in overrides)
+        tasks = opts["task"].split(",") if opts["task"] else [None if own_data else "Banking77Classification"]
+        summary = run_sweep(tasks, opts["backbone"], seeds, variants, out, overrides, evaluate)
         if not summary["tasks"]:  # exit 1 with an empty table and no word before
             raise ValueError(f"the sweep's runs in {out} hold no test accuracy: nothing to tabulate.")
         print((out / "ablation.md").read_text())
