@@ -238,6 +238,20 @@ def test_a_target_prior_multiplies_the_probabilities_by_the_target_over_the_trai
     texts.write_text("a new text\nanother one\n")
     assert main(["predict", f"run={run}", f"input={texts}", f"out={tmp_path / 'p.jsonl'}"]) == 0
     assert "; class prior: target)" in capsys.readouterr().err
+    # A new mix replaces the recorded one in one call (it was merged into it: music 0.6 + pets 0.5 > 1),
+    # as one key or as a mapping; another prior drops the recorded shares (it was refused while they stood).
+    for new in (
+        "uncertainty.calibration.target_shares.pets=0.5",
+        "uncertainty.calibration.target_shares={pets: 0.5}",
+    ):
+        assert main(["calibrate", f"run={run}", new]) == 0, capsys.readouterr().err
+        assert dict(from_yaml(run / "config.yaml").uncertainty.calibration.target_shares) == {"pets": 0.5}
+    assert main(["calibrate", f"run={run}", "uncertainty.calibration.prior=train"]) == 0, (
+        capsys.readouterr().err
+    )
+    recorded = from_yaml(run / "config.yaml").uncertainty.calibration
+    assert recorded.prior.value == "train" and recorded.target_shares is None
+    assert "target" not in load_uncertainty_profile(run / "head").info.get("class_prior", {}).get("prior", "")
 
 
 def test_training_with_a_target_prior_checks_its_labels_before_anything_is_written(

@@ -12,7 +12,8 @@ Usage:
 The head's outputs come from the hidden states the run cached, so this takes seconds; the calibration,
 default score, abstention threshold and conformal quantile are refitted on the validation split (the
 out-of-fold outputs for a head chosen by cross-validation) and replace the old profile in ``head/``; the
-run's ``config.yaml`` records the new ``uncertainty`` settings. Besides ``run=``: ``data_root=`` (the data
+run's ``config.yaml`` records the new ``uncertainty`` settings (a ``target_shares`` given replaces the
+recorded mix, and another ``prior`` drops it). Besides ``run=``: ``data_root=`` (the data
 moved since training), ``trust_remote_code=true`` (the backbone's own model code; only from you).
 """
 

@@ -12,6 +12,7 @@ it (one or 2C parameters; the bias this introduces is not corrected for).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
 from collections.abc import Sequence
@@ -24,6 +25,7 @@ from ucse.config import TrainConfig, from_yaml
 from ucse.config.run_layout import RunFolder
 from ucse.config.uncertainty import (
     CalibrationMethod,
+    ClassPrior,
     ConformalMethod,
     OodThreshold,
     ScoreName,
@@ -348,9 +350,20 @@ def refit_run_profile(
             )
     folder = RunFolder(run)
     train_cfg = from_yaml(folder.config)
+    base = copy.deepcopy(train_cfg.uncertainty)
+    shares = "uncertainty.calibration.target_shares"
+    prior = next(
+        (t.split("=", 1)[1] for t in overrides if t.startswith("uncertainty.calibration.prior=")), None
+    )
+    if any(t.startswith((f"{shares}=", f"{shares}.")) for t in overrides) or (
+        prior is not None and prior.strip().lower() != ClassPrior.target.value
+    ):
+        # a mix given replaces the recorded one (a merge kept its other labels: 0.6 + 0.5 > 1), and another
+        # prior drops it (refused while it stood: the shares only apply to prior=target)
+        base.calibration.target_shares = None
     try:
         merged = OmegaConf.merge(
-            OmegaConf.structured(train_cfg.uncertainty),
+            OmegaConf.structured(base),
             OmegaConf.from_dotlist([t.removeprefix("uncertainty.") for t in overrides]),
         )
     except OmegaConfBaseException as err:
