@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
+import pytest
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold, cross_val_score
 
-from ucse.training.logreg import C_GRID, fit_probe
+from ucse.training.logreg import C_GRID, cv_splits, fit_probe
 
 
 def _few_shot(seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -117,3 +120,14 @@ def test_the_probes_c_search_keeps_copies_in_one_fold():
     _, info = fit_probe(x[::2], y[::2], 2, folds=5, seed=0, max_iter=2000, groups=np.arange(40))
     _, same = fit_probe(x[::2], y[::2], 2, folds=5, seed=0, max_iter=2000)
     assert info == same
+
+
+@pytest.mark.parametrize("groups", [None, np.array([0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11])])
+def test_a_label_of_one_row_is_split_without_a_warning(groups):
+    # scikit-learn's "least populated class" warning was printed in the middle of `ucse train`'s output
+    y = np.array([0] * 6 + [1] * 6 + [2])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        splits = cv_splits(y, 5, 0, groups)
+    assert len(splits) == 2  # at least 2 folds, though a label has one row
+    assert sorted(np.concatenate([te for _, te in splits]).tolist()) == list(range(13))  # a partition

@@ -18,10 +18,11 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from contextlib import nullcontext
 from dataclasses import fields
 from pathlib import Path
 
-from ucse.config import RENAMED_KEYS, ConfigError, TrainConfig, build_config, did_you_mean
+from ucse.config import RENAMED_KEYS, ConfigError, TrainConfig, build_config, debug_mode, did_you_mean
 from ucse.config.heap import keep_freed_heap
 from ucse.config.run_layout import RunFolder
 from ucse.config.uncertainty import check_uncertainty_config
@@ -61,6 +62,17 @@ def run_sweep(
             )
     # Imported once every argument is checked (torch, Lightning, datasets): a typo answers at once.
     from ucse.evaluation.ablation import write_ablation
+    from ucse.pipeline import quiet_lightning
+
+    with nullcontext() if debug_mode() else quiet_lightning():  # as `ucse train`: no library notes
+        _train_grid(tasks, names, backbone, seeds, variants, out, overrides, write_ablation)
+    if evaluate:
+        _evaluate_runs(out, list(names.values()), variants, seeds)
+    return write_ablation(out, variants)
+
+
+def _train_grid(tasks, names, backbone, seeds, variants, out, overrides, write_ablation) -> None:
+    """:func:`run_sweep`'s runs, each not yet done, the table rewritten after each."""
     from ucse.pipeline import run_training
 
     for task in tasks:
@@ -92,9 +104,6 @@ def run_sweep(
                     time.perf_counter() - t0,
                 )  # fmt: skip
                 write_ablation(out, variants)
-    if evaluate:
-        _evaluate_runs(out, list(names.values()), variants, seeds)
-    return write_ablation(out, variants)
 
 
 def _task_args(task: str | None) -> list[str]:

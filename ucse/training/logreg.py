@@ -80,7 +80,14 @@ def cv_splits(
     folds; where some label has a single distinct text, or a fold would train without a label, the plain
     folds are kept (its copies cannot be kept apart and still train every fold).
     """
-    y = np.asarray(y)
+    with warnings.catch_warnings():
+        # a label of one row (k is at least 2) sits in one fold: expected here, not the user's to act on (it
+        # printed scikit-learn's "least populated class" warning in the middle of `ucse train`'s output)
+        warnings.filterwarnings("ignore", message="The least populated class in y has only")
+        return _splits(np.asarray(y), folds, seed, groups)
+
+
+def _splits(y: np.ndarray, folds: int, seed: int, groups: np.ndarray | None) -> list:
     plain = StratifiedKFold(cv_folds(y, folds), shuffle=True, random_state=seed)
     if groups is None or len(np.unique(groups)) == len(y):  # no copies (e.g. in a fold's training rows)
         return list(plain.split(np.zeros(len(y)), y))
