@@ -214,3 +214,33 @@ def test_the_export_names_the_head_that_was_saved_not_auto(run, texts, tmp_path)
     assert _eval_main()([f"run={copy}", f"export={texts}", f"out={tmp_path / 'o'}"]) == 0
     meta = json.loads((tmp_path / "o" / "meta.json").read_text())
     assert meta["pooling"] == f"head:{saved}" != "head:auto"
+
+
+def test_a_head_without_variance_is_refused_before_the_texts_are_encoded(
+    tiny_task_root, tiny_bert_dir, tmp_path, monkeypatch, capsys
+):
+    # The default head=auto may ship the probe: the export encoded every text first, then said to train
+    # with head.gaussian=true (which head=auto ignores)
+    cfg = build_config(
+        [
+            f"data.root={tiny_task_root}",
+            f"backbone.model={tiny_bert_dir}",
+            "backbone.name=tiny-bert",
+            "backbone.precision=fp32",
+            "head=logreg",
+            "progress_bar=false",
+            f"output_dir={tmp_path / 'run'}",
+        ]
+    )
+    run = train(cfg).run_dir
+    text = (run / "config.yaml").read_text()
+    (run / "config.yaml").write_text(text.replace("type: logreg", "type: auto", 1))  # as head=auto's choice
+    encoded = []
+    real = UcseEncoder.encode_gaussian
+    monkeypatch.setattr(
+        UcseEncoder, "encode_gaussian", lambda self, t, **k: encoded.append(len(t)) or real(self, t, **k)
+    )
+    assert _eval_main()([f"run={run}", "export=test", f"out={tmp_path / 'o'}"]) == 2
+    err = capsys.readouterr().err
+    assert _one_error_line(err) and "head=auto chose logreg, which has no variance branch" in err
+    assert "head=textcnn" in err and encoded == [1] and not (tmp_path / "o").exists()

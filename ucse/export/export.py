@@ -93,6 +93,14 @@ def export_run(cfg: EvalConfig) -> dict:
         raise ValueError(f"export={cfg.export!r} is neither a .jsonl file nor a split ({', '.join(SPLITS)}).")
     device = resolve_device(cfg.accelerator)
     encoder = UcseEncoder.from_dir(folder.head, device=device, trust_remote_code=cfg.trust_remote_code)
+    if encoder.encode_gaussian(["a text"]).var is None:  # one text, not the whole pass, to find out
+        saved = encoder.head.spec.config.type.value
+        chose = f"head=auto chose {saved}, which" if train_cfg.head.type.value == "auto" else "it"
+        raise ValueError(
+            f"The head in {run / 'head'} is deterministic ({chose} has no variance branch): it has no "
+            "variance to export. Train with head=textcnn (the Gaussian TextCNN), or give this backbone a "
+            "post-hoc Laplace variance (ucse.uec.laplace)."
+        )
     if cfg.export in SPLITS and source.suffix != ".jsonl":
         data = load_classification(train_cfg.task, train_cfg.data, train_cfg.seed)
         texts, origin = (
@@ -100,12 +108,7 @@ def export_run(cfg: EvalConfig) -> dict:
             {"task": train_cfg.task.name, "split": cfg.export},
         )
     out = encoder.encode_gaussian(texts)
-    if out.var is None:
-        raise ValueError(
-            f"The head in {run / 'head'} is deterministic (head.gaussian=false): it has no variance to "
-            "export. Train with head.gaussian=true, or give this backbone a post-hoc Laplace variance "
-            "(ucse.uec.laplace)."
-        )
+    assert out.var is not None  # as the one text's above
     meta = {
         "member": f"ucse:{train_cfg.task.name}/{train_cfg.backbone.name}/{run.name}",
         "backbone": train_cfg.backbone.model,
