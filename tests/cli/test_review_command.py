@@ -114,8 +114,14 @@ def test_an_existing_file_is_never_replaced_and_bad_options_answer_in_one_line(f
         assert said in err and len(err.splitlines()) == 1, err
     assert mine.read_text() == "mine\n"
     assert not (tmp_path / "a.csv").exists() and not (tmp_path / "r.jsonl").exists()
+    capsys.readouterr()
     assert main(["review", f"run={run}", f"out={tmp_path / 'b.csv'}", "folds=3"]) == 0
     assert sorted(r["text"] for r in _read(tmp_path / "b.csv")) == sorted(_held_texts(run))
+    assert "asked" not in capsys.readouterr().out
+    # more folds than the rarest label's rows: fewer made, and said (only the probe line told)
+    assert main(["review", f"run={run}", f"out={tmp_path / 'c.csv'}", "folds=1000"]) == 0
+    out = capsys.readouterr().out
+    assert "folds=1000 asked: " in out and " made, as many as the rarest label's rows" in out
 
 
 def test_the_runs_c_is_read_back_only_when_it_is_a_positive_number():

@@ -59,6 +59,11 @@ def main(argv: list[str]) -> int:
         print(f"{path}: {review_note(info)}")
         probe = f"C={info['C']:g}, {info['folds']} folds, temperature {info['temperature']:.3f}"
         print(f"(scored by a logistic regression on the frozen embeddings: {probe})")
+        if info["folds"] < folds:  # said, not silently fewer
+            print(
+                f"(folds={folds} asked: {info['folds']} made, as many as the rarest label's rows outside "
+                "test allow, or its distinct texts where copies are kept in one fold)"
+            )
         return 0
 
     return run_cli(body)
