@@ -10,6 +10,8 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from tiny_models import sample_texts
 
 from ucse.backbone import HiddenStateCache
 from ucse.backbone.cache_entries import CacheEntry, list_entries, prune, to_remove
+from ucse.backbone.cache_folder import remove_unless_held
 from ucse.cli.main import main
 
 DAY = 86400
@@ -106,7 +109,7 @@ def test_prune_removes_only_entries_and_a_later_run_builds_them_again(cache_with
     _age(paths["Small"], 31)
     for c in "abd":
         _age(root / (c * 64), 400)  # old, but not entries
-    gone = prune(root, unused_days=30)
+    gone = prune(root, unused_days=30).removed
     assert sorted(e.task for e in gone) == ["Big", "Small"]
     assert not paths["Big"].exists() and not paths["Small"].exists() and paths["Mid"].is_dir()
     assert (root / "notes.txt").read_text() == "mine" and (root / "gguf" / "model.bin").is_file()
@@ -118,7 +121,7 @@ def test_prune_removes_only_entries_and_a_later_run_builds_them_again(cache_with
     # the least recently used first until the rest fit
     mid = _bytes(paths["Mid"])
     _age(paths["Mid"], 1)
-    assert [e.task for e in prune(root, max_bytes=mid + _bytes(paths["Big"]) - 1)] == ["Mid"]
+    assert [e.task for e in prune(root, max_bytes=mid + _bytes(paths["Big"]) - 1).removed] == ["Mid"]
     with pytest.raises(ValueError, match="give unused_days or max_bytes"):
         prune(root)
 
@@ -144,9 +147,54 @@ def test_the_command_lists_dry_runs_prunes_and_refuses_bad_options(cache_with_th
         (["unused_days=3", f"dir={root}"], "goes with prune: ucse cache prune unused_days=3"),
         (["prune", "max_db=1"], "Did you mean 'max_gb'"),
         (["list"], "got 'list'"),
-        ([f"dir={root / 'notes.txt'}"], "is a file, not a folder"),
+        ([f"dir={root / 'notes.txt'}"], "(from dir) is a file, not a folder; point dir or UCSE_CACHE_DIR"),
     ):
         assert main(["cache", *bad]) == 2, bad
         err = capsys.readouterr().err.strip()
         assert err.startswith("error: ") and said in err and len(err.splitlines()) == 1, err
     assert paths["Small"].is_dir() and paths["Mid"].is_dir()  # refused commands removed nothing
+
+
+def test_an_entry_a_run_holds_open_or_read_since_the_listing_is_kept(cache_with_three, tiny_bert_backbone):
+    # a run longer than unused_days reads its entry on (DataLoader workers reopen it by its path): a prune
+    # took it from under the run
+    root, _, paths = cache_with_three
+    held = HiddenStateCache(root).get_or_build(tiny_bert_backbone, sample_texts(4, seed=4), "Small", "train")
+    for folder in paths.values():
+        _age(folder, 40)
+    done = prune(root, unused_days=30)
+    assert sorted(e.task for e in done.removed) == ["Big", "Mid"] and [e.task for e in done.kept] == ["Small"]
+    assert paths["Small"].is_dir() and len(held.batch([0, 1])[0]) == 2
+    del held  # the run ends: its lock goes with it
+    assert [e.task for e in prune(root, unused_days=30).removed] == ["Small"]
+    # read between the listing and the removal: kept
+    again = HiddenStateCache(root).get_or_build(tiny_bert_backbone, sample_texts(16, seed=16), "Big", "train")
+    listed = again.path.stat().st_mtime
+    del again
+    os.utime(paths["Big"], (listed + 5, listed + 5))
+    assert not remove_unless_held(root, paths["Big"], listed) and paths["Big"].is_dir()
+    assert remove_unless_held(root, paths["Big"], listed + 5) and not paths["Big"].exists()
+
+
+def test_only_build_folders_of_dead_processes_are_removed_whatever_their_age(tmp_path):
+    root = tmp_path / "cache"
+    root.mkdir()
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    try:
+        key = "e" * 64
+        live_tmp, dead_tmp = (
+            root / f".tmp-{key}-{alive.pid}-0123abcd",
+            root / f".tmp-{key}-{dead.pid}-89abcdef",
+        )
+        for folder in (live_tmp, dead_tmp):
+            folder.mkdir()
+            (folder / "states.npy").write_bytes(b"x")
+            _age(folder, 2)  # a day-long build writing through its memory map leaves the folder's time
+        assert prune(root, unused_days=1, dry_run=True).temps == [dead_tmp] and dead_tmp.is_dir()
+        assert prune(root, unused_days=1).temps == [dead_tmp]
+        assert live_tmp.is_dir() and not dead_tmp.exists()
+    finally:
+        alive.kill()
+        alive.wait()

@@ -31,6 +31,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from ucse.backbone.cache_entries import files_bytes
 from ucse.backbone.cache_folder import (
     check_cache_root,
     clean_stale,
@@ -166,16 +167,14 @@ class HiddenStateCache:
 
     def size_bytes(self) -> int:
         """Total bytes of all files under the cache root (every entry, whichever run wrote it)."""
-        if not self.root.is_dir():
-            return 0
-        return sum(p.stat().st_size for p in self.root.rglob("*") if p.is_file())
+        return files_bytes(self.root) if self.root.is_dir() else 0
 
     def used_bytes(self) -> int:
         """Bytes of the entries this object returned: what a run's states take on disk.
 
         A shared cache folder also holds other runs' entries, which :meth:`size_bytes` counts.
         """
-        return sum(p.stat().st_size for e in dict.fromkeys(self.used) for p in e.rglob("*") if p.is_file())
+        return sum(files_bytes(e) for e in dict.fromkeys(self.used))
 
     def _open_valid(self, final: Path, parts: dict, key: str) -> CachedStates | None:
         """The entry at ``final`` if present and sound; a corrupt one is discarded with a warning."""

@@ -7,8 +7,11 @@ they were built for, their size and when a run last read them (the entry folder'
 unused for some days, or the least recently used until the entries fit a size. Only folders that are
 entries are ever removed: a 64-hex name whose ``meta.json`` is a JSON object naming that same key (the file is
 read back from disk: anything else there, the user's or another tool's, is left alone and counted apart).
-A run that has an entry open keeps reading it (its files stay mapped); one that looks an entry up after it
-was removed builds it again.
+An entry a run has open is kept: each open entry holds a shared lock that the prune asks for (flock on its
+``meta.json``), and an entry read since it was listed is kept too; a run that looks an entry up after it was
+removed builds it again. Temporary folders of builds are removed only where their process is dead (a long
+build writes through a memory map, which leaves the folder's time as it was). Where another user reads a
+shared cache without the right to set its folders' times, those reads are not counted as use.
 """
 
 from __future__ import annotations
@@ -16,16 +19,16 @@ from __future__ import annotations
 import math
 import os
 import re
+import shutil
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from ucse import json_read
-from ucse.backbone.cache_folder import clean_stale, discard
+from ucse.backbone.cache_folder import remove_unless_held, stale_temps
 
 _KEY = re.compile(r"[0-9a-f]{64}")
-_TEMP = re.compile(r"\.tmp-(?P<key>[0-9a-f]{64})-")
 
 
 @dataclass(frozen=True)
@@ -51,8 +54,8 @@ class CacheEntry:
     used: float
 
 
-def _files_bytes(folder: Path) -> int:
-    """Bytes of the files under ``folder`` (links not followed)."""
+def files_bytes(folder: Path) -> int:
+    """Bytes of the files under ``folder`` (links not followed: a link's own size)."""
     total = 0
     for top, _, files in os.walk(folder):
         for name in files:
@@ -82,7 +85,7 @@ def _entry(folder: Path) -> CacheEntry | None:
         split=str(parts.get("split", "?")),
         model=str(parts.get("model", "?")),
         texts=n if type(n) is int else -1,
-        bytes=_files_bytes(folder),
+        bytes=files_bytes(folder),
         used=used,
     )
 
@@ -97,7 +100,7 @@ def list_entries(root: Path) -> tuple[list[CacheEntry], int]:
         if entry is not None:
             entries.append(entry)
         elif child.is_dir() and not child.is_symlink():
-            other += _files_bytes(child)
+            other += files_bytes(child)
         else:
             try:
                 other += child.lstat().st_size
@@ -134,24 +137,58 @@ def to_remove(
     return gone
 
 
-def prune(root: Path, unused_days: float | None = None, max_bytes: float | None = None) -> list[CacheEntry]:
-    """Remove :func:`to_remove`'s entries (and temporary folders of dead builds); return those removed.
+def check_limit(name: str, value: float | None) -> None:
+    """A prune's limit is ``None`` or a finite number >= 0.
+
+    Raises:
+        ValueError: naming ``name`` and the value.
+    """
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"{name}={value}: give a number >= 0")
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """What a prune removed (or, dry, would remove).
+
+    Attributes:
+        removed: the entries removed.
+        kept: entries chosen but kept: a run holds them open, or read them since they were listed.
+        temps: temporary folders of builds whose process is dead.
+    """
+
+    removed: list[CacheEntry]
+    kept: list[CacheEntry]
+    temps: list[Path]
+
+
+def prune(
+    root: Path, unused_days: float | None = None, max_bytes: float | None = None, dry_run: bool = False
+) -> Pruned:
+    """Remove :func:`to_remove`'s entries that no run holds, and the temporary folders of dead builds.
+
+    Args:
+        root: the cache folder.
+        unused_days: remove the entries no run has read for more days than this.
+        max_bytes: then the least recently used until the entries left take at most this.
+        dry_run: remove nothing; say what would be removed (entries held open are found only by removing).
 
     Raises:
         ValueError: neither limit given, or one that is negative or not finite.
     """
-    for name, value in (("unused_days", unused_days), ("max_bytes", max_bytes)):
-        if value is not None and not (math.isfinite(value) and value >= 0):
-            raise ValueError(f"{name}={value}: give a number >= 0")
+    check_limit("unused_days", unused_days)
+    check_limit("max_bytes", max_bytes)
     if unused_days is None and max_bytes is None:
         raise ValueError("give unused_days or max_bytes (or both): with neither, nothing is removed")
     entries, _ = list_entries(root)
-    gone = to_remove(entries, unused_days, max_bytes)
-    for entry in gone:
-        discard(root, entry.path, entry.path.name)  # out of sight by one rename, then deleted
-    for key in {m["key"] for m in (_TEMP.match(p.name) for p in root.glob(".tmp-*")) if m}:
-        clean_stale(root, key)  # only those of dead processes, or older than a day
-    return gone
+    chosen = to_remove(entries, unused_days, max_bytes)
+    temps = stale_temps(root, by_age=False) if root.is_dir() else []
+    if dry_run:
+        return Pruned(chosen, [], temps)
+    removed = [e for e in chosen if remove_unless_held(root, e.path, e.used)]
+    for tmp in temps:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return Pruned(removed, [e for e in chosen if e not in removed], temps)
 
 
 def human_bytes(n: float) -> str:

@@ -15,6 +15,11 @@ import time
 import uuid
 from pathlib import Path
 
+try:
+    import fcntl
+except ImportError:  # no advisory locks (Windows): an entry in use is then not kept from `ucse cache prune`
+    fcntl = None
+
 STALE_SECONDS = 24 * 3600
 
 
@@ -33,19 +38,21 @@ def cache_root(root: str | Path | None = None) -> Path:
     return Path(root if root is not None else default).expanduser()
 
 
-def check_cache_root(root: str | Path | None = None) -> Path:
+def check_cache_root(root: str | Path | None = None, given_as: str = "cache.dir") -> Path:
     """The cache folder (``root``, else env ``UCSE_CACHE_DIR``, else ``~/.cache/ucse``): checked only.
+
+    ``given_as``: how the caller's user gave ``root`` (``cache.dir``, or ``ucse cache``'s ``dir``).
 
     Raises:
         CacheError: it exists but is a file.
     """
     env = os.environ.get("UCSE_CACHE_DIR")
-    source = "cache.dir" if root is not None else ("UCSE_CACHE_DIR" if env else "the default")
+    source = given_as if root is not None else ("UCSE_CACHE_DIR" if env else "the default")
     path = cache_root(root)
     if path.exists() and not path.is_dir():
         raise CacheError(
             f"Cache folder '{path}' (from {source}) is a file, not a folder; "
-            "point cache.dir or UCSE_CACHE_DIR at a folder (it is created if missing)."
+            f"point {given_as} or UCSE_CACHE_DIR at a folder (it is created if missing)."
         )
     return path
 
@@ -93,17 +100,34 @@ def discard(root: Path, folder: Path, key: str, inode: int | None = None) -> Non
     shutil.rmtree(trash, ignore_errors=True)
 
 
-def clean_stale(root: Path, key: str) -> None:
-    """Delete the temporary folders of ``key`` left by dead processes (or older than a day)."""
-    own = re.compile(rf"\.tmp-{key}-(?P<pid>\d+)-(?:bad)?[0-9a-f]{{8}}(?:r\d+)?")
-    for tmp in root.glob(f".tmp-{key}-*"):
+def stale_temps(root: Path, key: str | None = None, by_age: bool = True) -> list[Path]:
+    """The temporary folders of ``key`` (any entry's: ``None``) left by dead processes (or older than a day).
+
+    ``by_age=False`` leaves a live process's folder whatever its age (a long build writes through a memory
+    map, which does not touch the folder's time); ``ucse cache prune`` asks so.
+    """
+    own = re.compile(rf"\.tmp-{key or '[0-9a-f]{64}'}-(?P<pid>\d+)-(?:bad)?[0-9a-f]{{8}}(?:r\d+)?")
+    stale = []
+    for tmp in root.glob(f".tmp-{key or ''}*"):
         match = own.fullmatch(tmp.name)
         if match is None:
             continue
         pid = int(match["pid"])
-        old = time.time() - tmp.stat().st_mtime > STALE_SECONDS
+        try:
+            old = by_age and time.time() - tmp.stat().st_mtime > STALE_SECONDS
+        except OSError:
+            continue  # removed meanwhile
         if old or (pid != os.getpid() and not pid_alive(pid)):
-            shutil.rmtree(tmp, ignore_errors=True)
+            stale.append(tmp)
+    return stale
+
+
+def clean_stale(root: Path, key: str | None = None, by_age: bool = True) -> list[Path]:
+    """Delete :func:`stale_temps`' folders; return them."""
+    stale = stale_temps(root, key, by_age)
+    for tmp in stale:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return stale
 
 
 def reserve(path: Path) -> None:
@@ -115,3 +139,46 @@ def reserve(path: Path) -> None:
     if hasattr(os, "posix_fallocate"):
         with path.open("r+b") as fh:
             os.posix_fallocate(fh.fileno(), 0, path.stat().st_size)
+
+
+def hold_entry(folder: Path) -> int | None:
+    """Hold a shared lock on an open entry (on its ``meta.json``) so that a prune leaves it alone.
+
+    Returns the descriptor to close when the entry is no longer read (``None``: no lock taken). The lock is
+    advisory: only :func:`remove_unless_held` heeds it. Forked processes share it; spawned ones take their own
+    as they reopen the entry.
+    """
+    if fcntl is None:
+        return None
+    try:
+        fd = os.open(folder / "meta.json", os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)  # waits only while a prune renames the entry away (then rebuilt)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def remove_unless_held(root: Path, folder: Path, used: float) -> bool:
+    """Remove the entry ``folder`` unless a run holds it open or read it since ``used``; whether it did.
+
+    ``used``: the folder's modification time when it was chosen (every read of an entry sets it).
+    """
+    try:
+        fd = os.open(folder / "meta.json", os.O_RDONLY)
+    except OSError:
+        return False  # gone meanwhile, or not readable: not ours to remove
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a run that has it open holds it shared
+        if folder.stat().st_mtime != used:
+            return False  # a run read it since it was listed
+        discard(root, folder, folder.name)
+        return True
+    except OSError:  # BlockingIOError: in use
+        return False
+    finally:
+        os.close(fd)

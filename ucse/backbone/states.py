@@ -7,7 +7,9 @@ that module's docstring): its meta, shapes and the xxh3-128 checksums of its fil
 from __future__ import annotations
 
 import logging
+import os
 import warnings
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -17,7 +19,7 @@ import torch
 import xxhash
 
 from ucse import json_read
-from ucse.backbone.cache_folder import CacheError  # here too: the cache's readers import it from here
+from ucse.backbone.cache_folder import CacheError, hold_entry  # CacheError: readers import it from here
 from ucse.backbone.encoder import FrozenBackbone, validate_texts
 from ucse.config import CacheDtype
 
@@ -157,6 +159,9 @@ class CachedStates:
             )
         self.lengths = np.diff(self.offsets)  # (N,)
         self.hidden_size = h
+        lock = hold_entry(self.path)  # while this object reads the entry, `ucse cache prune` leaves it
+        if lock is not None:
+            weakref.finalize(self, os.close, lock)
 
     def __len__(self) -> int:
         return len(self.lengths)

@@ -18,8 +18,6 @@ beside them, is counted apart and left alone. Options: ``dir=`` (another cache f
 
 from __future__ import annotations
 
-import math
-
 from ucse.cli import run_cli
 from ucse.cli.help import show, wants_help
 from ucse.config import ConfigError, did_you_mean
@@ -28,14 +26,16 @@ KEYS = ("dir", "unused_days", "max_gb", "dry_run")
 
 
 def _number(opts: dict[str, str], key: str) -> float | None:
+    """``opts[key]`` as a number (``None`` when not given), checked as the prune checks its limits."""
+    from ucse.backbone.cache_entries import check_limit
+
     if key not in opts:
         return None
     try:
         value = float(opts[key])
+        check_limit(key, value)
     except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value >= 0):
-        raise ConfigError(f"{key}={opts[key]}: give a number >= 0 (e.g. {key}=30).")
+        raise ConfigError(f"{key}={opts[key]}: give a number >= 0 (e.g. {key}=30).") from None
     return value
 
 
@@ -65,26 +65,26 @@ def main(argv: list[str]) -> int:
             raise ConfigError(
                 "cache prune needs unused_days=<days> or max_gb=<GiB> (or both); nothing was removed."
             )
-        from ucse.backbone.cache_entries import describe, human_bytes, list_entries, prune, to_remove
+        from ucse.backbone.cache_entries import describe, human_bytes, list_entries, prune
         from ucse.backbone.cache_folder import check_cache_root
 
-        root = check_cache_root(opts.get("dir"))
+        root = check_cache_root(opts.get("dir"), given_as="dir")
         if not root.exists():
             print(f"{root}: no cache folder (nothing cached there yet).")
             return 0
         max_bytes = None if max_gb is None else max_gb * 2**30
         entries, other = list_entries(root)
         if pruning:
-            gone = (
-                to_remove(entries, unused_days, max_bytes)
-                if dry == "true"
-                else prune(root, unused_days, max_bytes)
-            )
-            verb = "would remove" if dry == "true" else "removed"
-            for entry in gone:
+            done = prune(root, unused_days, max_bytes, dry_run=dry == "true")
+            for entry in done.removed:
                 print(describe(entry))
-            freed = human_bytes(sum(e.bytes for e in gone))
-            print(f"{root}: {verb} {len(gone)} of {len(entries)} entries ({freed}).")
+            verb = "would remove" if dry == "true" else "removed"
+            freed = human_bytes(sum(e.bytes for e in done.removed))
+            kept = f"; kept {len(done.kept)} that a run holds open or read meanwhile" if done.kept else ""
+            temps = (
+                f"; {verb} {len(done.temps)} folders of builds whose process is dead" if done.temps else ""
+            )
+            print(f"{root}: {verb} {len(done.removed)} of {len(entries)} entries ({freed}){kept}{temps}.")
             return 0
         print(f"{'last used (UTC)':<16}  {'size':>12}  {'texts':>8}  {'split':<10}  {'backbone':<15}  task")
         for entry in entries:
