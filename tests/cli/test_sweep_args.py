@@ -62,31 +62,43 @@ def test_a_killed_run_resumes_only_from_a_checkpoint(tmp_path, monkeypatch):
 
 
 def test_a_sweep_of_your_own_file_is_named_after_it_and_never_passes_for_another_task(
-    tmp_path, tiny_bert_dir, capsys
+    tmp_path, tiny_bert_dir, tiny_task_root, capsys, caplog
 ):
     # `ucse sweep data.path=tickets.csv` filed its runs and its table row under Banking77Classification (the
     # default task= won over the file), and a later Banking77 sweep into the same out= skipped them as done
+    import shutil
+
     from toy_tasks import own_rows, write_rows
 
     from ucse.cli.sweep import main
 
     path = write_rows(tmp_path / "tickets.csv", own_rows(60))
+    out = tmp_path / "sweeps"
     common = [
         f"backbone.model={tiny_bert_dir}",
         "backbone.name=tiny-bert",
         "backbone.precision=fp32",
-        "seeds=1",
         "variants=logreg",
-        f"out={tmp_path / 'sweeps'}",
+        f"out={out}",
         f"cache.dir={tmp_path / 'cache'}",
     ]
-    assert main([f"data.path={path}", *common]) == 0
+    assert main([f"data.path={path}", "seeds=1", *common]) == 0
     table = capsys.readouterr().out
     assert "| tickets |" in table and "Banking77" not in table
-    assert (tmp_path / "sweeps" / "tickets" / "logreg" / "seed0" / "metrics.json").is_file()
-    assert not (tmp_path / "sweeps" / "Banking77Classification").exists()
-    # another file of the same name into the same out=: refused, not taken as done
-    other = write_rows(tmp_path / "other" / "tickets.csv", own_rows(60, seed=1))
-    assert main([f"data.path={other}", *common]) == 2
+    assert (out / "tickets" / "logreg" / "seed0" / "metrics.json").is_file()
+    assert not (out / "Banking77Classification").exists()
+    # the same file moved: a resume, said in a warning
+    moved = tmp_path / "moved" / "tickets.csv"
+    moved.parent.mkdir()
+    shutil.copy(path, moved)
+    assert main([f"data.path={moved}", "seeds=1", *common]) == 0
+    assert "kept as done (the same task name)" in caplog.text and str(path) in caplog.text
+    # a finished run of another task where this sweep's would go: refused before any run is trained
+    shutil.copytree(
+        out / "tickets" / "logreg" / "seed0", out / "Banking77Classification" / "logreg" / "seed1"
+    )
+    capsys.readouterr()
+    assert main(["task=Banking77Classification", f"data.root={tiny_task_root}", "seeds=2", *common]) == 2
     err = capsys.readouterr().err.strip()
-    assert "holds a finished run of other data" in err and str(path) in err and len(err.splitlines()) == 1
+    assert "holds a finished run of another task ('tickets'" in err and len(err.splitlines()) == 1
+    assert not (out / "Banking77Classification" / "logreg" / "seed0").exists()  # nothing trained first

@@ -60,6 +60,10 @@ def run_sweep(
                 "data.test_fraction=0: a sweep tabulates test accuracy, so its runs need a test split; "
                 "leave data.test_fraction at its default (or > 0)."
             )
+        for v in variants:  # the finished runs it would skip: of this data, or refused before any training
+            for seed in range(seeds):
+                if RunFolder(out / names[task] / v / f"seed{seed}").metrics.is_file():
+                    _check_same_data(out / names[task] / v / f"seed{seed}", cfg)
     # Imported once every argument is checked (torch, Lightning, datasets): a typo answers at once.
     from ucse.evaluation.ablation import write_ablation
     from ucse.pipeline import quiet_lightning
@@ -72,17 +76,26 @@ def run_sweep(
 
 
 def _train_grid(tasks, names, backbone, seeds, variants, out, overrides, write_ablation) -> None:
-    """:func:`run_sweep`'s runs, each not yet done, the table rewritten after each."""
+    """Train :func:`run_sweep`'s runs not yet done, rewriting the table after each.
+
+    Args:
+        tasks: ``task=`` values (``None``: the user's own ``data.path``).
+        names: each task's name (its runs' folder under ``out``).
+        backbone: the ``backbone=`` group.
+        seeds: seeds 0 .. seeds - 1.
+        variants: variant names.
+        out: the sweep's folder.
+        overrides: train overrides for every run.
+        write_ablation: the table writer (imported by the caller once the arguments are checked).
+    """
     from ucse.pipeline import run_training
 
     for task in tasks:
         for v in variants:
             for seed in range(seeds):
                 run_dir = out / names[task] / v / f"seed{seed}"
-                args = [*_task_args(task), f"backbone={backbone}", *variant_overrides(v), *overrides]
                 if RunFolder(run_dir).metrics.is_file():
-                    _check_same_data(run_dir, build_config([*args, f"seed={seed}"]))
-                    continue
+                    continue  # done (checked above to be of this data)
                 cfg = build_config(
                     [
                         *_task_args(task),
@@ -112,28 +125,36 @@ def _task_args(task: str | None) -> list[str]:
 
 
 def _check_same_data(run_dir: Path, cfg: TrainConfig) -> None:
-    """A finished run is skipped only where it was trained on this task's data (a resume, not a mix-up).
+    """A finished run is skipped only where it was trained on this task (a resume, not a mix-up).
+
+    Its task (name and hub path) must be this sweep's; a data file at another path (moved, or another
+    file of the same name) is said in a warning and the run kept.
 
     Raises:
-        ConfigError: its config.yaml names another task or data file (or cannot be read back).
+        ConfigError: its config.yaml names another task (or cannot be read back).
     """
     from ucse.config import from_yaml
 
     config = RunFolder(run_dir).config
     try:
         done = from_yaml(config)
-        same = (done.task.name, done.task.hf_path, done.data.path) == (
-            cfg.task.name, cfg.task.hf_path, cfg.data.path,
-        )  # fmt: skip
     except (ConfigError, OSError, ValueError) as err:
         raise ConfigError(
             f"{config} cannot be read back ({err}); move {run_dir} away or use another out=."
         ) from None
-    if not same:
+    if (done.task.name, done.task.hf_path) != (cfg.task.name, cfg.task.hf_path):
         raise ConfigError(
-            f"{run_dir} holds a finished run of other data (task {done.task.name!r}, data.path "
-            f"{done.data.path!r}), not of task {cfg.task.name!r} (data.path {cfg.data.path!r}); nothing was "
+            f"{run_dir} holds a finished run of another task ({done.task.name!r}, data.path "
+            f"{done.data.path!r}), not of {cfg.task.name!r} (data.path {cfg.data.path!r}); nothing was "
             "trained. Give another out= (or move that folder away)."
+        )
+    if done.data.path != cfg.data.path:
+        log.warning(
+            "%s was trained on %s, this sweep reads %s: kept as done (the same task name). If that is other "
+            "data, give another out=.",
+            run_dir,
+            done.data.path,
+            cfg.data.path,
         )
 
 
