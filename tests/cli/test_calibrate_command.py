@@ -197,7 +197,7 @@ def test_a_balanced_prior_divides_the_probabilities_by_the_training_shares(ticke
 
 
 def test_a_target_prior_multiplies_the_probabilities_by_the_target_over_the_training_shares(
-    tickets, tmp_path, capsys
+    tickets, tmp_path, capsys, caplog
 ):
     import shutil
 
@@ -238,14 +238,18 @@ def test_a_target_prior_multiplies_the_probabilities_by_the_target_over_the_trai
     texts.write_text("a new text\nanother one\n")
     assert main(["predict", f"run={run}", f"input={texts}", f"out={tmp_path / 'p.jsonl'}"]) == 0
     assert "; class prior: target)" in capsys.readouterr().err
-    # A new mix replaces the recorded one in one call (it was merged into it: music 0.6 + pets 0.5 > 1),
-    # as one key or as a mapping; another prior drops the recorded shares (it was refused while they stood).
-    for new in (
-        "uncertainty.calibration.target_shares.pets=0.5",
-        "uncertainty.calibration.target_shares={pets: 0.5}",
-    ):
-        assert main(["calibrate", f"run={run}", new]) == 0, capsys.readouterr().err
-        assert dict(from_yaml(run / "config.yaml").uncertainty.calibration.target_shares) == {"pets": 0.5}
+    # A new mix replaces the recorded one in one call (it was merged into it: music 0.6 + pets 0.5 > 1);
+    # one label's share changes that one and keeps the others', said in a warning; another prior drops the
+    # recorded shares (it was refused while they stood).
+    new = "uncertainty.calibration.target_shares={pets: 0.5}"
+    assert main(["calibrate", f"run={run}", new]) == 0, capsys.readouterr().err
+    assert dict(from_yaml(run / "config.yaml").uncertainty.calibration.target_shares) == {"pets": 0.5}
+    assert main(["calibrate", f"run={run}", "uncertainty.calibration.target_shares.music=0.2"]) == 0
+    assert dict(from_yaml(run / "config.yaml").uncertainty.calibration.target_shares) == {
+        "pets": 0.5,
+        "music": 0.2,
+    }
+    assert "the run's recorded shares {'pets': 0.5} are kept beside the ones given" in caplog.text
     assert main(["calibrate", f"run={run}", "uncertainty.calibration.prior=train"]) == 0, (
         capsys.readouterr().err
     )

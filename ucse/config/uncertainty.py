@@ -8,7 +8,9 @@ and recorded in the run's ``config.yaml``, which is what
 
 from __future__ import annotations
 
+import copy
 import difflib
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -327,3 +329,33 @@ def target_shares(spec: Any, label_names: Sequence[str], counts: Sequence[int]) 
     for i, n in zip(rest, left):
         out[i] = (1.0 - total) * n / sum(left)
     return out
+
+
+SHARES = "uncertainty.calibration.target_shares"
+
+
+def recorded_for_calibrate(recorded: UncertaintyConfig, overrides: Sequence[str]) -> UncertaintyConfig:
+    """The run's recorded settings that ``ucse calibrate``'s ``overrides`` are merged into.
+
+    The mix as a whole (``target_shares={...}`` or ``=null``) replaces the recorded one, and a prior other
+    than ``target`` drops it (the shares apply only to that prior; it was refused while they stood). One
+    label's share (``target_shares.<label>=``) changes that label's and keeps the others', which is said.
+    """
+    base = copy.deepcopy(recorded)
+    prior = next(
+        (t.split("=", 1)[1] for t in overrides if t.startswith("uncertainty.calibration.prior=")), None
+    )
+    whole = any(t.startswith(f"{SHARES}=") for t in overrides)
+    if whole or (prior is not None and prior.strip().lower() != ClassPrior.target.value):
+        base.calibration.target_shares = None
+    elif isinstance(base.calibration.target_shares, dict) and any(
+        t.startswith(f"{SHARES}.") for t in overrides
+    ):
+        logging.getLogger(__name__).warning(
+            "%s: the run's recorded shares %s are kept beside the ones given; give the whole mix as %s={...} "
+            "to replace them.",
+            SHARES,
+            dict(base.calibration.target_shares),
+            SHARES,
+        )
+    return base

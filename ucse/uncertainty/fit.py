@@ -12,7 +12,6 @@ it (one or 2C parameters; the bias this introduces is not corrected for).
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import logging
 from collections.abc import Sequence
@@ -25,13 +24,13 @@ from ucse.config import TrainConfig, from_yaml
 from ucse.config.run_layout import RunFolder
 from ucse.config.uncertainty import (
     CalibrationMethod,
-    ClassPrior,
     ConformalMethod,
     OodThreshold,
     ScoreName,
     UncertaintyConfig,
     check_target_labels,
     check_uncertainty_config,
+    recorded_for_calibrate,
 )
 from ucse.core.encoder import EncodedBatch, UcseEncoder
 from ucse.core.run_folder import check_same_splits, finished_run, reads_back_data, refuse_memory_data
@@ -350,17 +349,7 @@ def refit_run_profile(
             )
     folder = RunFolder(run)
     train_cfg = from_yaml(folder.config)
-    base = copy.deepcopy(train_cfg.uncertainty)
-    shares = "uncertainty.calibration.target_shares"
-    prior = next(
-        (t.split("=", 1)[1] for t in overrides if t.startswith("uncertainty.calibration.prior=")), None
-    )
-    if any(t.startswith((f"{shares}=", f"{shares}.")) for t in overrides) or (
-        prior is not None and prior.strip().lower() != ClassPrior.target.value
-    ):
-        # a mix given replaces the recorded one (a merge kept its other labels: 0.6 + 0.5 > 1), and another
-        # prior drops it (refused while it stood: the shares only apply to prior=target)
-        base.calibration.target_shares = None
+    base = recorded_for_calibrate(train_cfg.uncertainty, overrides)
     try:
         merged = OmegaConf.merge(
             OmegaConf.structured(base),
