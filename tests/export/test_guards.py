@@ -244,3 +244,26 @@ def test_a_head_without_variance_is_refused_before_the_texts_are_encoded(
     err = capsys.readouterr().err
     assert _one_error_line(err) and "head=auto chose logreg, which has no variance branch" in err
     assert "head=textcnn" in err and encoded == [1] and not (tmp_path / "o").exists()
+    # a head with a variance branch switched off: the fix is to switch it on
+    cfg = build_config(
+        [
+            f"data.root={tiny_task_root}",
+            f"backbone.model={tiny_bert_dir}",
+            "backbone.name=tiny-bert",
+            "backbone.precision=fp32",
+            "recipe=paper",
+            "head=textcnn",
+            "head.gaussian=false",
+            "optim.epochs=1",
+            "progress_bar=false",
+            f"output_dir={tmp_path / 'plain'}",
+        ]
+    )
+    plain = train(cfg).run_dir
+    assert _eval_main()([f"run={plain}", "export=test", f"out={tmp_path / 'o'}"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        _one_error_line(err)
+        and "(it has no variance branch)" in err
+        and "Train with head.gaussian=true" in err
+    )

@@ -28,9 +28,15 @@ def _ctrl_c_blocked(batch: list[int]) -> bool:
 
 
 class _CtrlCWhileStarting(WorkersWithoutCtrlC):
+    started = False
+
     def _get_iterator(self):
         signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # Ctrl-C as the workers are forked
-        return super()._get_iterator()
+        it = super()._get_iterator()
+        for _ in range(50):  # bytecodes and sleeps at which an unblocked Ctrl-C would be raised
+            time.sleep(0.01)
+        self.started = True  # reached only where the Ctrl-C was held while the workers started
+        return it
 
 
 def test_workers_start_deaf_to_ctrl_c_and_a_ctrl_c_meanwhile_reaches_the_caller():
@@ -44,10 +50,12 @@ def test_workers_start_deaf_to_ctrl_c_and_a_ctrl_c_meanwhile_reaches_the_caller(
     )
     assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before
     # a Ctrl-C that arrives while they start is held, then raised in the caller
+    loader = _CtrlCWhileStarting(range(4), batch_size=2, num_workers=2, collate_fn=_ctrl_c_blocked)
     with pytest.raises(KeyboardInterrupt):
-        iter(_CtrlCWhileStarting(range(4), batch_size=2, num_workers=2, collate_fn=_ctrl_c_blocked))
+        iter(loader)
         for _ in range(500):  # Python runs the handler between bytecodes
             time.sleep(0.01)
+    assert loader.started
     assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before
 
 

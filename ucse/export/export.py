@@ -96,10 +96,12 @@ def export_run(cfg: EvalConfig) -> dict:
     if encoder.encode_gaussian(["a text"]).var is None:  # one text, not the whole pass, to find out
         saved = encoder.head.spec.config.type.value
         chose = f"head=auto chose {saved}, which" if train_cfg.head.type.value == "auto" else "it"
+        # the probe has no variance branch to switch on; the other heads have one (head.gaussian)
+        fix = "head=textcnn (the Gaussian TextCNN)" if saved == "logreg" else "head.gaussian=true"
         raise ValueError(
             f"The head in {run / 'head'} is deterministic ({chose} has no variance branch): it has no "
-            "variance to export. Train with head=textcnn (the Gaussian TextCNN), or give this backbone a "
-            "post-hoc Laplace variance (ucse.uec.laplace)."
+            f"variance to export. Train with {fix}, or give this backbone a post-hoc Laplace variance "
+            "(ucse.uec.laplace)."
         )
     if cfg.export in SPLITS and source.suffix != ".jsonl":
         data = load_classification(train_cfg.task, train_cfg.data, train_cfg.seed)

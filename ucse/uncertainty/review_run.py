@@ -148,7 +148,6 @@ def cross_fitted_probs(
     probe = LogisticRegression(C=c_value, solver=SOLVER, max_iter=max_iter)
     # (N, C) out of fold; a label a fold's regression never saw gets the float minimum in that fold's rows
     with warnings.catch_warnings():  # said in the docstring; the summary counts such rows among the doubted
-        warnings.filterwarnings("ignore", message="The least populated class in y has only")
         warnings.filterwarnings("ignore", message="Number of classes in training fold")
         cv = cv_splits(y, folds, seed, groups)  # without copies: StratifiedKFold's
         logp = cross_val_predict(probe, x, y, cv=cv, method="predict_log_proba")
