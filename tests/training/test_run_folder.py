@@ -507,3 +507,12 @@ def test_a_profiler_trace_of_a_run_that_stopped_early_is_its_own(finished):
     shutil.rmtree(run / "checkpoints")
     (run / "fit-profile-[Strategy]SingleDeviceStrategy.training_step.pt.trace.json").write_text("{}")
     assert train(make("optim.epochs=1")).run_dir == run  # refused as "files a ucse run does not write"
+
+
+def test_ckpt_path_last_without_a_checkpoint_says_it_trains_from_the_start(tiny_run_cfg, caplog):
+    # a mistyped output_dir with ckpt_path=last trained afresh without a word (a researcher's trial)
+    cfg = tiny_run_cfg("ckpt_path=last", "optim.epochs=1")
+    assert cfg.head.type.value == "textcnn"  # recipe=paper's head, resolved by build_config (--cfg prints it)
+    train(cfg)
+    said = [r.getMessage() for r in caplog.records if "ckpt_path=last" in r.getMessage()]
+    assert len(said) == 1 and "holds no last.ckpt" in said[0] and "training from the start" in said[0]

@@ -18,7 +18,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
-from ucse.config.schema import CONFIG_DIR, GROUPS, ConfigError, Recipe, TrainConfig
+from ucse.config.schema import CONFIG_DIR, GROUPS, ConfigError, HeadType, Recipe, TrainConfig
 
 logger = logging.getLogger(__name__)
 
@@ -223,7 +223,14 @@ def build_config(
     typed = to_object(cfg)
     validate_config(typed)
     resolve_group_copies(typed)
+    resolve_recipe_head(typed)
     return typed
+
+
+def resolve_recipe_head(cfg: TrainConfig) -> None:
+    """``head=auto`` under ``recipe=paper`` is the paper's TextCNN (so ``--cfg`` shows what trains)."""
+    if Recipe(cfg.recipe) is Recipe.paper and HeadType(cfg.head.type) is HeadType.auto:
+        cfg.head.type = HeadType.textcnn  # its Table 7 runs keep their folder names
 
 
 def resolve_group_copies(cfg: TrainConfig) -> None:

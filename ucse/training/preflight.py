@@ -17,8 +17,8 @@ import torch
 
 from ucse.backbone.cache_folder import check_cache_root
 from ucse.backbone.device import resolve_device
-from ucse.config import ConfigError, Device, HeadType, Recipe, Strategy, TrainConfig
-from ucse.config.build import resolve_group_copies
+from ucse.config import ConfigError, Device, HeadType, Strategy, TrainConfig
+from ucse.config.build import resolve_group_copies, resolve_recipe_head
 from ucse.config.checks import validate_config
 from ucse.config.uncertainty import check_target_labels
 from ucse.data.checks import shown
@@ -73,8 +73,7 @@ def check_run(cfg: TrainConfig) -> tuple[torch.device, Path]:
         The device to train on and the run folder.
     """
     validate_config(cfg)  # again: a config built by hand (Python API) skips build_config
-    if Recipe(cfg.recipe) is Recipe.paper and HeadType(cfg.head.type) is HeadType.auto:
-        cfg.head.type = HeadType.textcnn  # the paper's head; its Table 7 runs keep their folder names
+    resolve_recipe_head(cfg)  # again, as validate_config: a config built by hand
     resolve_group_copies(cfg)  # config.yaml records the carve used
     device = resolve_device(cfg.accelerator)
     run_dir = run_dir_for(cfg)

@@ -351,6 +351,12 @@ def _fit_lightning(
     keep = KeepBest(monitor="val/acc", mode="max")  # ModelCheckpoint's criterion, held in memory
     module.data_fingerprints = fingerprints
     resume = checkpoint_path(cfg, run_dir)
+    if resume is None and cfg.ckpt_path == "last":  # said: a mistyped output_dir trained afresh in silence
+        log.warning(
+            "ckpt_path=last: %s holds no last.ckpt (a new folder, or a run stopped before its first "
+            "checkpoint): training from the start.",
+            RunFolder(run_dir).checkpoints,
+        )
     if resume is not None:
         checkpoint = read_checkpoint(resume)
         check_checkpoint_fits(checkpoint, module, resume)
