@@ -43,6 +43,7 @@ from ucse.uncertainty.calibration import fit_calibrator, out_of_fold_probs
 from ucse.uncertainty.class_prior import class_counts, decision_figures, resolve_target, shift_weights
 from ucse.uncertainty.density import ClassGaussians, fit_class_gaussians
 from ucse.uncertainty.label_review import write_label_review
+from ucse.uncertainty.one_label import warn_if_one_label
 from ucse.uncertainty.ood_detector import OodStats, needed_stats, reads_mean, rethreshold, weight_to_target
 from ucse.uncertainty.ood_examples import apply_examples, read_ood_texts
 from ucse.uncertainty.profile import UncertaintyProfile, row_uniforms
@@ -96,6 +97,7 @@ def fit_profile(
         The fitted :class:`UncertaintyProfile` (not yet saved).
     """
     check_uncertainty_config(cfg)
+    warn_if_one_label(val.logits, val_labels, label_names)
     c = val.logits.shape[1]
     base = fit_calibrator(val.logits, val_labels, cfg.calibration.method)  # for the training mix
     if counts is None:
