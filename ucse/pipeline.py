@@ -16,7 +16,7 @@ import os
 import sys
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,10 +54,13 @@ def overrides_to_tokens(overrides: dict[str, Any], prefix: str = "") -> list[str
 def quiet_lightning() -> Iterator[None]:
     """Hide Lightning's start-up tips and dataloader hints so the summary is what the terminal shows.
 
-    Errors and real warnings still show; ``UCSE_DEBUG=1`` (checked by the caller) keeps everything. For the
+    Errors and real warnings still show; under ``UCSE_DEBUG=1`` it changes nothing. For the
     ``with`` block only: the caller's warning filters, logger levels and Hugging Face progress-bar setting
     come back at its end (a notebook that fitted a ``UcseClassifier`` still sees its own Lightning warnings).
     """
+    if debug_mode():  # everything shown, for the one who asked
+        yield
+        return
     names = (
         "lightning.pytorch.utilities.rank_zero",
         "lightning.fabric.utilities.rank_zero",
@@ -176,5 +179,5 @@ def train_from(data: Any, **overrides: Any) -> tuple[RunResult, UncertaintyProfi
     if not in_memory:
         tokens.append(f"data.path={data}")
     cfg = build_config(tokens, own_data=in_memory, source="ucse.train's keyword arguments")
-    with nullcontext() if debug_mode() else quiet_lightning():
+    with quiet_lightning():
         return run_training(cfg, data if in_memory else None)

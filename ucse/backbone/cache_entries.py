@@ -155,11 +155,13 @@ class Pruned:
         removed: the entries removed.
         kept: entries chosen but kept: a run holds them open, or read them since they were listed.
         temps: temporary folders of builds whose process is dead.
+        listed: how many entries the cache held.
     """
 
     removed: list[CacheEntry]
     kept: list[CacheEntry]
     temps: list[Path]
+    listed: int
 
 
 def prune(
@@ -184,11 +186,11 @@ def prune(
     chosen = to_remove(entries, unused_days, max_bytes)
     temps = stale_temps(root, by_age=False) if root.is_dir() else []
     if dry_run:
-        return Pruned(chosen, [], temps)
+        return Pruned(chosen, [], temps, len(entries))
     removed = [e for e in chosen if remove_unless_held(root, e.path, e.used)]
     for tmp in temps:
         shutil.rmtree(tmp, ignore_errors=True)
-    return Pruned(removed, [e for e in chosen if e not in removed], temps)
+    return Pruned(removed, [e for e in chosen if e not in removed], temps, len(entries))
 
 
 def human_bytes(n: float) -> str:

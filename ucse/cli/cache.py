@@ -72,10 +72,9 @@ def main(argv: list[str]) -> int:
         if not root.exists():
             print(f"{root}: no cache folder (nothing cached there yet).")
             return 0
-        max_bytes = None if max_gb is None else max_gb * 2**30
-        entries, other = list_entries(root)
         if pruning:
-            done = prune(root, unused_days, max_bytes, dry_run=dry == "true")
+            max_bytes = None if max_gb is None else max_gb * 2**30
+            done = prune(root, unused_days, max_bytes, dry_run=dry == "true")  # lists the entries itself
             for entry in done.removed:
                 print(describe(entry))
             verb = "would remove" if dry == "true" else "removed"
@@ -84,8 +83,9 @@ def main(argv: list[str]) -> int:
             temps = (
                 f"; {verb} {len(done.temps)} folders of builds whose process is dead" if done.temps else ""
             )
-            print(f"{root}: {verb} {len(done.removed)} of {len(entries)} entries ({freed}){kept}{temps}.")
+            print(f"{root}: {verb} {len(done.removed)} of {done.listed} entries ({freed}){kept}{temps}.")
             return 0
+        entries, other = list_entries(root)
         print(f"{'last used (UTC)':<16}  {'size':>12}  {'texts':>8}  {'split':<10}  {'backbone':<15}  task")
         for entry in entries:
             print(describe(entry))

@@ -18,11 +18,10 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from contextlib import nullcontext
 from dataclasses import fields
 from pathlib import Path
 
-from ucse.config import RENAMED_KEYS, ConfigError, TrainConfig, build_config, debug_mode, did_you_mean
+from ucse.config import RENAMED_KEYS, ConfigError, TrainConfig, build_config, did_you_mean
 from ucse.config.heap import keep_freed_heap
 from ucse.config.run_layout import RunFolder
 from ucse.config.uncertainty import check_uncertainty_config
@@ -62,13 +61,14 @@ def run_sweep(
             )
         for v in variants:  # the finished runs it would skip: of this data, or refused before any training
             for seed in range(seeds):
-                if RunFolder(out / names[task] / v / f"seed{seed}").metrics.is_file():
-                    _check_same_data(out / names[task] / v / f"seed{seed}", cfg)
+                run_dir = out / names[task] / v / f"seed{seed}"
+                if RunFolder(run_dir).metrics.is_file():
+                    _check_same_data(run_dir, cfg)
     # Imported once every argument is checked (torch, Lightning, datasets): a typo answers at once.
     from ucse.evaluation.ablation import write_ablation
     from ucse.pipeline import quiet_lightning
 
-    with nullcontext() if debug_mode() else quiet_lightning():  # as `ucse train`: no library notes
+    with quiet_lightning():  # as `ucse train`: no library notes
         _train_grid(tasks, names, backbone, seeds, variants, out, overrides, write_ablation)
     if evaluate:
         _evaluate_runs(out, list(names.values()), variants, seeds)

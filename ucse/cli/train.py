@@ -13,11 +13,10 @@ Usage:
 from __future__ import annotations
 
 import sys
-from contextlib import nullcontext
 
 from ucse.cli import run_cli
 from ucse.cli.help import format_fields, show, wants_help
-from ucse.config import GROUPS, TrainConfig, build_config, debug_mode, group_choices, to_yaml
+from ucse.config import GROUPS, TrainConfig, build_config, group_choices, to_yaml
 from ucse.config.heap import keep_freed_heap
 from ucse.pipeline import quiet_lightning, run_training
 from ucse.summary import train_summary
@@ -46,7 +45,7 @@ def main(argv: list[str]) -> int:
         if not sys.stdout.isatty() and not any(a.startswith("progress_bar=") for a in argv):
             cfg.progress_bar = False  # a redirected run: the bar's last frame would only clutter the log
         keep_freed_heap()  # this process is the command's: steps reuse freed memory (ucse/config/heap.py)
-        with nullcontext() if debug_mode() else quiet_lightning():
+        with quiet_lightning():
             result, profile = run_training(cfg)
         from ucse.training.distributed import is_rank_zero
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import tempfile
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ from sklearn.utils.validation import check_is_fitted
 from tqdm.auto import tqdm
 
 from ucse.backbone.device import resolve_device
-from ucse.config import Device, debug_mode
+from ucse.config import Device
 from ucse.config.run_layout import RunFolder, read_run_metrics, resolve_head_dir, run_of_head
 from ucse.core.encoder import EncodedBatch, UcseEncoder
 from ucse.heads.io import copy_head, refuse_overlap
@@ -163,7 +162,7 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
                 "output_dir=None (a temporary folder per fit, as cross_val_score and GridSearchCV need)."
             )
         ints = given.dtype.kind in "iu"  # ids: meta.label_type=int, from_pretrained gives ints
-        with nullcontext() if debug_mode() else quiet_lightning():
+        with quiet_lightning():
             result, _ = run_training(cfg, (texts, given.tolist() if ints else [str(v) for v in y]))
         self._load(resolve_head_dir(result.run_dir), self.batch_size, warn=False)  # the fit warned already
         warn_if_inert(self.profile_, self.head_dir_)  # but not of these (the command's summary says them)
