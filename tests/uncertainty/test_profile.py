@@ -51,8 +51,9 @@ def test_fit_writes_artifacts_that_reload_and_apply_identically(tiny_run):
     assert (head / CALIBRATION_FILE).is_file() and (head / CALIBRATION_ARRAYS).is_file()
     saved = json.loads((head / CALIBRATION_FILE).read_text())
     assert saved["abstain"]["target"] == 0.3 and saved["samples"] == 8
-    assert saved["score"] in saved["info"]["validation_aurc"]  # auto: the lowest validation AURC
-    assert saved["score"] == min(saved["info"]["validation_aurc"], key=saved["info"]["validation_aurc"].get)
+    aurcs, candidates = saved["info"]["validation_aurc"], saved["info"]["score_candidates"]
+    assert set(candidates) == {"msp", "entropy", "predictive_entropy", "mutual_information"} < set(aurcs)
+    assert saved["score"] == min(candidates, key=aurcs.get)  # auto: the lowest validation AURC among them
     loaded = load_uncertainty_profile(head)
     assert loaded.fitted and loaded.score == fitted.score and loaded.gaussians is not None
     out, data = _test_outputs(tiny_run.run_dir)

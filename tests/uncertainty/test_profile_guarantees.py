@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pytest
 
-from ucse.config.uncertainty import CalibrationMethod, UncertaintyConfig
+from ucse.config.uncertainty import CalibrationMethod, ScoreName, UncertaintyConfig
 from ucse.core.encoder import EncodedBatch
 from ucse.uncertainty import fit as fit_module
 from ucse.uncertainty.fit import fit_profile
@@ -80,6 +80,34 @@ def test_the_automatic_score_choice_is_paid_for_in_delta():
         assert k == 2 and profile.info["abstain_delta_per_candidate"] == pytest.approx(delta / k)
         assert profile.abstain.delta == delta  # the guarantee reported is the user's
     assert failures / trials <= delta + 3 * math.sqrt(delta * (1 - delta) / trials)
+
+
+def test_the_automatic_score_chooses_among_the_predictive_scores_even_where_a_distance_ranks_errors_best():
+    # Validation rows built so that the density of mu ranks the head's errors best: every wrong row lies far
+    # from the class means, the softmax is equally sure of every row. auto still chooses among the
+    # predictive scores (a distance ranks out-of-scope texts, section 3's test AURCs), named it is used.
+    rng = np.random.default_rng(0)
+    n, d = 200, 4
+    y = rng.integers(0, 3, n)
+    wrong = rng.uniform(size=n) < 0.2
+    means = np.eye(3, d) * 5
+    mu = means[y] + rng.normal(0, 0.3, (n, d)) + wrong[:, None] * 6.0  # (N, D): the wrong rows far out
+    logits = np.full((n, 3), -1.0)
+    pred = np.where(wrong, (y + 1) % 3, y)
+    logits[np.arange(n), pred] = 1.0 + rng.normal(0, 1e-3, n)  # (N, 3): confidence unrelated to the errors
+    val = EncodedBatch(mu.astype(np.float32), None, logits.astype(np.float32))
+    ty = rng.integers(0, 3, 300)
+    train = EncodedBatch((means[ty] + rng.normal(0, 0.3, (300, d))).astype(np.float32), None, None)
+    cfg = UncertaintyConfig()
+    cfg.calibration.method = CalibrationMethod.none
+    auto = fit_profile(val, y, cfg, train=train, train_labels=ty)
+    aurcs = auto.info["validation_aurc"]
+    assert min(aurcs, key=aurcs.get) in ("density", "mahalanobis") and aurcs["density"] < aurcs["msp"] / 2
+    assert auto.score.value in ("msp", "entropy") and auto.info["score_candidates"] == ["msp", "entropy"]
+    assert auto.info["abstain_delta_per_candidate"] == pytest.approx(cfg.abstain.delta / 2)
+    cfg.score = ScoreName.density
+    named = fit_profile(val, y, cfg, train=train, train_labels=ty)
+    assert named.score == ScoreName.density and named.info["abstain_delta_per_candidate"] == cfg.abstain.delta
 
 
 @pytest.mark.parametrize(("offer", "says"), [(0.21, "target_error=0.21"), (None, "abstain.coverage=0.9")])
