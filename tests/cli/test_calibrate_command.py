@@ -140,6 +140,64 @@ def test_no_field_refits_the_runs_own_settings_where_the_profile_is_missing(tick
     assert after["abstain"]["rule"] == before["abstain"]["rule"] and after["score"] == before["score"]
 
 
+def test_a_run_stopped_before_its_profile_is_named_where_it_is_served_and_retrained(
+    tickets, tiny_bert_dir, tmp_path, capsys, caplog
+):
+    import logging
+    import shutil
+
+    from ucse import UcseClassifier
+    from ucse.heads.manifest import write_manifest
+
+    data, finished = tickets
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)
+    before = _profile(run)
+    # what a run stopped between writing its head and fitting its profile leaves
+    for name in ("head/calibration.json", "head/calibration.safetensors", "label_review.csv"):
+        (run / name).unlink()
+    write_manifest(run / "head", {"config.json", "model.safetensors"})
+    with caplog.at_level(logging.WARNING):
+        UcseClassifier.from_pretrained(run, device="cpu")
+    (msg,) = [r.getMessage() for r in caplog.records if "no uncertainty profile" in r.getMessage()]
+    assert f"`ucse calibrate run={run}` fits it" in msg and "plain softmax" in msg
+    # the same training command: not "resume it with ckpt_path", which a fitted-in-memory head refuses
+    argv = [f"data.path={data}", f"backbone.model={tiny_bert_dir}", "backbone.name=tiny-bert", "head=logreg"]
+    assert main(["train", *argv, f"output_dir={run}"]) == 2
+    err = capsys.readouterr().err
+    assert "stopped before its uncertainty profile" in err and f"ucse calibrate run={run}" in err
+    assert "ckpt_path" not in err
+    assert main(["calibrate", f"run={run}"]) == 0
+    after = _profile(run)
+    assert (after["score"], after["abstain"]) == (before["score"], before["abstain"])
+    assert (run / "label_review.csv").read_bytes() == (finished / "label_review.csv").read_bytes()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        UcseClassifier.from_pretrained(run, device="cpu")
+    assert not [r for r in caplog.records if "no uncertainty profile" in r.getMessage()]
+
+
+def test_calibrate_replaces_a_damaged_profile_and_says_so(tickets, tmp_path, caplog):
+    import logging
+    import shutil
+
+    _, finished = tickets
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)
+    before = _profile(run)
+    edited = {**before, "samples": 7}  # edited by hand: its digest no longer matches the manifest
+    (run / "head" / "calibration.json").write_text(json.dumps(edited))
+    with caplog.at_level(logging.WARNING):
+        assert main(["calibrate", f"run={run}"]) == 0
+    assert any("cannot be used" in r.getMessage() and "SHA-256" in r.getMessage() for r in caplog.records)
+    after = _profile(run)
+    assert (after["score"], after["abstain"], after["samples"]) == (
+        before["score"],
+        before["abstain"],
+        before["samples"],
+    )
+
+
 def test_data_changed_since_training_are_refused_by_calibrate_and_named_by_eval(
     tiny_bert_dir, tmp_path, capsys, caplog
 ):

@@ -101,7 +101,7 @@ def _set(key, value):
 def test_a_field_out_of_range_is_refused_naming_it(head_dir, key, value, allowed):
     _edit(head_dir, _set(key, value))
     message = f"{head_dir / 'calibration.json'}: field '{key}' is {value!r}, allowed: {allowed}"
-    with pytest.raises(ValueError, match=f"^{re.escape(message)}.*refit the calibration"):
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}.*refit it with `ucse calibrate run="):
         load_uncertainty_profile(head_dir)
 
 
@@ -202,7 +202,9 @@ def _sha(path):
 def test_an_edited_calibration_fails_its_checksum_naming_the_file(head_dir):
     path = head_dir / "calibration.json"
     path.write_text(path.read_text().replace('"qhat": 0.9', '"qhat": -5'))
-    with pytest.raises(ValueError, match=rf"{path} does not match its SHA-256 .* refit the calibration"):
+    with pytest.raises(
+        ValueError, match=rf"{path} does not match its SHA-256 .* refit it with `ucse calibrate run="
+    ):
         load_uncertainty_profile(head_dir)
 
 

@@ -165,7 +165,8 @@ def validate_config(cfg: TrainConfig) -> None:
     if in_memory and cfg.ckpt_path:
         raise ConfigError(
             f"ckpt_path={cfg.ckpt_path!r}: head.type={HeadType(h.type).value} is fitted in memory and writes "
-            "no checkpoint to resume; rerun without ckpt_path (it takes minutes on cached states)."
+            "no checkpoint to resume; train it again without ckpt_path, with overwrite=true where the run "
+            "folder holds the run (it takes minutes on cached states)."
         )
     if Recipe(cfg.recipe) is Recipe.paper and HeadType(h.type) is HeadType.blend:
         raise ConfigError(

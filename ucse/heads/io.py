@@ -35,7 +35,7 @@ CALIBRATION_ARRAYS = "calibration.safetensors"
 ARTIFACTS = frozenset({CONFIG_FILE, WEIGHTS_FILE, CALIBRATION_FILE, CALIBRATION_ARRAYS})
 """The files the manifest covers."""
 HEAD_FILES = ARTIFACTS | {MANIFEST_FILE}
-REFIT = "refit the calibration (ucse.uncertainty.fit.fit_run_uncertainty)"
+REFIT = "refit it with `ucse calibrate run=<the run folder>` (a run's head)"
 
 
 def _jsonable(obj: Any) -> Any:
@@ -299,8 +299,8 @@ def load_calibration(
         raise FileNotFoundError(f"{arr_path} not found beside {cfg_path}; {REFIT}.")
     if config.get("weights_sha256") != sha256(root / WEIGHTS_FILE):
         raise ValueError(
-            f"{cfg_path} was fitted for other weights than {root / WEIGHTS_FILE}; refit the calibration "
-            "(ucse.uncertainty.fit.fit_run_uncertainty) or delete the two calibration files."
+            f"{cfg_path} was fitted for other weights than {root / WEIGHTS_FILE}; {REFIT}, or delete the two "
+            "calibration files to serve the plain softmax."
         )
     if config.get("arrays_sha256") != sha256(arr_path):
         raise ValueError(f"{arr_path} does not match {cfg_path} (interrupted write?); {REFIT}.")

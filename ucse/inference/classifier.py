@@ -36,7 +36,7 @@ from ucse.inference.head_files import private_folder, read_head_files, write_hea
 from ucse.inference.rows import uncertainty_rows
 from ucse.inference.texts import as_labels, as_texts
 from ucse.uncertainty.abstain_rule import warn_if_uncertifiable
-from ucse.uncertainty.inert_parts import warn_if_inert
+from ucse.uncertainty.inert_parts import warn_if_inert, warn_if_unfitted
 from ucse.uncertainty.profile import UncertaintyOutput, load_uncertainty_profile
 
 PROGRESS_MIN = 1000
@@ -268,6 +268,7 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         if warn:
             warn_if_uncertifiable(self.profile_, head_dir)
             warn_if_inert(self.profile_, head_dir)
+            warn_if_unfitted(self.profile_, head_dir)
         self.head_dir_ = head_dir
         names = label_values(self.encoder_.meta)  # integer ids in the data come back as ints
         if not names:  # a head saved without label names: ids as names

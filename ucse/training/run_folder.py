@@ -15,7 +15,7 @@ import torch
 from ucse import atomic
 from ucse.config import ConfigError, Recipe, TrainConfig, from_yaml
 from ucse.config.run_layout import RunFolder
-from ucse.heads.io import HEAD_FILES
+from ucse.heads.io import CALIBRATION_FILE, HEAD_FILES, WEIGHTS_FILE
 
 DATA_KEY = "ucse_data_fingerprints"
 """Checkpoint key of the split fingerprints (``TaskData.fingerprints``): resuming on other rows fails."""
@@ -74,10 +74,28 @@ def check_run_dir(cfg: TrainConfig, run_dir: Path) -> bool:
     if cfg.overwrite:
         return True
     present = sorted(n for n in names if n in RESULT_MARKERS)
+    if lacks_profile(run_dir):
+        raise ConfigError(
+            f"{run_dir} already holds a trained run ({', '.join(present)}) that stopped before its "
+            f"uncertainty profile was fitted; nothing was changed. `ucse calibrate run={run_dir}` fits the "
+            "profile without retraining; or pass overwrite=true to train it again, or choose another "
+            "output_dir (or name)."
+        )
     raise ConfigError(
         f"{run_dir} already holds a run ({', '.join(present)}); nothing was changed. Pass overwrite=true to "
         "replace it whole, ckpt_path=last to resume it, or choose another output_dir (or name)."
     )
+
+
+def lacks_profile(run_dir: Path) -> bool:
+    """Whether a run's head was written but the profile its config asks for was not (a stopped run)."""
+    head = RunFolder(run_dir).head
+    if not (head / WEIGHTS_FILE).is_file() or (head / CALIBRATION_FILE).exists():
+        return False
+    try:
+        return bool(from_yaml(RunFolder(run_dir).config).uncertainty.enabled)
+    except (ConfigError, OSError, ValueError):  # not this run's to judge here: the plain message
+        return False
 
 
 _UNFINISHED = {

@@ -172,7 +172,8 @@ def fit_for_run(
     are what the profile is calibrated on, since those rows trained the head (the density scores, which
     need the shipped head's own training means, are left out then). ``previous``, the profile being
     replaced for the same head, lends its class Gaussians, so the training split need not be re-encoded.
-    ``review`` (training, not ``ucse calibrate``) writes ``label_review.csv`` from the held-out rows.
+    ``review`` writes ``label_review.csv`` from the held-out rows where the run has none (training, and
+    ``ucse calibrate`` on a run without a profile).
     """
     c, folder = len(data.label_names), RunFolder(run)
     read = read_heldout(folder.heldout, c)
@@ -338,6 +339,7 @@ def refit_run_profile(
 
     from ucse import atomic
     from ucse.config import ConfigError, to_yaml
+    from ucse.heads.io import saved_sizes
     from ucse.uncertainty.profile import load_uncertainty_profile
 
     run = finished_run(run_dir)
@@ -377,11 +379,19 @@ def refit_run_profile(
     encoder = UcseEncoder.from_dir(
         folder.head, device=resolve_device(train_cfg.accelerator), trust_remote_code=trust_remote_code
     )
-    before = load_uncertainty_profile(folder.head, num_classes=len(encoder.label_names) or None, lost_ok=True)
+    c = len(encoder.label_names) or None
+    try:
+        before = load_uncertainty_profile(folder.head, num_classes=c, lost_ok=True)
+    except (ValueError, FileNotFoundError) as err:  # damaged: replacing the profile is what was asked
+        log.warning(
+            "the saved profile cannot be used (%s); fitting it afresh", str(err).splitlines()[0][:300]
+        )
+        before = UncertaintyProfile.plain(c if c is not None else saved_sizes(folder.head)[0])
     data = load_classification(train_cfg.task, train_cfg.data, train_cfg.seed)
     check_same_splits(run, data, ("train", "validation"), refuse=True)  # before anything is replaced
     check_target_labels(ucfg.calibration, data.label_names)
-    profile = fit_for_run(run, train_cfg, ucfg, data, encoder, previous=before)
+    # a run stopped before its profile was fitted also lacks its label review: written where missing
+    profile = fit_for_run(run, train_cfg, ucfg, data, encoder, previous=before, review=not before.fitted)
     train_cfg.uncertainty = ucfg
     train_cfg.data.root = recorded_root  # the run's record keeps its own
     atomic.write_text(folder.config, to_yaml(train_cfg))

@@ -13,6 +13,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ucse.config import ConfigError, from_yaml
+from ucse.config.run_layout import RunFolder, run_of_head
 from ucse.uncertainty.keep_threshold import keepable_tpr, rows_to_keep
 
 log = logging.getLogger(__name__)
@@ -68,3 +70,27 @@ def warn_if_inert(profile: Any, head_dir: str | Path) -> None:
     """Say once, where predictions are served, which parts answer the same for every text."""
     for message in inert_messages(profile):
         log.warning("%s: %s", head_dir, message)
+
+
+def warn_if_unfitted(profile: Any, head_dir: str | Path) -> None:
+    """Say where a run's head is served without the profile its training was to fit.
+
+    A run writes its head and results, then fits the profile: stopped in between (Ctrl-C, a crash, a killed
+    job) it looks finished, and its predictions carry the plain softmax with no abstention, sets or flag.
+    A head outside a run, or a run trained with ``uncertainty.enabled=false``, has nothing missing.
+    """
+    run = None if profile.fitted else run_of_head(head_dir)
+    if run is None:
+        return
+    try:
+        wanted = from_yaml(RunFolder(run).config).uncertainty.enabled
+    except (ConfigError, OSError, ValueError):  # untrusted and unreadable: the profile may well be missing
+        wanted = True
+    if wanted:
+        log.warning(
+            "%s has no uncertainty profile (the run stopped before fitting it): confidences are the plain "
+            "softmax, and no text abstains or gets a prediction set or an out-of-scope flag. `ucse calibrate "
+            "run=%s` fits it without retraining.",
+            run,
+            run,
+        )
