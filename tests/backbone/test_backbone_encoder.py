@@ -170,7 +170,7 @@ def test_texts_cut_at_max_length_are_reported_once(tiny_bert_dir, caplog):
     assert lengths.max() == 8  # [CLS] + 6 words + [SEP]: cut
     told = [r.getMessage() for r in caplog.records if "where longer ones are cut" in r.getMessage()]
     assert len(told) == 1 and told[0].startswith(
-        f"{int((lengths >= 8).sum())} of 4 texts reach the 8-token limit"
+        f"{int((lengths >= 8).sum())} of 4 texts encoded together reach the 8-token limit"
     )
     assert "can go up to the model's" in told[0]  # the tiny model takes more than 8
     fb.token_lengths(texts)  # once per loaded backbone
@@ -189,7 +189,7 @@ def test_texts_of_mostly_unknown_tokens_are_reported_once(tiny_bert_dir, tiny_qw
     assert [row.count(unk) for row in ids] == [0, 1, 1, 1]  # the premise, by the tokenizer itself
     fb.token_lengths(texts)
     told = [r.getMessage() for r in caplog.records if "mostly tokens" in r.getMessage()]
-    assert len(told) == 1 and told[0].startswith("2 of 4 texts are mostly tokens")
+    assert len(told) == 1 and told[0].startswith("2 of 4 texts encoded together are mostly tokens")
     assert "e.g. '🙂'" in told[0]
     fb.token_lengths(texts)  # once per loaded backbone
     assert sum("mostly tokens" in r.getMessage() for r in caplog.records) == 1

@@ -76,6 +76,11 @@ CASES = {
         b'text,label\na,x\n"  ",y\n',
         ["line 3: 'text' is empty or whitespace-only"],
     ),
+    "csv invisible text": (  # a zero-width space and a byte-order mark: no word for the backbone
+        "d.csv",
+        "text,label\na,x\n\u200b\ufeff,y\n".encode(),
+        ["line 3: 'text' is only invisible characters (U+200B, U+FEFF)"],
+    ),
     "csv missing label": ("d.csv", b'text,label\na,x\n"multi\nline",y\nc,\n', ["line 5: 'label' is missing"]),
     "csv missing column": ("d.csv", b"sentence,label\na,x\n", ["no column 'text'", "['sentence', 'label']"]),
     "semicolon tsv": ("d.tsv", b"text;label\na;x\n", ["['text;label']", "other than commas"]),

@@ -21,6 +21,7 @@ import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ucse.blank_text import is_blank
 from ucse.data.tasks import DataError
 from ucse.inference.files import read_texts
 
@@ -30,8 +31,9 @@ SETTINGS = settings(
 TABLES = settings(SETTINGS, max_examples=15)  # each table read goes through datasets (~50 ms)
 BREAKS = "\f\v\r\x1c\x1d\x1e\x85\u2028\u2029\t \"',;{}[]\\"
 chars = st.one_of(st.sampled_from(BREAKS), st.characters(codec="utf-8", exclude_characters="\n"))
-# One input line: not blank, and not ending in \r (a \r before the \n is the CRLF line ending).
-lines = st.text(chars, min_size=1, max_size=12).filter(lambda t: t.strip() and not t.endswith("\r"))
+# One input line: not blank (a visible character: ucse.blank_text), and not ending in \r (a \r before the \n
+# is the CRLF line ending).
+lines = st.text(chars, min_size=1, max_size=12).filter(lambda t: not is_blank(t) and not t.endswith("\r"))
 texts = st.lists(lines, min_size=1, max_size=8)
 
 

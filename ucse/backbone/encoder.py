@@ -14,6 +14,7 @@ from ucse.backbone.loading import code_fingerprint, load_backbone, model_fingerp
 from ucse.backbone.pooling import first_token_index, pool
 from ucse.backbone.precision import effective_precision
 from ucse.backbone.tokenized import Tokenized, tokenize
+from ucse.blank_text import blank_problem, is_blank
 from ucse.config import BackboneConfig, Precision
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,10 @@ def validate_texts(texts: Sequence[str]) -> list[str]:
             raise TextValidationError(
                 f"texts[{i}] = {t!r} is not a non-empty string; drop or fix that row (a training file's "
                 "bad rows are dropped by data.drop_bad_rows=true)."
+            )
+        if is_blank(t):  # a zero-width space or a BOM alone: the backbone would see no word
+            raise TextValidationError(
+                f"texts[{i}] = {t!r} holds {blank_problem(t)}, no word to read; drop or fix that row."
             )
         try:  # a lone surrogate (half an emoji, from JSON's "\ud83d" or a cut string) is no Unicode text
             t.encode("utf-8")
@@ -187,8 +192,9 @@ class FrozenBackbone:
         )
         log.warning(
             # "reach", not "are cut": the tokenizer truncates without saying whether a text was longer
-            "%d of %d texts reach the %d-token limit, where longer ones are cut: what follows is not read "
-            "(%s; or split long texts into parts). Reported once per loaded backbone.",
+            "%d of %d texts encoded together reach the %d-token limit, where longer ones are cut: what "
+            "follows is not read (%s; or split long texts into parts). Reported once per loaded backbone, "
+            "for the first texts encoded together that hold any (a large input is encoded in blocks).",
             cut,
             len(lengths),
             self.max_length,
@@ -220,10 +226,11 @@ class FrozenBackbone:
             return
         self._told_unknown = True
         log.warning(
-            "%d of %d texts are mostly tokens %s does not know (its unknown token: emoji, or a script "
-            "outside its vocabulary), e.g. %r: it reads such texts as near-identical, so their predictions "
-            "say little (a backbone whose vocabulary covers them reads them). Reported once per loaded "
-            "backbone.",
+            "%d of %d texts encoded together are mostly tokens %s does not know (its unknown token: emoji, "
+            "or a script outside its vocabulary), e.g. %r: it reads such texts as near-identical, so their "
+            "predictions say little (a backbone whose vocabulary covers them reads them). Reported once per "
+            "loaded backbone, for the first texts encoded together that hold any (a large input is encoded "
+            "in blocks).",
             len(mostly),
             len(tok),
             self.cfg.name or self.cfg.model,

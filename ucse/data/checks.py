@@ -14,6 +14,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ucse.blank_text import BLANK_RE2, blank_problem, is_blank
 from ucse.data.tasks import DataError
 
 logger = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ def _is_string_column(ds: datasets.Dataset, column: str) -> bool:
 
 
 def text_problems(ds: datasets.Dataset, column: str) -> list[BadRow]:
-    """Rows whose ``column`` is missing, not a string, or empty / whitespace-only.
+    """Rows whose ``column`` is missing, not a string, or blank (empty, whitespace, invisible characters).
 
     String columns are checked with Arrow compute kernels; columns of mixed JSON types (a number or a
     list among the strings) fall back to a Python pass.
@@ -75,16 +76,16 @@ def text_problems(ds: datasets.Dataset, column: str) -> list[BadRow]:
     if not _is_string_column(ds, column):
         return text_value_problems(ds[column][:], column)
     arr = ds.with_format("arrow")[column]
-    empty = pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(arr)), 0)
-    bad = pc.fill_null(pc.or_kleene(pc.is_null(arr), empty), True)
+    maybe = pc.match_substring_regex(arr, BLANK_RE2)  # a superset of the blank texts (see BLANK_RE2)
+    bad = pc.fill_null(pc.or_kleene(pc.is_null(arr), maybe), True)
     idx = np.flatnonzero(bad.to_numpy(zero_copy_only=False))
     values = arr.take(pa.array(idx, type=pa.int64())).to_pylist() if len(idx) else []
-    return [_text_row(int(i), column, v) for i, v in zip(idx, values)]
+    return [_text_row(int(i), column, v) for i, v in zip(idx, values) if v is None or is_blank(v)]
 
 
 def text_value_problems(values: Sequence[Any], column: str) -> list[BadRow]:
-    """Rows whose text (one Python value per row) is missing, not a string, or empty / whitespace-only."""
-    return [_text_row(i, column, v) for i, v in enumerate(values) if not isinstance(v, str) or not v.strip()]
+    """Rows whose text (one Python value per row) is missing, not a string, or blank (:func:`is_blank`)."""
+    return [_text_row(i, column, v) for i, v in enumerate(values) if not isinstance(v, str) or is_blank(v)]
 
 
 def _text_row(index: int, column: str, value: Any) -> BadRow:
@@ -93,7 +94,7 @@ def _text_row(index: int, column: str, value: Any) -> BadRow:
     elif not isinstance(value, str):
         problem = f"'{column}' is not a string ({type(value).__name__})"
     else:
-        problem = f"'{column}' is empty or whitespace-only"
+        problem = f"'{column}' is {blank_problem(value)}"
     return BadRow(index, column, problem, value)
 
 

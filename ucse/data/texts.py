@@ -10,6 +10,7 @@ import logging
 import sys
 from pathlib import Path
 
+from ucse.blank_text import blank_problem, is_blank
 from ucse.data.checks import text_value_problems
 from ucse.data.files import FORMATS, decode_utf8, read_file
 from ucse.data.tasks import DataError
@@ -34,6 +35,11 @@ def _lines(text: str, where: str) -> list[str]:
         if not line.strip():
             raise DataError(
                 f"{where} line {number} is blank; every line must hold one text (remove blank lines)."
+            )
+        if is_blank(line):
+            raise DataError(
+                f"{where} line {number} holds {blank_problem(line)}, no word to read; every line must hold "
+                "one text (fix or remove it)."
             )
     if not lines:
         raise DataError(f"{where} holds no texts; expected one text per line.")
