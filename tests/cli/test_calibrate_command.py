@@ -161,6 +161,11 @@ def test_a_run_stopped_before_its_profile_is_named_where_it_is_served_and_retrai
         UcseClassifier.from_pretrained(run, device="cpu")
     (msg,) = [r.getMessage() for r in caplog.records if "no uncertainty profile" in r.getMessage()]
     assert f"`ucse calibrate run={run}` fits it" in msg and "plain softmax" in msg
+    texts = tmp_path / "new.txt"
+    texts.write_text("my card was charged twice\n")
+    capsys.readouterr()
+    assert main(["predict", f"run={run}", f"input={texts}", f"out={tmp_path / 'p.jsonl'}"]) == 0
+    assert msg in capsys.readouterr().err  # the command says it too, once, with its summary
     # the same training command: not "resume it with ckpt_path", which a fitted-in-memory head refuses
     argv = [f"data.path={data}", f"backbone.model={tiny_bert_dir}", "backbone.name=tiny-bert", "head=logreg"]
     assert main(["train", *argv, f"output_dir={run}"]) == 2

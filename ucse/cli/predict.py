@@ -107,7 +107,7 @@ def main(argv: list[str]) -> int:
         from ucse.inference.blocks import predict_blocks
         from ucse.inference.classifier import UcseClassifier
         from ucse.uncertainty.abstain_rule import uncertifiable_message
-        from ucse.uncertainty.inert_parts import inert_messages
+        from ucse.uncertainty.inert_parts import inert_messages, unfitted_message
 
         clf = UcseClassifier.from_pretrained(
             head_dir,
@@ -129,7 +129,7 @@ def main(argv: list[str]) -> int:
         progress = cfg.progress and sys.stderr.isatty()
         blocks = predict_blocks(clf, texts, top_k=cfg.top_k, sets=cfg.sets, progress=progress)
         write_predictions(counted(blocks), cfg.out, cfg.overwrite)
-        message = uncertifiable_message(clf.profile_, run)
+        message = uncertifiable_message(clf.profile_, run) or unfitted_message(clf.profile_, head_dir)
         prior = clf.profile_.calibrator.prior.value
         if cfg.out != "-":
             print(

@@ -72,8 +72,8 @@ def warn_if_inert(profile: Any, head_dir: str | Path) -> None:
         log.warning("%s: %s", head_dir, message)
 
 
-def warn_if_unfitted(profile: Any, head_dir: str | Path) -> None:
-    """Say where a run's head is served without the profile its training was to fit.
+def unfitted_message(profile: Any, head_dir: str | Path) -> str | None:
+    """Why a run's head is served without the profile its training was to fit (``None``: nothing missing).
 
     A run writes its head and results, then fits the profile: stopped in between (Ctrl-C, a crash, a killed
     job) it looks finished, and its predictions carry the plain softmax with no abstention, sets or flag.
@@ -81,16 +81,22 @@ def warn_if_unfitted(profile: Any, head_dir: str | Path) -> None:
     """
     run = None if profile.fitted else run_of_head(head_dir)
     if run is None:
-        return
+        return None
     try:
         wanted = from_yaml(RunFolder(run).config).uncertainty.enabled
     except (ConfigError, OSError, ValueError):  # untrusted and unreadable: the profile may well be missing
         wanted = True
-    if wanted:
-        log.warning(
-            "%s has no uncertainty profile (the run stopped before fitting it): confidences are the plain "
-            "softmax, and no text abstains or gets a prediction set or an out-of-scope flag. `ucse calibrate "
-            "run=%s` fits it without retraining.",
-            run,
-            run,
-        )
+    if not wanted:
+        return None
+    return (
+        f"{run} has no uncertainty profile (the run stopped before fitting it): confidences are the plain "
+        "softmax, and no text abstains or gets a prediction set or an out-of-scope flag. `ucse calibrate "
+        f"run={run}` fits it without retraining."
+    )
+
+
+def warn_if_unfitted(profile: Any, head_dir: str | Path) -> None:
+    """Say it where predictions are served (:func:`unfitted_message`)."""
+    message = unfitted_message(profile, head_dir)
+    if message is not None:
+        log.warning("%s", message)
