@@ -72,6 +72,40 @@ def test_table_in_csv_out_with_text_column_and_top_k(tiny_clf_run, reference, tm
     assert {r["abstain"] for r in rows} <= {"True", "False"}
 
 
+def test_an_id_column_is_copied_first_into_every_row_across_blocks(
+    tiny_clf_run, tmp_path, monkeypatch, capsys
+):
+    import ucse.inference.blocks as blocks_mod
+    from ucse.inference.config import ROW_FIELDS
+
+    assert set(ROW_FIELDS) == FIELDS  # the names an id column may not shadow are the rows' own
+    monkeypatch.setattr(
+        blocks_mod, "BLOCK", 4
+    )  # 11 rows in blocks of 4: each block's ids start where it does
+    texts = _texts(11)
+    ids = [7, "A-2", None, 3.5, True, *range(100, 106)]  # JSON values of every kind, a missing one
+    (tmp_path / "in.jsonl").write_text(
+        "".join(json.dumps({"ref": i, "body": t}) + "\n" for i, t in zip(ids, texts))
+    )
+    base = [f"run={tiny_clf_run}", f"input={tmp_path / 'in.jsonl'}", "text_column=body", "id_column=ref"]
+    assert main(["predict", *base, f"out={tmp_path / 'p.jsonl'}"]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
+    assert [r["ref"] for r in rows] == ids and [r["text"] for r in rows] == texts
+    assert all(list(r)[0] == "ref" and set(r) == FIELDS | {"ref"} for r in rows)
+    assert main(["predict", *base, f"out={tmp_path / 'p.csv'}"]) == 0
+    table = pd.read_csv(tmp_path / "p.csv", keep_default_na=False)
+    assert list(table.columns)[:2] == ["ref", "text"] and table["text"].tolist() == texts
+    assert table["ref"].astype(str).tolist() == ["7", "A-2", "", "3.5", "True", *map(str, range(100, 106))]
+    capsys.readouterr()
+    for bad, says in [("label", "a field of the prediction rows"), ("nope", "has no column 'nope'")]:
+        assert main(["predict", *base[:3], f"id_column={bad}", f"out={tmp_path / 'q.jsonl'}"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and says in err[0] and not (tmp_path / "q.jsonl").exists()
+    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n")
+    assert main(["predict", base[0], f"input={tmp_path / 'in.txt'}", "id_column=ref"]) == 2
+    assert "one text per line, with no columns" in capsys.readouterr().err
+
+
 def test_stdin_to_stdout(tiny_clf_run, reference, monkeypatch, capsys):
     texts = _texts(4)
     monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(texts)))

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ucse.cli import run_cli
 from ucse.cli.help import format_fields, show, wants_help
-from ucse.inference.config import PredictConfig, build_predict_config
+from ucse.inference.config import ROW_FIELDS, PredictConfig, build_predict_config
 
 log = logging.getLogger("ucse.predict")
 
@@ -92,7 +92,7 @@ def main(argv: list[str]) -> int:
 
         head_dir = resolve_head_dir(cfg.run)
         run = run_of_head(head_dir)  # None: a head outside a run
-        from ucse.inference.files import check_output, read_texts, write_predictions
+        from ucse.inference.files import check_output, read_ids, read_texts, write_predictions
 
         check_output(cfg.out, cfg.overwrite)
         _check_out_is_not_read(cfg.out, cfg.input, run or head_dir)
@@ -104,6 +104,14 @@ def main(argv: list[str]) -> int:
             )
         column = cfg.text_column or _trained_text_column(run, cfg.input)
         texts = read_texts(cfg.input, column, sole_column=cfg.text_column is None)
+        ids = None
+        if cfg.id_column is not None:
+            if cfg.id_column in ROW_FIELDS:
+                raise ConfigError(
+                    f"id_column={cfg.id_column} is the name of a field of the prediction rows "
+                    f"({', '.join(ROW_FIELDS)}); copy another column, or rename it in the input."
+                )
+            ids = read_ids(cfg.input, cfg.id_column)
         from ucse.inference.blocks import predict_blocks
         from ucse.inference.classifier import UcseClassifier
         from ucse.uncertainty.abstain_rule import uncertifiable_message
@@ -121,6 +129,9 @@ def main(argv: list[str]) -> int:
 
         def counted(blocks):  # written block by block: memory stays flat on a long input
             for rows in blocks:
+                if ids is not None:  # the id first, under its column's name
+                    start = counts["rows"]
+                    rows = [{cfg.id_column: ids[start + i], **r} for i, r in enumerate(rows)]
                 counts["rows"] += len(rows)
                 counts["abstain"] += sum(r["abstain"] for r in rows)
                 counts["ood"] += sum(bool(r["ood"]) for r in rows)

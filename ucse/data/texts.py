@@ -9,6 +9,9 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from ucse.blank_text import blank_problem, is_blank
 from ucse.data.checks import text_value_problems
@@ -114,3 +117,27 @@ def read_texts(
         more = f" ({len(bad)} such rows)" if len(bad) > 1 else ""
         raise DataError(f"{path} {at}: {bad[0].problem}{more}; every row needs a text: fix or remove it.")
     return texts
+
+
+def read_ids(source: str, column: str, option: str = "input") -> list[Any]:
+    """The values of ``column`` of a table input, one per row, as JSON values (``ucse predict id_column=``).
+
+    Read after :func:`read_texts` has checked the file and its texts. A value JSON cannot hold (a Parquet
+    date, bytes) is written as its ``str``; a missing cell is ``None``.
+
+    Raises:
+        DataError: ``source`` is one text per line (no columns), or has no ``column`` (listing its columns).
+    """
+    if source == STDIO or Path(source).suffix.lower() == ".txt":
+        raise DataError(
+            f"id_column={column}: {option}={source} is one text per line, with no columns; leave id_column "
+            "out (rows keep the input's order), or give a table (.csv, .tsv, .jsonl, .json, .parquet, .xlsx)."
+        )
+    raw = read_file(Path(source).expanduser())
+    if column not in raw.columns:
+        raise DataError(
+            f"{source} has no column '{column}'; its columns are {raw.columns}. Set id_column=<column>."
+        )
+    plain = (str, int, float, bool, type(None))
+    values = [v.item() if isinstance(v, np.generic) else v for v in raw.values(column)]
+    return [v if isinstance(v, plain) else str(v) for v in values]

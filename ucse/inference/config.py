@@ -6,6 +6,9 @@ from dataclasses import dataclass
 
 from ucse.config import ConfigError, Device, parse_flat_config
 
+ROW_FIELDS = ("text", "label", "confidence", "uncertainty", "abstain", "ood", "ood_score", "probs", "set")
+"""The fields of a prediction row (``ucse.inference.rows``), which ``id_column`` may not shadow."""
+
 
 @dataclass
 class PredictConfig:
@@ -25,6 +28,9 @@ class PredictConfig:
     """Let the backbone's own model code run (a run or head asking for it is ignored)."""
     text_column: str | None = None
     """Text column of a table input; ``None`` means the column the run was trained on (``text``)."""
+    id_column: str | None = None
+    """A column of a table input copied into each output row, first and under its own name (e.g. ``id``), to
+    join the predictions back to your records (rows keep the input's order either way)."""
     top_k: int | None = None
     """Keep only the ``top_k`` most probable labels in each row's ``probs``; ``None`` keeps all."""
     sets: bool = True
