@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ucse.config import TrainConfig, build_config, debug_mode
 from ucse.config.checks import check_data_path
-from ucse.config.run_layout import RunFolder
+from ucse.config.run_layout import RunFolder, profile_repair
 from ucse.config.uncertainty import check_uncertainty_config
 
 if TYPE_CHECKING:
@@ -168,7 +168,14 @@ def run_training(cfg: TrainConfig, source: Any = None) -> tuple[RunResult, Uncer
         result = train(cfg, data=data)
         profile = None
         if cfg.uncertainty.enabled and (RunFolder(result.run_dir).head / WEIGHTS_FILE).is_file():
-            profile = fit_uncertainty(result.run_dir, cfg, data, review=True)
+            try:
+                profile = fit_uncertainty(result.run_dir, cfg, data, review=True)
+            except BaseException:  # Ctrl-C, SIGTERM, an error: the folder looks finished, without a profile
+                fix = profile_repair(result.run_dir)
+                logging.getLogger(__name__).warning(
+                    "%s was trained, but its uncertainty profile was not fitted; %s.", result.run_dir, fix
+                )
+                raise
     return result, profile
 
 

@@ -170,7 +170,7 @@ def test_a_run_stopped_before_its_profile_is_named_where_it_is_served_and_retrai
     argv = [f"data.path={data}", f"backbone.model={tiny_bert_dir}", "backbone.name=tiny-bert", "head=logreg"]
     assert main(["train", *argv, f"output_dir={run}"]) == 2
     err = capsys.readouterr().err
-    assert "stopped before its uncertainty profile" in err and f"ucse calibrate run={run}" in err
+    assert "without its uncertainty profile" in err and f"ucse calibrate run={run}" in err
     assert "ckpt_path" not in err
     assert main(["calibrate", f"run={run}"]) == 0
     after = _profile(run)
@@ -180,6 +180,44 @@ def test_a_run_stopped_before_its_profile_is_named_where_it_is_served_and_retrai
     with caplog.at_level(logging.WARNING):
         UcseClassifier.from_pretrained(run, device="cpu")
     assert not [r for r in caplog.records if "no uncertainty profile" in r.getMessage()]
+
+
+def test_a_run_on_rows_in_memory_without_its_profile_is_told_to_train_again(tiny_bert_dir, tmp_path, caplog):
+    import logging
+
+    from ucse import UcseClassifier
+    from ucse.heads.manifest import write_manifest
+
+    run = train_in_memory(tmp_path, tiny_bert_dir).run_dir_
+    for name in ("head/calibration.json", "head/calibration.safetensors"):
+        (run / name).unlink()
+    write_manifest(run / "head", {"config.json", "model.safetensors"})
+    with caplog.at_level(logging.WARNING):
+        UcseClassifier.from_pretrained(run, device="cpu")
+    (msg,) = [r.getMessage() for r in caplog.records if "no uncertainty profile" in r.getMessage()]
+    # `ucse calibrate` refuses such a run (its rows cannot be read back): not offered
+    assert "passed in memory" in msg and "train it again" in msg and "calibrate run=" not in msg
+
+
+def test_a_stop_while_the_profile_is_fitted_names_the_repair(
+    tickets, tiny_bert_dir, tmp_path, monkeypatch, capsys, caplog
+):
+    import logging
+
+    import ucse.pipeline
+
+    data, _ = tickets
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ucse.pipeline, "fit_uncertainty", stopped)
+    argv = [f"data.path={data}", f"backbone.model={tiny_bert_dir}", "backbone.name=tiny-bert", "head=logreg"]
+    with caplog.at_level(logging.WARNING):
+        assert main(["train", *argv, f"output_dir={tmp_path / 'run'}"]) == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("error: interrupted")
+    said = f"was trained, but its uncertainty profile was not fitted; `ucse calibrate run={tmp_path / 'run'}`"
+    assert any(said in r.getMessage() for r in caplog.records)
 
 
 def test_calibrate_replaces_a_damaged_profile_and_says_so(tickets, tmp_path, caplog):

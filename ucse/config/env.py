@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 
+DATA_ENV = "UCSE_DATA_DIR"
+"""A folder of local task data (``<root>/<TaskName>/{train,validation,test}.jsonl``) where ``data.root`` is
+unset."""
 DEBUG_ENV = "UCSE_DEBUG"
 """Set to 1 to see tracebacks and every library warning instead of ucse's one-line errors."""
 

@@ -10,11 +10,16 @@ stack.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ucse import json_read
+from ucse.config.env import DATA_ENV
+
+if TYPE_CHECKING:
+    from ucse.config.schema import TrainConfig
 
 log = logging.getLogger(__name__)
 
@@ -131,3 +136,35 @@ def read_run_metrics(run: str | Path, without: str) -> dict[str, Any]:
         log.warning("%s holds a JSON %s, not an object: %s.", path, type(metrics).__name__, without)
         return {}
     return metrics
+
+
+def reads_back_data(cfg: TrainConfig, data_root: str | None = None) -> bool:
+    """Whether a run's data can be read again from its config (a file, a task folder or the hub).
+
+    A run trained on rows passed in memory (``ucse.train((texts, labels))``) records no source: commands that
+    reread the data (``ucse calibrate``, ``ucse review``) cannot serve it.
+    """
+    if cfg.data.path is not None or cfg.task.hf_path is not None or data_root or cfg.data.root:
+        return True
+    # A task folder found through UCSE_DATA_DIR at training (the config keeps no root): readable where the
+    # variable still leads to it. Rows passed in memory have no folder of their own there.
+    env = os.environ.get(DATA_ENV)
+    return bool(env) and (Path(env).expanduser() / cfg.task.name).is_dir()
+
+
+def profile_repair(run: str | Path) -> str:
+    """How a run without its uncertainty profile gets one, as a clause of a message.
+
+    ``ucse calibrate`` where the run's data can be read back; a run trained on rows passed in memory (or an
+    estimator's scratch run) is trained again instead.
+    """
+    from ucse.config import ConfigError, from_yaml  # the package imports this module
+
+    folder = RunFolder(run)
+    try:
+        readable = not folder.scratch and reads_back_data(from_yaml(folder.config))
+    except (ConfigError, OSError, ValueError):  # untrusted: a config that cannot be read serves no command
+        readable = False
+    if readable:
+        return f"`ucse calibrate run={run}` fits it without retraining"
+    return "it was trained on data passed in memory, which `ucse calibrate` cannot read back: train it again"

@@ -7,12 +7,12 @@
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
 from ucse.config import ConfigError, TrainConfig
 from ucse.config.run_layout import RunFolder, read_run_metrics
-from ucse.data.tasks import DATA_ENV, TaskData, changed_splits
+from ucse.config.run_layout import reads_back_data as reads_back_data  # re-exported
+from ucse.data.tasks import TaskData, changed_splits
 from ucse.heads.io import CONFIG_FILE, WEIGHTS_FILE
 
 RUN_FILES = (RunFolder.CONFIG, f"{RunFolder.HEAD}/{CONFIG_FILE}", f"{RunFolder.HEAD}/{WEIGHTS_FILE}")
@@ -68,20 +68,6 @@ def check_same_splits(run: Path, data: TaskData, splits: tuple[str, ...], refuse
             "the data as they are now (ucse train ... overwrite=true), or restore the data it was trained on."
         )
     log.warning("%s: the figures below are for the rows given now.", message)
-
-
-def reads_back_data(cfg: TrainConfig, data_root: str | None = None) -> bool:
-    """Whether a run's data can be read again from its config (a file, a task folder or the hub).
-
-    A run trained on rows passed in memory (``ucse.train((texts, labels))``) records no source: commands that
-    reread the data (``ucse calibrate``, ``ucse review``) cannot serve it.
-    """
-    if cfg.data.path is not None or cfg.task.hf_path is not None or data_root or cfg.data.root:
-        return True
-    # A task folder found through UCSE_DATA_DIR at training (the config keeps no root): readable where the
-    # variable still leads to it. Rows passed in memory have no folder of their own there.
-    env = os.environ.get(DATA_ENV)
-    return bool(env) and (Path(env).expanduser() / cfg.task.name).is_dir()
 
 
 def refuse_memory_data(run: Path, cfg: TrainConfig, data_root: str | None, command: str, fix: str) -> None:

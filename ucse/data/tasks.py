@@ -11,9 +11,8 @@ import datasets
 import numpy as np
 
 from ucse.config import DataConfig, did_you_mean, group_choices
+from ucse.config.env import DATA_ENV as DATA_ENV  # re-exported: readers import it from here
 
-DATA_ENV = "UCSE_DATA_DIR"
-"""Environment variable naming the local data root when ``data.root`` is unset."""
 SPLITS = ("train", "validation", "test")
 LAYOUT_HINT = (
     "one folder per task named as the MTEB task, holding {train,validation,test}.jsonl "

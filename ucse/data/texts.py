@@ -32,7 +32,7 @@ def _lines(text: str, where: str) -> list[str]:
     lines = [line.removesuffix("\r") for line in text.split("\n")]
     # The newline that ends the last line starts no new one; blank lines after the last text (an editor's
     # or a script's trailing newlines) are no texts either. A blank line between texts is still refused.
-    while lines and not lines[-1].strip():
+    while lines and is_blank(lines[-1]):  # a DOS end-of-file mark (\x1a) too
         lines.pop()
     for number, line in enumerate(lines, 1):
         if not line.strip():

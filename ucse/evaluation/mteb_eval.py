@@ -22,6 +22,7 @@ from mteb.models.model_meta import ModelMeta
 from torch.utils.data import DataLoader
 
 from ucse import json_read
+from ucse.blank_text import blank_problem, is_blank
 from ucse.evaluation.encoder_protocol import TextEncoder
 
 # The paper evaluates the English portion of multilingual tasks; mteb names that subset "en".
@@ -129,6 +130,8 @@ def _read_split(
             text, label = row[text_column], row[label_column]
             if not isinstance(text, str):
                 raise ValueError(f"{where}: '{text_column}' is not a string: {text!r}")
+            if is_blank(text):  # as every other reader of texts: no word for the backbone to read
+                raise ValueError(f"{where}: '{text_column}' is {blank_problem(text)}; fix or remove the row")
             # Strings are names, whatever they spell ("01" and "1" are two labels, as ucse train reads a JSON
             # file); integers are ids. One kind per task: a name "1" and an id 1 would be two classes or one.
             kind = "name" if isinstance(label, str) else "id" if type(label) is int else None

@@ -9,6 +9,7 @@ import torch
 
 from ucse import json_read
 from ucse.backbone.device import resolve_device
+from ucse.blank_text import blank_problem, is_blank
 from ucse.config import from_yaml
 from ucse.config.run_layout import RunFolder
 from ucse.core.encoder import UcseEncoder
@@ -34,6 +35,8 @@ def read_texts(path: Path) -> list[str]:
             text = row.get("text") if isinstance(row, dict) else None
             if not isinstance(text, str) or not text.strip():
                 raise ValueError(f'{path}:{i} needs a non-empty string field "text", got {row!r:.80}.')
+            if is_blank(text):
+                raise ValueError(f'{path}:{i}: field "text" holds {blank_problem(text)}, no word to read.')
             texts.append(text)
     if not texts:
         raise ValueError(f"{path} holds no texts.")

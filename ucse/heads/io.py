@@ -35,7 +35,7 @@ CALIBRATION_ARRAYS = "calibration.safetensors"
 ARTIFACTS = frozenset({CONFIG_FILE, WEIGHTS_FILE, CALIBRATION_FILE, CALIBRATION_ARRAYS})
 """The files the manifest covers."""
 HEAD_FILES = ARTIFACTS | {MANIFEST_FILE}
-REFIT = "refit it with `ucse calibrate run=<the run folder>` (a run's head)"
+REFIT = "refit it with `ucse calibrate run=<the run folder>` (an exported head: export it again)"
 
 
 def _jsonable(obj: Any) -> Any:
@@ -298,10 +298,7 @@ def load_calibration(
     if not arr_path.is_file():
         raise FileNotFoundError(f"{arr_path} not found beside {cfg_path}; {REFIT}.")
     if config.get("weights_sha256") != sha256(root / WEIGHTS_FILE):
-        raise ValueError(
-            f"{cfg_path} was fitted for other weights than {root / WEIGHTS_FILE}; {REFIT}, or delete the two "
-            "calibration files to serve the plain softmax."
-        )
+        raise ValueError(f"{cfg_path} was fitted for other weights than {root / WEIGHTS_FILE}; {REFIT}.")
     if config.get("arrays_sha256") != sha256(arr_path):
         raise ValueError(f"{arr_path} does not match {cfg_path} (interrupted write?); {REFIT}.")
     try:

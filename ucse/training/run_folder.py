@@ -14,7 +14,7 @@ import torch
 
 from ucse import atomic
 from ucse.config import ConfigError, Recipe, TrainConfig, from_yaml
-from ucse.config.run_layout import RunFolder
+from ucse.config.run_layout import RunFolder, profile_repair
 from ucse.heads.io import CALIBRATION_FILE, HEAD_FILES, WEIGHTS_FILE
 
 DATA_KEY = "ucse_data_fingerprints"
@@ -76,10 +76,9 @@ def check_run_dir(cfg: TrainConfig, run_dir: Path) -> bool:
     present = sorted(n for n in names if n in RESULT_MARKERS)
     if lacks_profile(run_dir):
         raise ConfigError(
-            f"{run_dir} already holds a trained run ({', '.join(present)}) that stopped before its "
-            f"uncertainty profile was fitted; nothing was changed. `ucse calibrate run={run_dir}` fits the "
-            "profile without retraining; or pass overwrite=true to train it again, or choose another "
-            "output_dir (or name)."
+            f"{run_dir} already holds a trained run ({', '.join(present)}) without its uncertainty profile "
+            f"(stopped before fitting it); nothing was changed. For the profile, {profile_repair(run_dir)}; "
+            "or pass overwrite=true to train it again, or choose another output_dir (or name)."
         )
     raise ConfigError(
         f"{run_dir} already holds a run ({', '.join(present)}); nothing was changed. Pass overwrite=true to "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -56,6 +57,12 @@ def run_torch_flags() -> Iterator[None]:
     try:
         yield
     finally:
+        if sys.is_finalizing():
+            # A stop landing between this generator's yield and the ExitStack's record of its exit leaves it
+            # suspended until the interpreter's shutdown closes it (seen once in a dozen SIGTERMs at random
+            # moments: "Exception ignored in <generator run_torch_flags>" and a traceback after the error
+            # line): the process is ending, nothing is left to restore, and importing would fail.
+            return
         py_state, np_state, torch_state, cuda_states, seed_env = generators
         random.setstate(py_state)
         np.random.set_state(np_state)

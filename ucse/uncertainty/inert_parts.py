@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ucse.config import ConfigError, from_yaml
-from ucse.config.run_layout import RunFolder, run_of_head
+from ucse.config.run_layout import RunFolder, profile_repair, run_of_head
 from ucse.uncertainty.keep_threshold import keepable_tpr, rows_to_keep
 
 log = logging.getLogger(__name__)
@@ -89,9 +89,9 @@ def unfitted_message(profile: Any, head_dir: str | Path) -> str | None:
     if not wanted:
         return None
     return (
-        f"{run} has no uncertainty profile (the run stopped before fitting it): confidences are the plain "
-        "softmax, and no text abstains or gets a prediction set or an out-of-scope flag. `ucse calibrate "
-        f"run={run}` fits it without retraining."
+        f"{run} has no uncertainty profile (the run stopped before fitting it, or was trained by "
+        "ucse.training.train, which fits none): confidences are the plain softmax, and no text abstains or "
+        f"gets a prediction set or an out-of-scope flag; {profile_repair(run)}."
     )
 
 

@@ -25,13 +25,10 @@ from ucse.config.uncertainty import (
     OodScore,
     ScoreName,
 )
+from ucse.heads.io import REFIT
 from ucse.uncertainty.ood_detector import OOD_ARRAYS, OOD_KEYS, components, needed_stats, reads_mean
 from ucse.uncertainty.selective import AbstainThreshold
 
-REFIT = (
-    "refit it with `ucse calibrate run=<the run folder>` (a run's head), or delete the two calibration files "
-    "to serve the plain softmax"
-)
 MAX_SAMPLES = 1024
 """Monte-Carlo samples a saved profile may ask for: predict holds (samples, 1024 texts, C) float64 at once."""
 QHAT_SLACK = 1e-6
