@@ -23,8 +23,10 @@ Temperature (the one place it is defined; ``TemperatureMode``). Every rule has a
   multiplies: for the inverse rules pi_k ∝ c_k^-T; T = 1 is Eq. 4 / 8, T > 1 sharpens. For traces [1, 3]:
   Eq. 4 gives [0.75, 0.25], T = 1.5 gives [0.839, 0.161].
 * ``divide``: pi = softmax(l / T), the usual softmax temperature and this library's earlier behaviour
-  (T > 1 flattens: [0.675, 0.325] for the example). The ``softmax_precision`` rule is the variant that
-  earlier notes attribute to the reference code; the reference code itself was not available here.
+  (T > 1 flattens: [0.675, 0.325] for the example). The authors' code (MLAI-Yonsei/UEC,
+  ``exp_mteb/run_uec.py``, read through the project's code index) weights by ``softmax_precision`` in this
+  mode: logits sum_d 1/var_d, divided by T, after dividing each member's variances by their squared L2 norm;
+  this library follows the paper's equations by default (``inverse_trace``, ``sharpen``).
 
 :func:`paper_temperature` gives T per task family. Each row's weights use only that row's member
 statistics, so adding, removing or permuting other rows never changes them.
