@@ -161,10 +161,12 @@ def profile_repair(run: str | Path) -> str:
     from ucse.config import ConfigError, from_yaml  # the package imports this module
 
     folder = RunFolder(run)
+    if folder.scratch:
+        return "fit the estimator again (its run folder is a temporary one)"
     try:
-        readable = not folder.scratch and reads_back_data(from_yaml(folder.config))
+        cfg = from_yaml(folder.config)
     except (ConfigError, OSError, ValueError):  # untrusted: a config that cannot be read serves no command
-        readable = False
-    if readable:
+        return "train it again (its config.yaml cannot be read)"
+    if reads_back_data(cfg):
         return f"`ucse calibrate run={run}` fits it without retraining"
     return "it was trained on data passed in memory, which `ucse calibrate` cannot read back: train it again"

@@ -77,7 +77,8 @@ def check_run_dir(cfg: TrainConfig, run_dir: Path) -> bool:
     if lacks_profile(run_dir):
         raise ConfigError(
             f"{run_dir} already holds a trained run ({', '.join(present)}) without its uncertainty profile "
-            f"(stopped before fitting it); nothing was changed. For the profile, {profile_repair(run_dir)}; "
+            f"(stopped before fitting it, or trained by ucse.training.train); nothing was changed. For the "
+            f"profile, {profile_repair(run_dir)}; "
             "or pass overwrite=true to train it again, or choose another output_dir (or name)."
         )
     raise ConfigError(
