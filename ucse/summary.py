@@ -163,7 +163,7 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
         figures = ", ".join(f"{name} {100 * acc[w]:.2f} % / {nll[w]:.3f}" for name, w in shown if w in acc)
         why = (
             f"; w={best:g} had the lowest NLL, but not by more than one standard error: the simpler "
-            "model is kept"
+            f"model, w={sel['weight']:g}, is kept"
             if isinstance(best, (int, float)) and best != sel["weight"]
             else ""
         )

@@ -79,6 +79,11 @@ def test_error_among_answered_texts_is_undefined_when_every_text_abstains():
         actionable_report(profile, test, yt)
     )
     profile.abstain.threshold = float("inf")  # none abstains: the error is the plain error
+    for certified in (True, False):  # a target no threshold met on validation: eval says so
+        profile.abstain.achievable = certified
+        report = actionable_report(profile, test, yt)
+        assert report["selective"]["certified"] is certified
+        assert ("not certified on validation): test error" in format_table(report)) is not certified
     s = actionable_report(profile, test, yt)["selective"]
     pred = profile.calibrator.probs(test.logits).numpy().argmax(1)
     assert s["test_coverage"] == 1.0 and s["test_error"] == pytest.approx((pred != yt).mean())

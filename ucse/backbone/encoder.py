@@ -188,7 +188,7 @@ class FrozenBackbone:
         more = (
             f"backbone.max_length={self.cfg.max_length} can go up to the model's {self._model_limit}"
             if self._model_limit and self.max_length < self._model_limit
-            else f"{self.max_length} is the model's own limit"
+            else f"{self.max_length} is the most the model's position table allows"
         )
         log.warning(
             # "reach", not "are cut": the tokenizer truncates without saying whether a text was longer

@@ -54,6 +54,7 @@ def actionable_report(
         "delta": None if a is None else a.delta,
         "threshold": None if a is None or not np.isfinite(a.threshold) else a.threshold,
         "validation_bound": None if a is None else a.bound,
+        "certified": None if a is None else bool(a.achievable),
         "test_coverage": float(answered.mean()),
         # undefined when every text abstains (0 read as perfect once averaged into a sweep's table)
         "test_error": float((~correct[answered]).mean()) if answered.any() else None,
@@ -135,6 +136,8 @@ def format_table(report: dict) -> str:
         else "no abstention rule"
     )
     error = "n/a (every text abstains)" if s["test_error"] is None else f"{s['test_error']:.4f}"
+    if s.get("certified") is False:  # no threshold met the target on validation (eval.json: certified)
+        target += ", not certified on validation"
     lines.append(f"  abstain ({target}): test error {error} at coverage {s['test_coverage']:.4f}")
     if k is not None:
         lines.append(
