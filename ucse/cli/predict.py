@@ -92,26 +92,27 @@ def main(argv: list[str]) -> int:
 
         head_dir = resolve_head_dir(cfg.run)
         run = run_of_head(head_dir)  # None: a head outside a run
-        from ucse.inference.files import check_output, read_ids, read_texts, write_predictions
+        from ucse.inference.files import check_output, read_texts_and_ids, write_predictions
 
         check_output(cfg.out, cfg.overwrite)
         _check_out_is_not_read(cfg.out, cfg.input, run or head_dir)
-        if cfg.text_column and _one_text_per_line(cfg.input):
-            # a .txt file or stdin has no columns: the option was ignored without a word
+        for key, value, leave in (
+            ("text_column", cfg.text_column, ""),
+            ("id_column", cfg.id_column, " (rows keep the input's order)"),
+        ):
+            if value and _one_text_per_line(cfg.input):
+                # a .txt file or stdin has no columns: the option was ignored without a word
+                raise ConfigError(
+                    f"{key}={value}: input={cfg.input} is one text per line, with no columns; leave {key} "
+                    f"out{leave}, or give a table (.csv, .tsv, .jsonl, .json, .parquet, .xlsx)."
+                )
+        if cfg.id_column in ROW_FIELDS:
             raise ConfigError(
-                f"text_column={cfg.text_column}: input={cfg.input} is one text per line, with no columns; "
-                "leave text_column out, or give a table (.csv, .tsv, .jsonl, .json, .parquet, .xlsx)."
+                f"id_column={cfg.id_column} is the name of a field of the prediction rows "
+                f"({', '.join(ROW_FIELDS)}); copy another column, or rename it in the input."
             )
         column = cfg.text_column or _trained_text_column(run, cfg.input)
-        texts = read_texts(cfg.input, column, sole_column=cfg.text_column is None)
-        ids = None
-        if cfg.id_column is not None:
-            if cfg.id_column in ROW_FIELDS:
-                raise ConfigError(
-                    f"id_column={cfg.id_column} is the name of a field of the prediction rows "
-                    f"({', '.join(ROW_FIELDS)}); copy another column, or rename it in the input."
-                )
-            ids = read_ids(cfg.input, cfg.id_column)
+        texts, ids = read_texts_and_ids(cfg.input, column, cfg.id_column, sole_column=cfg.text_column is None)
         from ucse.inference.blocks import predict_blocks
         from ucse.inference.classifier import UcseClassifier
         from ucse.uncertainty.abstain_rule import uncertifiable_message

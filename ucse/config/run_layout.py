@@ -152,6 +152,19 @@ def reads_back_data(cfg: TrainConfig, data_root: str | None = None) -> bool:
     return bool(env) and (Path(env).expanduser() / cfg.task.name).is_dir()
 
 
+def wants_profile(run: str | Path, if_unreadable: bool) -> bool:
+    """Whether the run's ``config.yaml`` asks for an uncertainty profile.
+
+    ``if_unreadable`` where the file cannot be read (it is untrusted): the caller decides what that means.
+    """
+    from ucse.config import ConfigError, from_yaml  # the package imports this module
+
+    try:
+        return bool(from_yaml(RunFolder(run).config).uncertainty.enabled)
+    except (ConfigError, OSError, ValueError):
+        return if_unreadable
+
+
 def profile_repair(run: str | Path) -> str:
     """How a run without its uncertainty profile gets one, as a clause of a message.
 

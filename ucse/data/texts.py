@@ -88,8 +88,30 @@ def read_texts(
             missing/empty text (naming the file and its line, or the 0-based row for Parquet).
         FileNotFoundError: when the file does not exist.
     """
+    return read_texts_and_ids(source, text_column, None, option, column_option, sole_column)[0]
+
+
+def read_texts_and_ids(
+    source: str,
+    text_column: str,
+    id_column: str | None,
+    option: str = "input",
+    column_option: str = "text_column",
+    sole_column: bool = False,
+) -> tuple[list[str], list[Any] | None]:
+    """:func:`read_texts`, and the values of ``id_column`` of a table input from the same read.
+
+    The ids (``ucse predict id_column=``) are JSON values, one per row: a value JSON cannot hold (a Parquet
+    date, bytes) as its ``str``, a missing cell ``None``; ``None`` without ``id_column``. A ``.txt`` file or
+    stdin has no columns: the caller refuses ``id_column`` there first (a ``ValueError`` here).
+
+    Raises:
+        DataError: as :func:`read_texts`, and a table without ``id_column`` (listing its columns).
+    """
+    if id_column is not None and (source == STDIO or Path(source).suffix.lower() == ".txt"):
+        raise ValueError(f"id_column={id_column}: {option}={source} is one text per line, with no columns.")
     if source == STDIO:
-        return _lines(decode_utf8("stdin", _read_stdin()), "stdin")
+        return _lines(decode_utf8("stdin", _read_stdin()), "stdin"), None
     path = Path(source).expanduser()
     if not path.is_file():
         raise FileNotFoundError(f"{option}={source}: no such file.")
@@ -99,16 +121,16 @@ def read_texts(
             f"{option}={source}: unsupported file type '{suffix}'; use one of {', '.join(INPUT_SUFFIXES)}."
         )
     if suffix == ".txt":  # bytes, decoded here: read_text would turn every bare \r into a line break
-        return _lines(decode_utf8(path, path.read_bytes()), str(path))
+        return _lines(decode_utf8(path, path.read_bytes()), str(path)), None
     raw = read_file(path)
     if text_column not in raw.columns and sole_column and len(raw.columns) == 1:
         logger.info("%s: reading its only column, %r (no column %r)", path, raw.columns[0], text_column)
         text_column = raw.columns[0]
-    if text_column not in raw.columns:
-        raise DataError(
-            f"{path} has no column '{text_column}'; its columns are {raw.columns}. "
-            f"Set {column_option}=<column>."
-        )
+    for column, setting in ((text_column, column_option), (id_column, "id_column")):
+        if column is not None and column not in raw.columns:
+            raise DataError(
+                f"{path} has no column '{column}'; its columns are {raw.columns}. Set {setting}=<column>."
+            )
     texts = raw.values(text_column)
     bad = text_value_problems(texts, text_column)
     if bad:  # one line naming the file and the first bad line (the 0-based row for Parquet)
@@ -116,28 +138,8 @@ def read_texts(
         at = f"line {lines[bad[0].index]}" if lines else f"row {bad[0].index} (0-based)"
         more = f" ({len(bad)} such rows)" if len(bad) > 1 else ""
         raise DataError(f"{path} {at}: {bad[0].problem}{more}; every row needs a text: fix or remove it.")
-    return texts
-
-
-def read_ids(source: str, column: str, option: str = "input") -> list[Any]:
-    """The values of ``column`` of a table input, one per row, as JSON values (``ucse predict id_column=``).
-
-    Read after :func:`read_texts` has checked the file and its texts. A value JSON cannot hold (a Parquet
-    date, bytes) is written as its ``str``; a missing cell is ``None``.
-
-    Raises:
-        DataError: ``source`` is one text per line (no columns), or has no ``column`` (listing its columns).
-    """
-    if source == STDIO or Path(source).suffix.lower() == ".txt":
-        raise DataError(
-            f"id_column={column}: {option}={source} is one text per line, with no columns; leave id_column "
-            "out (rows keep the input's order), or give a table (.csv, .tsv, .jsonl, .json, .parquet, .xlsx)."
-        )
-    raw = read_file(Path(source).expanduser())
-    if column not in raw.columns:
-        raise DataError(
-            f"{source} has no column '{column}'; its columns are {raw.columns}. Set id_column=<column>."
-        )
+    if id_column is None:
+        return texts, None
     plain = (str, int, float, bool, type(None))
-    values = [v.item() if isinstance(v, np.generic) else v for v in raw.values(column)]
-    return [v if isinstance(v, plain) else str(v) for v in values]
+    values = [v.item() if isinstance(v, np.generic) else v for v in raw.values(id_column)]
+    return texts, [v if isinstance(v, plain) else str(v) for v in values]

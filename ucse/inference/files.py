@@ -21,8 +21,8 @@ from ucse import atomic
 from ucse.data.tasks import DataError
 from ucse.data.texts import INPUT_SUFFIXES as INPUT_SUFFIXES  # re-exported: predict's readable inputs
 from ucse.data.texts import STDIO
-from ucse.data.texts import read_ids as read_ids  # re-exported, as read_texts
 from ucse.data.texts import read_texts as read_texts  # re-exported (it lives in the data layer)
+from ucse.data.texts import read_texts_and_ids as read_texts_and_ids  # re-exported, as read_texts
 
 OUTPUT_SUFFIXES = (".jsonl", ".csv")
 

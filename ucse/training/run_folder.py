@@ -14,7 +14,7 @@ import torch
 
 from ucse import atomic
 from ucse.config import ConfigError, Recipe, TrainConfig, from_yaml
-from ucse.config.run_layout import RunFolder, profile_repair
+from ucse.config.run_layout import RunFolder, profile_repair, wants_profile
 from ucse.heads.io import CALIBRATION_FILE, HEAD_FILES, WEIGHTS_FILE
 
 DATA_KEY = "ucse_data_fingerprints"
@@ -92,10 +92,9 @@ def lacks_profile(run_dir: Path) -> bool:
     head = RunFolder(run_dir).head
     if not (head / WEIGHTS_FILE).is_file() or (head / CALIBRATION_FILE).exists():
         return False
-    try:
-        return bool(from_yaml(RunFolder(run_dir).config).uncertainty.enabled)
-    except (ConfigError, OSError, ValueError):  # not this run's to judge here: the plain message
-        return False
+    return wants_profile(
+        run_dir, if_unreadable=False
+    )  # unreadable: not this run's to judge, the plain message
 
 
 _UNFINISHED = {

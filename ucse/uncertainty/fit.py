@@ -118,8 +118,9 @@ def fit_profile(
     correct = (probs.argmax(1).numpy() == np.asarray(val_labels)).astype(bool)
     val_scores = profile.scores(val.mean, val.var, val.logits)
     val_aurc = {k: aurc(v, correct) for k, v in val_scores.items()}
-    candidates = [k for k in val_aurc if k in AUTO_SCORES] if cfg.score == ScoreName.auto else []
-    if cfg.score == ScoreName.auto:
+    auto = cfg.score == ScoreName.auto
+    candidates = [k for k in val_aurc if k in AUTO_SCORES] if auto else [cfg.score.value]
+    if auto:
         profile.score = ScoreName(min(candidates, key=val_aurc.__getitem__))
     elif cfg.score.value in val_scores:
         profile.score = cfg.score
@@ -131,7 +132,7 @@ def fit_profile(
     u = val_scores[profile.score.value]
     # score=auto chose the score on these same rows: the guarantee must hold whichever of the K candidates
     # won, so each candidate's SGR runs at delta / K (a union bound over the candidates).
-    delta = cfg.abstain.delta / len(candidates) if cfg.score == ScoreName.auto else cfg.abstain.delta
+    delta = cfg.abstain.delta / len(candidates)
     profile.abstain, offer = fit_abstain(u, correct, cfg.abstain, delta, run)
     profile.info |= offer
     k = cfg.conformal
@@ -149,7 +150,7 @@ def fit_profile(
         "validation_accuracy": float(correct.mean()),
         "validation_aurc": val_aurc,
         "abstain_delta_per_candidate": delta,
-        "score_candidates": candidates or [profile.score.value],
+        "score_candidates": candidates,
     }
     figures = decision_figures(base, val.logits, val_labels, counts, target)
     profile.info["class_prior"] = {"prior": calibrator.prior.value, **figures}

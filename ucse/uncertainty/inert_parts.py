@@ -13,8 +13,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ucse.config import ConfigError, from_yaml
-from ucse.config.run_layout import RunFolder, profile_repair, run_of_head
+from ucse.config.run_layout import profile_repair, run_of_head, wants_profile
 from ucse.uncertainty.keep_threshold import keepable_tpr, rows_to_keep
 
 log = logging.getLogger(__name__)
@@ -80,13 +79,7 @@ def unfitted_message(profile: Any, head_dir: str | Path) -> str | None:
     A head outside a run, or a run trained with ``uncertainty.enabled=false``, has nothing missing.
     """
     run = None if profile.fitted else run_of_head(head_dir)
-    if run is None:
-        return None
-    try:
-        wanted = from_yaml(RunFolder(run).config).uncertainty.enabled
-    except (ConfigError, OSError, ValueError):  # untrusted and unreadable: the profile may well be missing
-        wanted = True
-    if not wanted:
+    if run is None or not wants_profile(run, if_unreadable=True):  # unreadable: it may well be missing
         return None
     return (
         f"{run} has no uncertainty profile (the run stopped before fitting it, or was trained by "
