@@ -83,3 +83,21 @@ def test_the_summary_says_why_a_model_with_a_lower_nll_was_not_chosen(tmp_path):
     assert "blend w=0.25 78.00 % / 0.700" in text and "blend w=0.75 78.00 % / 0.690" in text
     sel.update(best_weight=0.25)
     assert "standard error" not in train_summary(tmp_path, {"selection": sel, "head": "blend"}, None)
+
+
+def test_the_summary_names_the_labels_recalled_least(tmp_path):
+    # a trial's rare label was recalled 0.17 of the time, hidden in the macro-F1 the summary printed
+    from ucse.training.label_report import per_label
+
+    names = [f"l{i}" for i in range(6)]
+    m = np.diag([9, 9, 9, 1, 8, 5])
+    m[3, 4], m[5, 0] = 5, 1  # l3: 1 of 6 right, 5 read as l4; l5: 5 of 6; the rest all right
+    metrics = {"test": {"accuracy": 41 / 47, "f1_macro": 0.8}, "test_per_label": per_label(m, names)}
+    text = train_summary(tmp_path, metrics, None)
+    assert (
+        "  lowest recall by label on test: l3 0.17 of 6 texts (5 read as l4), l5 0.83 of 6 texts (1 read as "
+        "l0) (all labels: test_per_label in metrics.json)"
+    ) in text.splitlines()
+    # rows read back from an old or damaged metrics.json: no line, no error
+    for rows in (None, [], "x", [{"label": "a"}]):
+        assert "recall" not in train_summary(tmp_path, {**metrics, "test_per_label": rows}, None)

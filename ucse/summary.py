@@ -152,6 +152,15 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
         f"run: {run_dir}",
         tested + (f"   ({estimate} {val['accuracy']:.4f})" if "accuracy" in val else ""),
     ]
+    if test and metrics.get("test_per_label"):
+        from ucse.training.label_report import weakest_line  # torch is loaded once a run has trained
+
+        weakest = weakest_line(metrics["test_per_label"], "test")
+        lines += (
+            [f"  {weakest} (all labels: test_per_label in {RunFolder(run_dir).metrics.name})"]
+            if weakest
+            else []
+        )
     sel = metrics.get("selection") or {}
     if "weight" in sel:
         acc, nll = sel["accuracy"], sel["nll"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sklearn.metrics import balanced_accuracy_score, f1_score
+from sklearn.metrics import balanced_accuracy_score, confusion_matrix, f1_score, recall_score
 
 from ucse.cli.summary import eval_summary
 from ucse.config.uncertainty import ClassPrior, UncertaintyConfig
@@ -38,8 +38,14 @@ def test_the_report_scores_the_profiles_decisions(prior):
     assert d["accuracy"] == pytest.approx((pred == yt).mean())
     assert d["balanced_accuracy"] == pytest.approx(balanced_accuracy_score(yt, pred))
     assert d["f1_macro"] == pytest.approx(f1_score(yt, pred, average="macro"))
+    # per label, of the same decisions (what predict answers), named by label id without label names
+    rows = report["per_label"]
+    assert [r["label"] for r in rows] == ["0", "1", "2"]
+    np.testing.assert_allclose([r["recall"] for r in rows], recall_score(yt, pred, average=None))
+    assert report["confusion"]["counts"] == confusion_matrix(yt, pred).tolist()
     raw = test.logits.argmax(1)
-    shown = eval_summary({"metrics": {}, **report}, None)
+    shown = eval_summary({"metrics": {}, "split": "test", **report}, None)
+    assert "recall by label on test: " in shown  # three labels: every one named
     if prior != "train":
         assert (pred != raw).mean() > 0.1  # the prior moved many decisions away from the logits' argmax
         assert d["balanced_accuracy"] > balanced_accuracy_score(yt, raw)

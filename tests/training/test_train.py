@@ -19,6 +19,18 @@ from ucse.core.encoder import UcseEncoder
 from ucse.training import train
 
 
+def _check_per_label(metrics: dict, names: list[str]) -> None:
+    """test_per_label: every label once, its counts the test split's, recall x support adding to accuracy."""
+    rows = metrics["test_per_label"]
+    assert [r["label"] for r in rows] == names
+    n = metrics["data"]["sizes"]["test"]
+    assert sum(r["support"] for r in rows) == sum(r["predicted"] for r in rows) == n
+    right = sum(round(r["recall"] * r["support"]) for r in rows if r["support"])
+    assert right / n == pytest.approx(metrics["test"]["accuracy"], abs=1e-6)
+    f1 = [r["f1"] for r in rows if r["f1"] is not None]
+    assert np.mean(f1) == pytest.approx(metrics["test"]["f1_macro"], abs=1e-5)
+
+
 def _logged_columns(run_dir: Path) -> set[str]:
     with (run_dir / "logs" / "metrics.csv").open() as fh:
         return set(next(csv.reader(fh)))
@@ -33,6 +45,7 @@ def test_full_method_run_writes_the_run_folder(tiny_run_cfg):
     assert set(metrics["test"]) == {"accuracy", "f1_macro"} and "accuracy" in metrics["val"]
     # 3 balanced classes with one cue word each: well above chance (1/3; see LEARNS).
     assert metrics["test"]["accuracy"] > 0.5
+    _check_per_label(metrics, ["class_0", "class_1", "class_2"])  # the Lightning test loop's confusion matrix
     assert (d / "checkpoints" / "last.ckpt").is_file()
     assert (d / "head" / "config.json").is_file() and (d / "head" / "model.safetensors").is_file()
     # Every loss term is logged.
@@ -164,6 +177,7 @@ def test_logreg_probe(tiny_run_cfg):
     result = train(tiny_run_cfg("head=logreg"))
     m = result.metrics
     assert m["selection"]["probe"]["converged"] and m["test"]["accuracy"] > 0.6
+    _check_per_label(m, ["class_0", "class_1", "class_2"])  # an in-memory head's predictions
     assert (result.run_dir / "head" / "model.safetensors").is_file()  # a head like any other
 
 

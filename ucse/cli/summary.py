@@ -35,6 +35,11 @@ def eval_summary(report: dict, written: Path | None) -> str:
             f"  with the {prior} class prior (what predict answers): accuracy {d['accuracy']:.4f}  "
             f"balanced accuracy {d['balanced_accuracy']:.4f}  macro-F1 {d['f1_macro']:.4f}"
         )
+    if report.get("per_label"):  # what predict answers, label by label (eval.json: per_label, confusion)
+        from ucse.training.label_report import weakest_line
+
+        weakest = weakest_line(report["per_label"], str(report.get("split")))
+        lines += [f"  {weakest} (every label, and the confusion matrix: eval.json)"] if weakest else []
     areas = report.get("arc_area")
     if areas:
         shown = "  ".join(f"{k} {v:.4f}" for k, v in areas.items())

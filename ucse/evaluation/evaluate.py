@@ -234,7 +234,7 @@ def evaluate_run(cfg: EvalConfig) -> dict:
     unc, curves = uncertainty_report(out, labels, cfg.sigma_thresholds)
     report["uncertainty"] = unc
     profile, source = run_profile(run, train_cfg, encoder, data, states)
-    report |= actionable_report(profile, out, labels, run if cfg.plots else None)
+    report |= actionable_report(profile, out, labels, run if cfg.plots else None, data.label_names)
     report["profile_source"] = source
     extra_plots = report.pop("plots", [])
     if cfg.plots:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from ucse.core.encoder import EncodedBatch
+from ucse.evaluation.per_label import label_breakdown, lowest_coverage_line
 from ucse.evaluation.plots import plot_reliability, plot_risk_coverage
 from ucse.uncertainty.calibration import calibration_metrics, reliability_bins
 from ucse.uncertainty.class_prior import decision_scores
@@ -16,7 +18,11 @@ from ucse.uncertainty.selective import aurc, e_aurc, risk_coverage_curve
 
 
 def actionable_report(
-    profile: UncertaintyProfile, out: EncodedBatch, labels: np.ndarray, plots_dir: Path | None = None
+    profile: UncertaintyProfile,
+    out: EncodedBatch,
+    labels: np.ndarray,
+    plots_dir: Path | None = None,
+    label_names: Sequence[str] | None = None,
 ) -> dict:
     """Judge a fitted profile on held-out outputs (normally the test split).
 
@@ -25,9 +31,12 @@ def actionable_report(
         out: head outputs on the evaluated split.
         labels: (N,) its labels.
         plots_dir: write ``reliability.png`` and ``risk_coverage.png`` there (``None``: no plots).
+        label_names: the C label names (``None``: the ids as text).
 
     Returns:
-        ``{"calibration": ..., "selective": ..., "conformal": ..., "plots": [...]}``.
+        ``{"calibration": ..., "selective": ..., "conformal": ..., "per_label": [...], "confusion": {...},
+        "plots": [...]}`` (``per_label`` / ``confusion``: :func:`ucse.evaluation.per_label.label_breakdown`
+        of what ``predict`` answers).
     """
     y = np.asarray(labels)
     raw = torch.softmax(torch.as_tensor(out.logits, dtype=torch.float64), dim=1)
@@ -76,6 +85,8 @@ def actionable_report(
         "selective": selective,
         "conformal": conformal,
     }
+    names = [str(i) for i in range(out.logits.shape[1])] if label_names is None else list(label_names)
+    report |= label_breakdown(y, res.prediction, names, res.abstain, res.sets)
     if plots_dir is not None:
         t = profile.calibrator.temperature
         after_name = f"after ({profile.calibrator.method.value}" + (f", T={t:.2f})" if t else ")")
@@ -144,4 +155,6 @@ def format_table(report: dict) -> str:
             f"conformal {k['method']} (alpha {k['alpha']}): coverage {k['coverage']:.4f}, "
             f"mean set size {k['mean_set_size']:.2f}"
         )
+        low = lowest_coverage_line(report.get("per_label"), k["alpha"])
+        lines += [low] if low else []
     return "\n".join(lines)

@@ -24,6 +24,7 @@ from ucse.config.run_layout import RunFolder
 from ucse.heads import save_head
 from ucse.heads.outputs import Outputs
 from ucse.training.auto import WEIGHTS, fit_auto, fit_probe_head, predict_outputs
+from ucse.training.label_report import confusion_counts
 from ucse.training.logreg import probe_features
 
 
@@ -68,7 +69,10 @@ def fit_auto_run(
     for split, key in (("validation", "val"), ("test", "test")):
         if len(labels[split]) == 0:  # data.test_fraction=0: no test split, no test figures
             continue
-        metrics[key] = _scores(outputs(head, states[split]).logits, labels[split])
+        logits = outputs(head, states[split]).logits
+        metrics[key] = _scores(logits, labels[split])
+        if split == "test":  # the run turns it into test_per_label, as for a Lightning-trained head
+            metrics["test_confusion"] = confusion_counts(logits, labels[split], num_classes)
     if heldout is not None:  # the validation rows trained the head: report the held-out estimate
         if estimate is not None:  # the selection's own out-of-fold predictions (see AutoResult)
             metrics["val"] = {**_scores(estimate, heldout_labels), "estimate": "cross-validated"}

@@ -10,7 +10,7 @@ import lightning as L
 import numpy as np
 import torch
 from torchmetrics import MetricCollection
-from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
+from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionMatrix, MulticlassF1Score
 from transformers import get_linear_schedule_with_warmup
 
 from ucse.config import ContrastiveType, LossConfig, OptimConfig
@@ -90,6 +90,9 @@ class UcseModule(L.LightningModule):
         )
         self.val_metrics = metrics.clone(prefix="val/")
         self.test_metrics = metrics.clone(prefix="test/")
+        # per-label figures of the test split (metrics.json's test_per_label): counted on the device
+        self.test_confusion = MulticlassConfusionMatrix(num_classes)
+        self.test_confusion_counts: np.ndarray | None = None  # (C, C) after a test pass
         self._finite_record: torch.Tensor | None = None  # (7,) first non-finite step, on the device
         self._epoch_sums: torch.Tensor | None = None  # (6,) batch-weighted sums of TRAIN_TERMS this epoch
         self._epoch_rows = 0
@@ -301,12 +304,16 @@ class UcseModule(L.LightningModule):
     def test_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> None:
         """Deterministic (mu-based) test metrics."""
         hidden, mask, y = batch
-        self.test_metrics.update(self.head(hidden, mask).logits, y)
+        logits = self.head(hidden, mask).logits
+        self.test_metrics.update(logits, y)
+        self.test_confusion.update(logits, y)
 
     def on_test_epoch_end(self) -> None:
-        """Log and reset test metrics."""
+        """Log and reset test metrics; keep the test confusion matrix (reduced over ranks) on the host."""
         self.log_dict(self.test_metrics.compute(), sync_dist=True)
         self.test_metrics.reset()
+        self.test_confusion_counts = self.test_confusion.compute().cpu().numpy().astype(np.int64)
+        self.test_confusion.reset()
 
     def configure_optimizers(self) -> dict:
         """AdamW over the head, linear warmup then linear decay to 0, stepped per batch."""

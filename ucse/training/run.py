@@ -24,14 +24,7 @@ from ucse.backbone.device import resolve_device  # noqa: F401 - also imported fr
 from ucse.backbone.encoder import FrozenBackbone
 from ucse.backbone.loading import model_fingerprint
 from ucse.backbone.precision import effective_precision
-from ucse.config import (
-    HeadType,
-    Precision,
-    ProfilerType,
-    Recipe,
-    TrainConfig,
-    to_yaml,
-)
+from ucse.config import HeadType, Precision, ProfilerType, Recipe, TrainConfig, to_yaml
 from ucse.config.run_layout import RunFolder
 from ucse.data import TaskData, load_classification
 from ucse.data.duplicates import text_groups
@@ -43,6 +36,7 @@ from ucse.training.csv_log import RunCSVLogger
 from ucse.training.datamodule import StatesDataModule
 from ucse.training.distributed import LazyStates, is_rank_zero, stops_end_every_rank
 from ucse.training.fit_head import KeepBest, auto_batch_size, step_budget
+from ucse.training.label_report import per_label
 from ucse.training.module import UcseModule
 from ucse.training.preflight import IN_MEMORY, check_data_rows, check_run, is_distributed
 from ucse.training.run_folder import (
@@ -192,7 +186,8 @@ def train(cfg: TrainConfig, data: TaskData | None = None) -> RunResult:
     anything is written.
 
     The folder holds ``config.yaml`` (resolved), ``metrics.json``
-    (``{"val": {...}, "test": {"accuracy", "f1_macro"}, "timing": {...}, "data": {...}}``), Lightning
+    (``{"val": {...}, "test": {"accuracy", "f1_macro"}, "test_per_label": [...], "timing": {...}, "data":
+    {...}}``; ``test_per_label``: :func:`ucse.training.label_report.per_label`), Lightning
     ``checkpoints/`` (``last.ckpt`` resumes with ``ckpt_path=last``), CSV/TensorBoard ``logs/`` and
     ``head/`` (``config.json`` + ``model.safetensors``, loadable without Lightning).
     """
@@ -313,6 +308,8 @@ def _run(cfg: TrainConfig, data: TaskData, run_dir: Path, device: torch.device, 
             return metrics  # rank 0 alone writes metrics.json
         states_s, cache = lazy.seconds, lazy.cache  # measured inside fit (in the main process under ddp)
 
+    if "test_confusion" in metrics:  # (C, C) from either path -> one row per label
+        metrics["test_per_label"] = per_label(metrics.pop("test_confusion"), data.label_names)
     metrics["timing"] = {"states_s": round(states_s, 3), "total_s": round(time.perf_counter() - t0, 3)}
     if device.type == "cuda":
         metrics["timing"]["peak_gpu_mib_states"] = states_peak
@@ -389,6 +386,7 @@ def _fit_lightning(
         if len(labels["test"]):  # data.test_fraction=0: no test split, no test figures
             test = trainer.test(module, datamodule=dm, ckpt_path=reload, verbose=False, weights_only=True)[0]
             scores["test"] = {"accuracy": test["test/acc"], "f1_macro": test["test/f1_macro"]}
+            scores["test_confusion"] = module.test_confusion_counts
     if trainer.is_global_zero:
         save_head(module.head.cpu().float(), RunFolder(run_dir).head, head_meta(cfg, data))
     return {

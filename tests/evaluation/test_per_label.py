@@ -1,0 +1,69 @@
+"""eval.json's per-label rows: answered share, answered error and set coverage against brute-force counts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ucse.evaluation.per_label import label_breakdown, lowest_coverage_line
+
+NAMES = ["a", "b", "c", "d"]
+
+
+def _case(seed: int):
+    rng = np.random.default_rng(seed)
+    y = rng.choice(3, size=80, p=[0.6, 0.3, 0.1])  # label "d" never occurs
+    pred = np.where(rng.random(80) < 0.7, y, rng.integers(0, 4, size=80))
+    abstain = rng.random(80) < 0.2
+    sets = rng.random((80, 4)) < 0.5
+    return y, pred, abstain, sets
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_rows_are_the_brute_force_counts(seed):
+    y, pred, abstain, sets = _case(seed)
+    out = label_breakdown(y, pred, NAMES, abstain, sets)
+    for i, row in enumerate(out["per_label"]):
+        mine = [k for k in range(len(y)) if y[k] == i]
+        if not mine:
+            assert row["answered"] is None and row["answered_error"] is None and row["set_coverage"] is None
+            continue
+        kept = [k for k in mine if not abstain[k]]
+        assert row["answered"] == pytest.approx(len(kept) / len(mine))
+        wrong = sum(pred[k] != i for k in kept)
+        assert row["answered_error"] == (pytest.approx(wrong / len(kept)) if kept else None)
+        assert row["set_coverage"] == pytest.approx(sum(sets[k, i] for k in mine) / len(mine))
+    # the per-label figures add up to the marginal ones (weighted by each label's texts)
+    rows = [r for r in out["per_label"] if r["support"]]
+    n = sum(r["support"] for r in rows)
+    cover = sum(r["support"] * r["set_coverage"] for r in rows) / n
+    assert cover == pytest.approx(sets[np.arange(len(y)), y].mean())
+    answered = sum(r["support"] * r["answered"] for r in rows) / n
+    assert answered == pytest.approx((~abstain).mean())
+    errors = sum(r["support"] * r["answered"] * (r["answered_error"] or 0.0) for r in rows)
+    assert errors == pytest.approx(((pred != y) & ~abstain).sum())
+    assert out["confusion"]["labels"] == NAMES
+    assert np.array(out["confusion"]["counts"]).sum() == len(y)
+
+
+def test_without_a_rule_or_sets():
+    y, pred, _, _ = _case(0)
+    rows = label_breakdown(y, pred, NAMES)["per_label"]
+    assert all("set_coverage" not in r for r in rows)
+    assert all(r["answered"] == 1.0 for r in rows if r["support"])
+
+
+def test_lowest_coverage_names_only_labels_below_the_target():
+    rows = [
+        {"label": "a", "support": 50, "set_coverage": 0.95},
+        {"label": "b", "support": 7, "set_coverage": 0.5714285714285714},
+        {"label": "c", "support": 20, "set_coverage": 0.85},
+        {"label": "d", "support": 0, "set_coverage": None},
+    ]
+    line = lowest_coverage_line(rows, 0.1)
+    assert line == (
+        "  set coverage below 0.90 for 2 labels (the sets promise it over all texts): b 0.57 of 7 texts, "
+        "c 0.85 of 20 texts"
+    )
+    assert lowest_coverage_line(rows[:1], 0.1) is None
+    assert lowest_coverage_line({"not": "rows"}, 0.1) is None

@@ -1,0 +1,77 @@
+"""``eval.json``'s ``per_label`` and ``confusion``: what ``predict`` answers, label by label.
+
+Marginal figures hide the labels where a guarantee or the accuracy fails: conformal sets cover 90 % of
+texts on average while one rare label's texts are covered far less (APS / RAPS promise marginal coverage,
+not coverage per label), and abstention can fall on one label's texts alone. The rows add, per true label,
+the share of its texts answered, the error among them and the share whose set holds the true label.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ucse.training.label_report import confusion_counts, per_label
+
+
+def label_breakdown(
+    labels: np.ndarray,
+    prediction: np.ndarray,
+    label_names: Sequence[str],
+    abstain: np.ndarray | None = None,
+    sets: np.ndarray | None = None,
+) -> dict:
+    """Per-label rows and the confusion matrix of one split's decisions.
+
+    Args:
+        labels: (N,) true label ids.
+        prediction: (N,) the label ids answered (the profile's top label, as ``predict`` gives it).
+        label_names: C names, in label-id order.
+        abstain: (N,) bool, texts the abstention rule holds back (``None``: no rule).
+        sets: (N, C) bool conformal sets (``None``: no sets).
+
+    Returns:
+        ``{"per_label": [...], "confusion": {"labels", "counts"}}``: the rows of
+        :func:`ucse.training.label_report.per_label` plus, per label with texts, ``answered`` (share not
+        held back), ``answered_error`` (error among those; ``None`` when none is answered) and
+        ``set_coverage`` (share whose set holds the label); ``counts`` rows are true labels, columns answers.
+    """
+    y, p = np.asarray(labels, dtype=np.int64), np.asarray(prediction, dtype=np.int64)
+    c = len(label_names)
+    m = confusion_counts(p, y, c)  # (C, C)
+    rows = per_label(m, label_names)
+    held = np.zeros(len(y), dtype=bool) if abstain is None else np.asarray(abstain, dtype=bool)  # (N,)
+    for i, row in enumerate(rows):
+        mine = y == i  # (N,)
+        if not mine.any():
+            row |= {"answered": None, "answered_error": None}
+            row |= {} if sets is None else {"set_coverage": None}
+            continue
+        kept = mine & ~held
+        row["answered"] = float(kept.sum() / mine.sum())
+        row["answered_error"] = float((p[kept] != i).mean()) if kept.any() else None
+        if sets is not None:
+            row["set_coverage"] = float(np.asarray(sets, dtype=bool)[mine, i].mean())
+    return {"per_label": rows, "confusion": {"labels": [str(n) for n in label_names], "counts": m.tolist()}}
+
+
+def lowest_coverage_line(rows: object, alpha: float, k: int = 3) -> str | None:
+    """``set coverage below 0.90 for 2 labels (...): two_star 0.71 of 14 texts, ...``; ``None`` if none.
+
+    Only labels whose coverage is below the marginal target are named; with few texts a label's coverage
+    is noisy (a binomial's standard deviation), so the count is shown beside it.
+    """
+    if not isinstance(rows, list):
+        return None
+    low = sorted(
+        (r["set_coverage"], r["support"], i, r)
+        for i, r in enumerate(rows)
+        if isinstance(r, dict) and isinstance(r.get("set_coverage"), float) and r["set_coverage"] < 1 - alpha
+    )
+    if not low:
+        return None
+    shown = ", ".join(f"{r['label']} {r['set_coverage']:.2f} of {r['support']} texts" for *_, r in low[:k])
+    many = f"{len(low)} label{'s' if len(low) != 1 else ''}"
+    # APS / RAPS promise 1 - alpha over all texts, not per label (class-conditional sets would)
+    return f"  set coverage below {1 - alpha:.2f} for {many} (the sets promise it over all texts): {shown}"
