@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import fields
 
 import pytest
@@ -85,8 +86,19 @@ def test_a_sweep_of_your_own_file_is_named_after_it_and_never_passes_for_another
     assert main([f"data.path={path}", "seeds=1", *common]) == 0
     table = capsys.readouterr().out
     assert "| tickets |" in table and "Banking77" not in table
-    assert (out / "tickets" / "logreg" / "seed0" / "metrics.json").is_file()
+    done = out / "tickets" / "logreg" / "seed0"
+    assert (done / "metrics.json").is_file()
     assert not (out / "Banking77Classification").exists()
+    # a run stopped between its head and its profile was skipped as done, and stayed without a profile
+    saved = (done / "head" / "calibration.json").read_text()
+    review = (done / "label_review.csv").read_text()
+    for name in ("head/calibration.json", "head/calibration.safetensors", "label_review.csv"):
+        (done / name).unlink(missing_ok=True)  # what a run stopped before its profile lacks
+    assert main([f"data.path={path}", "seeds=1", *common]) == 0
+    assert "has no uncertainty profile (a stopped run): fitting it now" in caplog.text
+    assert json.loads((done / "head" / "calibration.json").read_text()) == json.loads(saved)
+    assert (done / "label_review.csv").read_text() == review
+    caplog.clear()
     # the same file moved: a resume, said in a warning
     moved = tmp_path / "moved" / "tickets.csv"
     moved.parent.mkdir()

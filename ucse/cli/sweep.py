@@ -89,13 +89,19 @@ def _train_grid(tasks, names, backbone, seeds, variants, out, overrides, write_a
         write_ablation: the table writer (imported by the caller once the arguments are checked).
     """
     from ucse.pipeline import run_training
+    from ucse.training.run_folder import lacks_profile
 
     for task in tasks:
         for v in variants:
             for seed in range(seeds):
                 run_dir = out / names[task] / v / f"seed{seed}"
-                if RunFolder(run_dir).metrics.is_file():
-                    continue  # done (checked above to be of this data)
+                if RunFolder(run_dir).metrics.is_file():  # done (checked above to be of this data)
+                    if lacks_profile(run_dir):  # stopped between its head and its profile: finish it
+                        from ucse.uncertainty.fit import refit_run_profile
+
+                        log.warning("%s has no uncertainty profile (a stopped run): fitting it now.", run_dir)
+                        refit_run_profile(run_dir, [])
+                    continue
                 cfg = build_config(
                     [
                         *_task_args(task),
