@@ -53,17 +53,26 @@ def test_without_a_rule_or_sets():
     assert all(r["answered"] == 1.0 for r in rows if r["support"])
 
 
-def test_lowest_coverage_names_only_labels_below_the_target():
+def test_lowest_coverage_names_only_labels_below_the_target_beyond_chance():
+    from scipy.stats import binom
+
     rows = [
-        {"label": "a", "support": 50, "set_coverage": 0.95},
-        {"label": "b", "support": 7, "set_coverage": 0.5714285714285714},
-        {"label": "c", "support": 20, "set_coverage": 0.85},
+        {"label": "a", "support": 50, "set_coverage": 0.96},
+        {"label": "b", "support": 7, "set_coverage": 5 / 7},  # P(<= 5 of 7 | 0.9) = 0.15: chance
+        {"label": "c", "support": 20, "set_coverage": 0.6},  # P(<= 12 of 20 | 0.9) ~ 4e-4: not chance
         {"label": "d", "support": 0, "set_coverage": None},
+        {"label": "e", "support": 12, "set_coverage": 0.5},  # P(<= 6 of 12 | 0.9) ~ 5e-5
     ]
+    # brute force: the binomial tail, against 0.05 / 4 labels with texts
+    for r in rows[:3] + rows[4:]:
+        p = binom.cdf(round(r["set_coverage"] * r["support"]), r["support"], 0.9)
+        assert (p < 0.05 / 4) == (r["label"] in "ce")
     line = lowest_coverage_line(rows, 0.1)
     assert line == (
-        "  set coverage below 0.90 for 2 labels (the sets promise it over all texts): b 0.57 of 7 texts, "
-        "c 0.85 of 20 texts"
+        "  set coverage below 0.90 beyond chance for 2 labels (binomial test at 0.05, Bonferroni over 4 "
+        "labels; the sets promise coverage over all texts, not per label): e 0.50 of 12 texts, c 0.60 of 20 "
+        "texts"
     )
-    assert lowest_coverage_line(rows[:1], 0.1) is None
+    assert lowest_coverage_line(rows[:2], 0.1) is None  # below 0.90, but within chance
     assert lowest_coverage_line({"not": "rows"}, 0.1) is None
+    assert lowest_coverage_line([{"label": "x", "support": "3", "set_coverage": 0.0}], 0.1) is None
