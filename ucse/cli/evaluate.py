@@ -2,6 +2,7 @@
 
 Usage:
     ucse eval run=runs/Banking77Classification/minilm-l6/textcnn-seed0 [mteb=true] [split=test]
+    ucse eval run=runs/tickets input=new_tickets.csv      (the run on a labelled file of yours)
     ucse export run=<run folder> export=<texts.jsonl | split> out=<dir>
     ucse ensemble ensemble=minilm-pair task=STSBenchmark [out=<dir>]
 
@@ -84,14 +85,21 @@ def main(argv: list[str], command: str = "eval") -> int:
         else:
             if cfg.mteb:
                 check_mteb_task(cfg)
-            from ucse.evaluation.evaluate import evaluate_run
             from ucse.evaluation.uncertainty_report import format_table
 
-            report = evaluate_run(cfg)
-            print(format_table(report))
-            from ucse.config.run_layout import RunFolder
+            if cfg.input:  # the run on a labelled file of the user's
+                from ucse.evaluation.evaluate_file import evaluate_file
 
-            print(eval_summary(report, RunFolder(report["run"]).eval_report(cfg.split)))
+                report = evaluate_file(cfg)
+                written = Path(report["written"])
+            else:
+                from ucse.config.run_layout import RunFolder
+                from ucse.evaluation.evaluate import evaluate_run
+
+                report = evaluate_run(cfg)
+                written = RunFolder(report["run"]).eval_report(cfg.split)
+            print(format_table(report))
+            print(eval_summary(report, written))
         return 0
 
     return run_cli(body)

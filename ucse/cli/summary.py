@@ -28,6 +28,9 @@ def eval_summary(report: dict, written: Path | None) -> str:
             f"accuracy {m['accuracy']:.4f}  macro-F1 {m['f1_macro']:.4f}  "
             f"AUROC {'n/a' if m.get('auroc') is None else format(m['auroc'], '.4f')}  {probs}"
         )
+    if report.get("dropped"):  # input= with drop_bad_rows=true
+        n = report["dropped"]
+        lines.append(f"  {n} bad row{'s' if n != 1 else ''} of the file dropped (drop_bad_rows=true)")
     d = report.get("decisions")
     prior = (report.get("calibration") or {}).get("prior")
     if d and prior in ("balanced", "target"):  # the test figures above are the head's argmax, train mix

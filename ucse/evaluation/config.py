@@ -15,6 +15,17 @@ class EvalConfig:
     """Run folder written by ``ucse train`` (evaluation and export modes)."""
     split: str = "test"
     """Split to evaluate."""
+    input: str | None = None
+    """A labelled file (.csv/.tsv/.jsonl/.json/.parquet/.xlsx) to evaluate the run on instead of its own
+    split: new data, e.g. a later month's labelled sample. Its labels must be among the run's; the report goes
+    to ``eval-input-<file name>.json`` in the run folder (no plots)."""
+    text_column: str | None = None
+    """The input file's text column (default: the run's ``data.text_column``)."""
+    label_column: str | None = None
+    """The input file's label column (default: the run's ``data.label_column``)."""
+    drop_bad_rows: bool = False
+    """Drop the input file's bad rows (a missing text, a label the run was not trained on) instead of
+    failing; the report counts them."""
     mteb: bool = False
     """Also run the official MTEB task on the trained encoder (mu) and the raw backbone."""
     plots: bool = True
@@ -63,6 +74,22 @@ def build_eval_config(overrides: list[str] | None = None) -> EvalConfig:
             "ucse eval needs exactly one mode: run=<run folder> (evaluate), "
             "run=<run folder> export=<texts.jsonl|split> out=<dir> (export Gaussian embeddings), "
             f"or ensemble=<name> task=<task>; got {modes or 'none'}."
+        )
+    given = [k for k in ("text_column", "label_column") if getattr(cfg, k) is not None]
+    given += ["drop_bad_rows"] if cfg.drop_bad_rows else []
+    if given and not cfg.input:
+        are = "are" if len(given) > 1 else "is"
+        raise ConfigError(f"{'= and '.join(given)}= {are} for input=<labelled file>; give input= too.")
+    if cfg.input and modes == ["run"]:
+        odd = [f"{k}={v}" for k, v in (("split", cfg.split), ("mteb", cfg.mteb)) if v not in ("test", False)]
+        if odd:
+            raise ConfigError(
+                f"{' and '.join(odd)}: input= evaluates the run on that file instead of a split (and MTEB "
+                "runs the official task); drop one of them."
+            )
+    elif cfg.input:
+        raise ConfigError(
+            "input= evaluates a run on a labelled file: give it with run=, not export= or ensemble=."
         )
     if modes == ["run"]:  # accepted and ignored before: the report goes into the run folder
         stray = [k for k in ("out", "task") if getattr(cfg, k) is not None]

@@ -34,9 +34,10 @@ def actionable_report(
         label_names: the C label names (``None``: the ids as text).
 
     Returns:
-        ``{"calibration": ..., "selective": ..., "conformal": ..., "per_label": [...], "confusion": {...},
-        "plots": [...]}`` (``per_label`` / ``confusion``: :func:`ucse.evaluation.per_label.label_breakdown`
-        of what ``predict`` answers).
+        ``{"calibration": ..., "selective": ..., "conformal": ..., "out_of_scope": ..., "per_label": [...],
+        "confusion": {...}, "plots": [...]}``; ``out_of_scope``: the flag's score, tpr and the share of these
+        texts flagged; ``per_label`` / ``confusion``: :func:`ucse.evaluation.per_label.label_breakdown` of
+        what ``predict`` answers.
     """
     y = np.asarray(labels)
     raw = torch.softmax(torch.as_tensor(out.logits, dtype=torch.float64), dim=1)
@@ -77,8 +78,12 @@ def actionable_report(
             "mean_set_size": float(res.sets.sum(1).mean()),
             "empty_sets": float((res.sets.sum(1) == 0).mean()),
         }
+    ood = None
+    if res.ood is not None:  # in-scope texts: about 1 - tpr flagged; far more on new data means a shift
+        ood = {"score": profile.ood.score.value, "tpr": profile.ood.tpr, "flagged": float(res.ood.mean())}
     report = {
         "profile_fitted": profile.fitted,
+        "out_of_scope": ood,
         # what predict answers: the profile's top label (another than the logits' under another prior)
         "decisions": decision_scores(y, res.prediction),
         "calibration": calibration,
@@ -149,7 +154,8 @@ def format_table(report: dict) -> str:
     error = "n/a (every text abstains)" if s["test_error"] is None else f"{s['test_error']:.4f}"
     if s.get("certified") is False:  # no threshold met the target on validation (eval.json: certified)
         target += ", not certified on validation"
-    lines.append(f"  abstain ({target}): test error {error} at coverage {s['test_coverage']:.4f}")
+    scored = "error on the file" if report.get("input") else "test error"  # ucse eval input=
+    lines.append(f"  abstain ({target}): {scored} {error} at coverage {s['test_coverage']:.4f}")
     if k is not None:
         lines.append(
             f"conformal {k['method']} (alpha {k['alpha']}): coverage {k['coverage']:.4f}, "
@@ -157,4 +163,10 @@ def format_table(report: dict) -> str:
         )
         low = lowest_coverage_line(report.get("per_label"), k["alpha"])
         lines += [low] if low else []
+    o = report.get("out_of_scope")
+    if o is not None:
+        lines.append(
+            f"out-of-scope flag ({o['score']}, keeps {o['tpr']:.2f} of in-scope texts): flags "
+            f"{o['flagged']:.4f} of these texts"
+        )
     return "\n".join(lines)

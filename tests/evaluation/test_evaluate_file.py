@@ -1,0 +1,137 @@
+"""``ucse eval run=... input=<labelled file>``: a run scored on new labelled data, checked independently."""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+
+import numpy as np
+import pytest
+from sklearn.metrics import accuracy_score, confusion_matrix, recall_score
+from toy_tasks import CUES, generated_words
+
+from ucse.config import ConfigError
+from ucse.data import DataError
+from ucse.evaluation.config import build_eval_config
+from ucse.evaluation.evaluate_file import evaluate_file, input_report_path
+from ucse.training import train
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, tiny_task_root, tiny_bert_dir):
+    from ucse.config import build_config
+
+    out = tmp_path_factory.mktemp("eval-file")
+    cfg = build_config(
+        [
+            f"data.root={tiny_task_root}",
+            f"backbone.model={tiny_bert_dir}",
+            "backbone.name=tiny-bert",
+            "backbone.precision=fp32",
+            "head_precision=fp32",
+            "optim.lr=5e-3",
+            "optim.epochs=3",
+            "optim.batch_size=16",
+            "progress_bar=false",
+            "recipe=paper",
+            f"output_dir={out / 'run'}",
+        ]
+    )
+    return train(cfg).run_dir
+
+
+def _write(path, rows, columns=("message", "team")):
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(columns)
+        w.writerows(rows)
+    return path
+
+
+def _new_rows(n=40, seed=1, labels=(0, 1, 2)):
+    """Texts the run never saw, written like the tiny task's: a class's cue word among random words."""
+    rng = random.Random(seed)
+    noise = generated_words(150)[120:]  # other filler words than the training texts'
+    rows = []
+    for i in range(n):
+        label = labels[i % len(labels)]
+        words = [rng.choice(noise) for _ in range(rng.randint(3, 9))]
+        words.insert(rng.randint(0, len(words)), CUES[label])
+        rows.append((" ".join(words), f"class_{label}"))
+    return rows
+
+
+def test_the_report_is_what_the_estimator_answers_on_the_file(run, tmp_path):
+    from ucse import UcseClassifier
+
+    rows = _new_rows(labels=(2, 0))  # a subset of the labels, in another order
+    path = _write(tmp_path / "new month.csv", rows)
+    cfg = build_eval_config([f"run={run}", f"input={path}", "text_column=message", "label_column=team"])
+    report = evaluate_file(cfg)
+    written = input_report_path(run, str(path))
+    assert written.name == "eval-input-new_month.csv.json" and report["written"] == str(written)
+    saved = json.loads(written.read_text())
+    assert saved["n"] == len(rows) and saved["dropped"] == 0 and saved["input"] == str(path.resolve())
+    # independently: the estimator's own predictions on the file's texts, scored by scikit-learn
+    clf = UcseClassifier.from_pretrained(run)
+    texts, truth = [t for t, _ in rows], [y for _, y in rows]
+    pred = clf.predict(texts)
+    assert saved["decisions"]["accuracy"] == pytest.approx(accuracy_score(truth, pred))
+    names = saved["confusion"]["labels"]
+    assert names == ["class_0", "class_1", "class_2"]
+    assert saved["confusion"]["counts"] == confusion_matrix(truth, pred, labels=names).tolist()
+    present = [r for r in saved["per_label"] if r["support"]]
+    assert [r["label"] for r in present] == ["class_0", "class_2"]
+    want = recall_score(truth, pred, labels=["class_0", "class_2"], average=None)
+    np.testing.assert_allclose([r["recall"] for r in present], want)
+    assert saved["out_of_scope"] is None or 0 <= saved["out_of_scope"]["flagged"] <= 1
+
+
+def test_bad_rows_name_the_line_in_evals_own_keys_or_are_dropped(run, tmp_path):
+    rows = _new_rows(12)
+    rows.insert(5, ("a question about gift cards", "gift cards"))  # a label the run never saw
+    path = _write(tmp_path / "odd.csv", rows, ("text", "label"))
+    with pytest.raises(
+        DataError, match=r"odd\.csv line 7: 'label' is not in the train split's label set"
+    ) as err:
+        evaluate_file(build_eval_config([f"run={run}", f"input={path}"]))
+    assert "drop_bad_rows=true" in str(err.value) and "data." not in str(err.value)
+    report = evaluate_file(build_eval_config([f"run={run}", f"input={path}", "drop_bad_rows=true"]))
+    assert report["dropped"] == 1 and report["n"] == 12
+    with pytest.raises(DataError, match=r"has no column 'msg' \(text_column\).*Set text_column=<column>"):
+        evaluate_file(build_eval_config([f"run={run}", f"input={path}", "text_column=msg"]))
+    with pytest.raises(FileNotFoundError, match="input=.*nope.csv: no such file"):
+        evaluate_file(build_eval_config([f"run={run}", f"input={tmp_path / 'nope.csv'}"]))
+    with pytest.raises(DataError, match="is a folder"):
+        evaluate_file(build_eval_config([f"run={run}", f"input={tmp_path}"]))
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["run=r", "text_column=x"], "text_column= is for input="),
+        (
+            ["run=r", "label_column=y", "drop_bad_rows=true"],
+            "label_column= and drop_bad_rows= are for input=",
+        ),
+        (["run=r", "input=f.csv", "split=validation"], "split=validation: input= evaluates the run"),
+        (["run=r", "input=f.csv", "mteb=true"], "mteb=True: input= evaluates the run"),
+        (["run=r", "input=f.csv", "export=t.jsonl", "out=o"], "give it with run=, not export="),
+    ],
+)
+def test_input_settings_that_cannot_apply_are_refused(argv, message):
+    with pytest.raises(ConfigError, match=message):
+        build_eval_config(argv)
+
+
+def test_the_command_prints_the_table_and_the_files_figures(run, tmp_path, capsys):
+    from ucse.cli.main import main
+
+    path = _write(tmp_path / "march.csv", _new_rows(30, seed=3), ("text", "label"))
+    assert main(["eval", f"run={run}", f"input={path}"]) == 0
+    out = capsys.readouterr().out
+    saved = json.loads(input_report_path(run, str(path)).read_text())
+    assert f"march.csv (n=30): accuracy {saved['metrics']['accuracy']:.4f}" in out
+    assert "error on the file" in out and "test error" not in out
+    assert f"full report: {input_report_path(run, str(path))}" in out

@@ -1,0 +1,69 @@
+"""One labelled file read against a trained run's labels: what ``ucse eval run=... input=...`` scores.
+
+The rows are read and checked as ``ucse train`` reads its own (the same readers, columns and bad-row rules),
+with the run's label set as the allowed one: a label the run was never trained on names its line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ucse.data.files import read_file
+from ucse.data.sources import _check, _columns
+from ucse.data.tasks import DataError
+
+EVAL_KEYS = {
+    "data.text_column": "text_column",
+    "data.label_column": "label_column",
+    "data.drop_bad_rows": "drop_bad_rows",
+}
+"""The training spellings in the readers' messages -> ``ucse eval``'s keys for the same settings."""
+
+
+def read_labelled_file(
+    path: str | Path,
+    text_column: str,
+    label_column: str,
+    label_names: Sequence[str],
+    integer_labels: bool,
+    drop_bad_rows: bool = False,
+) -> tuple[list[str], np.ndarray, int]:
+    """(texts, (N,) label ids in ``label_names`` order, rows dropped) of one labelled file.
+
+    Args:
+        path: a ``.csv``/``.tsv``/``.jsonl``/``.json``/``.parquet``/``.xlsx`` file.
+        text_column: its text column.
+        label_column: its label column (an integer column beside ``label_text`` is read by its names).
+        label_names: the run's labels, in its logit order.
+        integer_labels: whether the run's labels were integer ids (then the file's must be too).
+        drop_bad_rows: drop bad rows (missing text, a label the run lacks...) instead of failing.
+
+    Raises:
+        DataError: naming the file, the line and the fix (with ``ucse eval``'s key names).
+        FileNotFoundError: no such file.
+    """
+    p = Path(path).expanduser()
+    if p.is_dir():
+        raise DataError(f"input={path} is a folder; give one file of labelled texts (.csv, .jsonl, ...).")
+    if not p.exists():
+        raise FileNotFoundError(f"input={path}: no such file.")
+    try:
+        raw = read_file(p.resolve())
+        texts, labels, _, used = _columns(raw, text_column, label_column)
+        by_name = not integer_labels
+        allowed = set(label_names) if by_name else {int(n) for n in label_names}
+        (kept, keys), dropped = _check(
+            raw, "input", (texts, labels), (text_column, used), by_name, allowed, drop_bad_rows
+        )
+    except DataError as err:
+        text = str(err)
+        for train_key, eval_key in EVAL_KEYS.items():
+            text = text.replace(train_key, eval_key)
+        raise DataError(text) from err
+    if not kept:
+        raise DataError(f"{raw.where} has no usable rows.")
+    ids = {str(n): i for i, n in enumerate(label_names)}
+    return kept, np.asarray([ids[str(k)] for k in keys], dtype=np.int64), dropped

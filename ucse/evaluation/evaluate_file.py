@@ -1,0 +1,87 @@
+"""``ucse eval run=<run> input=<labelled file>``: the run scored on new labelled data, not on its own split.
+
+What a practitioner asks of a model once it is trained: how does it do on this month's labelled sample,
+label by label, and do its probabilities, abstention, sets and out-of-scope flag still hold there? The rows
+are read as ``ucse train`` reads its own and checked against the run's labels before the backbone loads;
+the run's training data is not needed (a run trained on rows in memory can be evaluated too).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+from ucse import atomic
+from ucse.config.run_layout import RunFolder
+from ucse.evaluation.config import EvalConfig
+from ucse.evaluation.evaluate import efficiency_report, load_run, uncertainty_report
+from ucse.evaluation.metrics import classification_metrics
+from ucse.evaluation.uncertainty_report import actionable_report
+
+log = logging.getLogger(__name__)
+
+
+def input_report_path(run: Path, source: str) -> Path:
+    """``<run>/eval-input-<file name>.json``, anything but ``[A-Za-z0-9._-]`` in the name as ``_``."""
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", Path(source).name) or "file"
+    return run / f"eval-input-{name}.json"
+
+
+def evaluate_file(cfg: EvalConfig) -> dict:
+    """Evaluate the run ``cfg.run`` on the labelled file ``cfg.input`` and write its report.
+
+    Returns:
+        The report as written (``input``, ``n``, ``dropped``, ``metrics``, the uncertainty sections,
+        ``per_label`` and ``confusion``), without the ``uncertainty`` curves, plus ``arc_area`` and
+        ``written`` (the report's path).
+    """
+    from ucse.data.labelled_file import read_labelled_file
+    from ucse.heads.saved_config import read_config
+
+    run, train_cfg = load_run(cfg.run or "", cfg.data_root)
+    folder = RunFolder(run)
+    meta = read_config(folder.head / "config.json")[0]["meta"]  # checked: names unique, label_type known
+    names = list(meta.get("label_names") or [])
+    if not names:
+        raise ValueError(f"The head in {folder.head} saved no label names; input= needs them to read labels.")
+    texts, labels, dropped = read_labelled_file(
+        cfg.input or "",
+        cfg.text_column or train_cfg.data.text_column,
+        cfg.label_column or train_cfg.data.label_column,
+        names,
+        meta.get("label_type") == "int",
+        cfg.drop_bad_rows,
+    )
+    # only now torch, the backbone and the profile: every check above answers without them
+    from ucse.core.encoder import UcseEncoder
+    from ucse.training.run import resolve_device
+    from ucse.uncertainty.inert_parts import warn_if_unfitted
+    from ucse.uncertainty.profile import load_uncertainty_profile
+
+    device = resolve_device(cfg.accelerator)
+    encoder = UcseEncoder.from_dir(folder.head, device=device, trust_remote_code=cfg.trust_remote_code)
+    profile = load_uncertainty_profile(folder.head, num_classes=len(names), device=device)
+    warn_if_unfitted(profile, folder.head)
+    out = encoder.run_texts(texts, batch_size=cfg.batch_size)
+    report: dict = {
+        "run": str(run),
+        "task": train_cfg.task.name,
+        "input": str(Path(cfg.input or "").expanduser().resolve()),
+        "split": Path(cfg.input or "").name,
+        "n": len(labels),
+        "dropped": dropped,
+        "metrics": classification_metrics(out.logits, labels, len(names)),
+    }
+    unc, _ = uncertainty_report(out, labels, cfg.sigma_thresholds)
+    report["uncertainty"] = unc
+    report |= actionable_report(profile, out, labels, None, names)
+    report["profile_source"] = "saved" if profile.fitted else "plain softmax (no saved profile)"
+    if cfg.efficiency:
+        report["efficiency"] = efficiency_report(encoder, texts, cfg.efficiency_batches, cfg.batch_size)
+    written = input_report_path(run, cfg.input or "")
+    atomic.write_json(written, report)
+    return {k: v for k, v in report.items() if k != "uncertainty"} | {
+        "arc_area": {k: v["area"] for k, v in unc["arc"].items()},
+        "written": str(written),
+    }
