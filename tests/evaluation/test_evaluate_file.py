@@ -135,3 +135,5 @@ def test_the_command_prints_the_table_and_the_files_figures(run, tmp_path, capsy
     assert f"march.csv (n=30): accuracy {saved['metrics']['accuracy']:.4f}" in out
     assert "error on the file" in out and "test error" not in out
     assert f"full report: {input_report_path(run, str(path))}" in out
+    if "lowest recall" in out or "recall by label" in out:  # names the file the rows are in
+        assert "the confusion matrix: eval-input-march.csv.json)" in out

@@ -42,7 +42,8 @@ def eval_summary(report: dict, written: Path | None) -> str:
         from ucse.training.label_report import weakest_line
 
         weakest = weakest_line(report["per_label"], str(report.get("split")))
-        lines += [f"  {weakest} (every label, and the confusion matrix: eval.json)"] if weakest else []
+        where = written.name if written is not None else "eval.json"
+        lines += [f"  {weakest} (every label, and the confusion matrix: {where})"] if weakest else []
     areas = report.get("arc_area")
     if areas:
         shown = "  ".join(f"{k} {v:.4f}" for k, v in areas.items())
