@@ -128,12 +128,16 @@ def test_input_settings_that_cannot_apply_are_refused(argv, message):
 def test_the_command_prints_the_table_and_the_files_figures(run, tmp_path, capsys):
     from ucse.cli.main import main
 
-    path = _write(tmp_path / "march.csv", _new_rows(30, seed=3), ("text", "label"))
+    rows = _new_rows(30, seed=3)
+    rows += [(t, "class_1") for t, y in _new_rows(3, seed=4, labels=(0,))]  # class_0's cue, labelled class_1
+    path = _write(tmp_path / "march.csv", rows, ("text", "label"))
     assert main(["eval", f"run={run}", f"input={path}"]) == 0
     out = capsys.readouterr().out
     saved = json.loads(input_report_path(run, str(path)).read_text())
-    assert f"march.csv (n=30): accuracy {saved['metrics']['accuracy']:.4f}" in out
+    assert f"march.csv (n=33): accuracy {saved['metrics']['accuracy']:.4f}" in out
     assert "error on the file" in out and "test error" not in out
     assert f"full report: {input_report_path(run, str(path))}" in out
-    if "lowest recall" in out or "recall by label" in out:  # names the file the rows are in
-        assert "the confusion matrix: eval-input-march.csv.json)" in out
+    # the three mislabelled rows are errors: the per-label line names the file its rows are in
+    assert (
+        "recall by label on march.csv: " in out and "the confusion matrix: eval-input-march.csv.json)" in out
+    )
