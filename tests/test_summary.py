@@ -95,9 +95,24 @@ def test_the_summary_names_the_labels_recalled_least(tmp_path):
     metrics = {"test": {"accuracy": 41 / 47, "f1_macro": 0.8}, "test_per_label": per_label(m, names)}
     text = train_summary(tmp_path, metrics, None)
     assert (
-        "  lowest recall by label on test: l3 0.17 of 6 texts (5 read as l4), l5 0.83 of 6 texts (1 read as "
-        "l0) (all labels: test_per_label in metrics.json)"
+        "  lowest recall by label on test: 'l3' 1 of 6 right (0.17; 5 read as 'l4'), 'l5' 5 of 6 right "
+        "(0.83; 1 read as 'l0') (all labels: test_per_label in metrics.json)"
     ) in text.splitlines()
     # rows read back from an old or damaged metrics.json: no line, no error
     for rows in (None, [], "x", [{"label": "a"}]):
         assert "recall" not in train_summary(tmp_path, {**metrics, "test_per_label": rows}, None)
+
+    # under the balanced prior predict answers otherwise: the line says whose decisions it counts
+    profile = SimpleNamespace(
+        calibrator=SimpleNamespace(
+            prior=SimpleNamespace(value="balanced"), method=SimpleNamespace(value="none")
+        ),
+        score=SimpleNamespace(value="msp"),
+        info={},
+        abstain=None,
+        conformal=None,
+        qhat=None,
+        ood=None,
+    )
+    text = train_summary(tmp_path, metrics, profile)
+    assert "; the head's own decisions: `ucse eval` gives predict's, balanced prior)" in text

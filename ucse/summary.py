@@ -156,11 +156,15 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
         from ucse.training.label_report import weakest_line  # torch is loaded once a run has trained
 
         weakest = weakest_line(metrics["test_per_label"], "test")
-        lines += (
-            [f"  {weakest} (all labels: test_per_label in {RunFolder(run_dir).metrics.name})"]
-            if weakest
-            else []
+        prior = profile.calibrator.prior.value if profile is not None else "train"
+        # the head's own decisions, as the test figures above; predict answers under the prior (ucse eval)
+        own = (
+            ""
+            if prior == "train"
+            else f"; the head's own decisions: `ucse eval` gives predict's, {prior} prior"
         )
+        where = f"all labels: test_per_label in {RunFolder(run_dir).metrics.name}{own}"
+        lines += [f"  {weakest} ({where})"] if weakest else []
     sel = metrics.get("selection") or {}
     if "weight" in sel:
         acc, nll = sel["accuracy"], sel["nll"]

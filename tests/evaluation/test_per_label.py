@@ -70,8 +70,8 @@ def test_lowest_coverage_names_only_labels_below_the_target_beyond_chance():
     line = lowest_coverage_line(rows, 0.1)
     assert line == (
         "  set coverage below 0.90 beyond chance for 2 labels (binomial test at 0.05, Bonferroni over 4 "
-        "labels; the sets promise coverage over all texts, not per label): e 0.50 of 12 texts, c 0.60 of 20 "
-        "texts"
+        "labels; the sets promise coverage over all texts, not per label): 'e' 0.50 of 12 texts, 'c' 0.60 of "
+        "20 texts"
     )
     assert lowest_coverage_line(rows[:2], 0.1) is None  # below 0.90, but within chance
     assert lowest_coverage_line({"not": "rows"}, 0.1) is None

@@ -90,6 +90,8 @@ def test_error_among_answered_texts_is_undefined_when_every_text_abstains():
         report = actionable_report(profile, test, yt)
         assert report["selective"]["certified"] is certified
         assert ("not certified on validation): test error" in format_table(report)) is not certified
+        # another split is named as such, not as test
+        assert "): validation error " in format_table({**report, "split": "validation"})
     s = actionable_report(profile, test, yt)["selective"]
     pred = profile.calibrator.probs(test.logits).numpy().argmax(1)
     assert s["test_coverage"] == 1.0 and s["test_error"] == pytest.approx((pred != yt).mean())

@@ -41,9 +41,12 @@ def eval_summary(report: dict, written: Path | None) -> str:
     if report.get("per_label"):  # what predict answers, label by label (eval.json: per_label, confusion)
         from ucse.training.label_report import weakest_line
 
-        weakest = weakest_line(report["per_label"], str(report.get("split")))
+        split = str(report.get("split"))
         where = written.name if written is not None else "eval.json"
+        weakest = weakest_line(report["per_label"], split)
         lines += [f"  {weakest} (every label, and the confusion matrix: {where})"] if weakest else []
+        unsure = weakest_line(report["per_label"], split, of="precision")
+        lines += [f"  {unsure}"] if unsure else []
     areas = report.get("arc_area")
     if areas:
         shown = "  ".join(f"{k} {v:.4f}" for k, v in areas.items())

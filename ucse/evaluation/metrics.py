@@ -6,6 +6,8 @@ the Brier score by ``ucse.uncertainty.calibration`` (torchmetrics 1.9 has no mul
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 from torchmetrics.classification import MulticlassAccuracy, MulticlassAUROC, MulticlassF1Score
@@ -86,7 +88,11 @@ def classification_metrics(
     # Macro AUROC over the classes the labels hold: torchmetrics scores a class without positives 0 and
     # averages it in, so a small test slice missing a label read low (a 1-row split: 0.0). Undefined (None)
     # with fewer than two classes present.
-    per_class = MulticlassAUROC(num_classes=num_classes, average="none", thresholds=None)(probs, y)
+    with (
+        warnings.catch_warnings()
+    ):  # its "No positive samples in targets" for each absent class: handled here
+        warnings.filterwarnings("ignore", message="No positive samples in targets")
+        per_class = MulticlassAUROC(num_classes=num_classes, average="none", thresholds=None)(probs, y)
     present = torch.bincount(y, minlength=num_classes) > 0
     auroc = per_class[present].mean() if int(present.sum()) >= 2 else None
     nll = -log_probs.gather(1, y[:, None]).mean()

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ucse.training.label_report import confusion_counts, per_label
+from ucse.training.label_report import confusion_counts, label_name, per_label
 
 
 def label_breakdown(
@@ -85,7 +85,9 @@ def lowest_coverage_line(rows: object, alpha: float, k: int = 3, level: float = 
     )
     if not low:
         return None
-    shown = ", ".join(f"{r['label']} {r['set_coverage']:.2f} of {r['support']} texts" for *_, r in low[:k])
+    shown = ", ".join(
+        f"{label_name(r['label'])} {r['set_coverage']:.2f} of {r['support']} texts" for *_, r in low[:k]
+    )
     many = f"{len(low)} label{'s' if len(low) != 1 else ''}"
     # APS / RAPS promise 1 - alpha over all texts, not per label (class-conditional sets would)
     return (

@@ -154,7 +154,7 @@ def format_table(report: dict) -> str:
     error = "n/a (every text abstains)" if s["test_error"] is None else f"{s['test_error']:.4f}"
     if s.get("certified") is False:  # no threshold met the target on validation (eval.json: certified)
         target += ", not certified on validation"
-    scored = "error on the file" if report.get("input") else "test error"  # ucse eval input=
+    scored = "error on the file" if report.get("input") else f"{report.get('split', 'test')} error"
     lines.append(f"  abstain ({target}): {scored} {error} at coverage {s['test_coverage']:.4f}")
     if k is not None:
         lines.append(

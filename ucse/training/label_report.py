@@ -76,38 +76,91 @@ def _ratio(num: int, den: int) -> float | None:
     return float(num) / float(den) if den else None
 
 
-def weakest_labels(rows: object, k: int = 3) -> list[dict]:
-    """The ``k`` labels with the lowest recall among those present and not all recalled.
+def _rows(rows: object, of: str, count: str) -> list[tuple[int, int, int, dict]]:
+    """(right, out of, index, row) of the well-formed rows with a share ``of`` below 1 over ``count`` rows.
 
     ``rows`` may come back from disk (``metrics.json``): rows that are not well-formed are skipped.
-    Sorted by recall, then fewer rows first (the least evidence), then label order.
     """
     if not isinstance(rows, list):
         return []
-    good = [
-        (r["recall"], r["support"], i, r)
-        for i, r in enumerate(rows)
-        if isinstance(r, dict)
-        and isinstance(r.get("recall"), (int, float))
-        and isinstance(r.get("support"), int)
-        and isinstance(r.get("label"), str)
-        and r["recall"] < 1.0
-    ]
-    return [r for *_, r in sorted(good, key=lambda t: t[:3])[:k]]
+    out = []
+    for i, r in enumerate(rows):
+        if not (isinstance(r, dict) and isinstance(r.get("label"), str)):
+            continue
+        share, n = r.get(of), r.get(count)
+        if isinstance(share, (int, float)) and type(n) is int and n > 0 and 0 <= share < 1:
+            out.append((round(share * n), n, i, r))
+    return out
 
 
-def weakest_line(rows: object, split: str, k: int = 3) -> str | None:
-    """``lowest recall on test: two_star 0.17 of 6 texts (4 read as three_star), ...``; ``None`` if none."""
-    shown = weakest_labels(rows, k)
+def _upper(right: int, n: int) -> float:
+    """The upper end of Wilson's 95 % interval of ``right / n`` (scipy's ``binomtest``)."""
+    from scipy.stats import binomtest
+
+    return float(binomtest(right, n).proportion_ci(confidence_level=0.95, method="wilson").high)
+
+
+def weakest_labels(rows: object, k: int = 3, of: str = "recall") -> list[dict]:
+    """The ``k`` labels surest to be weak: lowest upper end of the 95 % interval of their ``of`` share.
+
+    ``of``: ``"recall"`` (right out of the label's texts) or ``"precision"`` (right out of the texts given
+    the label). Ranked by the interval, not the share alone: a label missed on its one test text (0 of 1,
+    interval 0-0.79) says less than one recalled 4 times in 20 (0.08-0.42), and came first by its share.
+    Ties: lower share, then label order. Labels at 1 (or undefined) are never named.
+    """
+    good = _rows(rows, of, "support" if of == "recall" else "predicted")
+    ranked = sorted(good, key=lambda t: (_upper(t[0], t[1]), t[0] / t[1], t[2]))
+    return [r for *_, r in ranked[:k]]
+
+
+def _share(x: float) -> str:
+    """``x`` to two decimals, never shown as 1.00 or 0.00 when it is not (508 of 510: 0.996)."""
+    text = f"{x:.2f}"
+    if text in ("1.00", "0.00") and 0 < x < 1:
+        text = f"{x:.3f}"
+        if text in ("1.000", "0.000"):
+            text = ">0.999" if x > 0.5 else "<0.001"
+    return text
+
+
+def label_name(name: str) -> str:
+    """A label as the lines show it: quoted, escapes for control characters (``'billing, refunds'``)."""
+    return repr(str(name))
+
+
+def weakest_line(rows: object, split: str, k: int = 3, of: str = "recall") -> str | None:
+    """``lowest recall by label on test: 'two_star' 1 of 6 right (0.17; 4 read as 'three_star'), ...``.
+
+    With ``of="precision"``: ``answers least often right on test: 'billing' 11 of 18 (0.61), ...``. A
+    label without texts in the split (support 0) is said at the end. ``None`` when no label is below 1.
+    """
+    shown = weakest_labels(rows, k, of)
     if not shown:
         return None
     parts = []
     for r in shown:
-        part = f"{r['label']} {r['recall']:.2f} of {r['support']} text{'s' if r['support'] != 1 else ''}"
-        other, n = r.get("confused_with"), r.get("confused_count")
-        if isinstance(other, str) and isinstance(n, int) and n > 0:
-            part += f" ({n} read as {other})"
-        parts.append(part)
+        if of == "recall":
+            n = r["support"]
+            part = f"{label_name(r['label'])} {round(r['recall'] * n)} of {n} right ({_share(r['recall'])}"
+            other, wrong = r.get("confused_with"), r.get("confused_count")
+            if isinstance(other, str) and type(wrong) is int and wrong > 0:
+                part += f"; {wrong} read as {label_name(other)}"
+            parts.append(part + ")")
+        else:
+            n = r["predicted"]
+            parts.append(
+                f"{label_name(r['label'])} {round(r['precision'] * n)} of {n} ({_share(r['precision'])})"
+            )
     everyone = isinstance(rows, list) and len(shown) == len(rows)
-    what = "recall by label" if everyone else "lowest recall by label"
-    return f"{what} on {split}: " + ", ".join(parts)
+    what = {"recall": "recall by label", "precision": "answers least often right"}[of]
+    what = what if everyone or of == "precision" else f"lowest {what}"
+    line = f"{what} on {split}: " + ", ".join(parts)
+    absent = (
+        [r["label"] for r in rows if isinstance(r, dict) and r.get("support") == 0] if of == "recall" else []
+    )
+    if absent and all(isinstance(a, str) for a in absent):
+        named = ", ".join(map(label_name, absent[:3])) + (
+            f" and {len(absent) - 3} more" if len(absent) > 3 else ""
+        )
+        line += f"; no {split} texts of {named}"
+    return line
