@@ -141,3 +141,4 @@ def test_the_command_prints_the_table_and_the_files_figures(run, tmp_path, capsy
     assert (
         "recall by label on march.csv: " in out and "the confusion matrix: eval-input-march.csv.json)" in out
     )
+    assert "answers least often right on march.csv: " in out  # their answers are wrong for another label
