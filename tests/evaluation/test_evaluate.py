@@ -42,6 +42,12 @@ def test_evaluate_run_writes_metrics_uncertainty_and_plots(tiny_run):
     # top logits tie to the rounding of another batch size's sums (~1e-7) could flip; allow one.
     assert m["accuracy"] == pytest.approx(tiny_run.metrics["test"]["accuracy"], abs=1 / report["n"] + 1e-9)
     assert set(m) >= {"accuracy", "f1_macro", "auroc", "ece", "nll", "brier"}
+    # the training loop's per-label rows (its torchmetrics confusion matrix) are the evaluation's, whose
+    # rows are true labels (tested against scikit-learn): supports equal, predictions within the one tie
+    for a, b in zip(tiny_run.metrics["test_per_label"], report["per_label"], strict=True):
+        assert a["label"] == b["label"] and a["support"] == b["support"]
+        assert abs(a["predicted"] - b["predicted"]) <= 1
+    assert [sum(row) for row in report["confusion"]["counts"]] == [r["support"] for r in report["per_label"]]
     unc = report["uncertainty"]
     for curve in unc["arc"].values():
         assert curve["rates"][0] == 0.0 and curve["accuracy"][0] == pytest.approx(m["accuracy"])

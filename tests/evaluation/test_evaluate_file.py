@@ -15,7 +15,7 @@ from ucse.config import ConfigError
 from ucse.data import DataError
 from ucse.evaluation.config import build_eval_config
 from ucse.evaluation.evaluate_file import evaluate_file, input_report_path
-from ucse.training import train
+from ucse.pipeline import run_training
 
 
 @pytest.fixture(scope="module")
@@ -35,10 +35,11 @@ def run(tmp_path_factory, tiny_task_root, tiny_bert_dir):
             "optim.batch_size=16",
             "progress_bar=false",
             "recipe=paper",
+            "uncertainty.ood.tpr=0.5",  # a threshold the tiny task's few held-out texts can set
             f"output_dir={out / 'run'}",
         ]
     )
-    return train(cfg).run_dir
+    return run_training(cfg)[0].run_dir  # with its uncertainty profile (train() alone fits none)
 
 
 def _write(path, rows, columns=("message", "team")):
@@ -85,7 +86,36 @@ def test_the_report_is_what_the_estimator_answers_on_the_file(run, tmp_path):
     assert [r["label"] for r in present] == ["class_0", "class_2"]
     want = recall_score(truth, pred, labels=["class_0", "class_2"], average=None)
     np.testing.assert_allclose([r["recall"] for r in present], want)
-    assert saved["out_of_scope"] is None or 0 <= saved["out_of_scope"]["flagged"] <= 1
+    # the flag's share is that of the rows predict gives
+    rows_out = clf.predict_with_uncertainty(texts)
+    flagged = np.mean([bool(r.get("ood")) for r in rows_out])
+    assert saved["out_of_scope"]["set"] and 0 < flagged < 1  # a flag that flags some texts, not all
+    assert saved["out_of_scope"]["flagged"] == pytest.approx(flagged)
+
+
+def test_a_report_of_another_file_of_the_same_name_is_never_replaced(run, tmp_path):
+    first = _write(tmp_path / "names.csv", _new_rows(9), ("text", "label"))
+    (tmp_path / "sub").mkdir()
+    second = _write(tmp_path / "sub" / "names.csv", _new_rows(6, seed=2), ("text", "label"))
+    evaluate_file(build_eval_config([f"run={run}", f"input={first}"]))
+    evaluate_file(build_eval_config([f"run={run}", f"input={first}"]))  # the same file again: replaced
+    with pytest.raises(ValueError, match=r"holds the report of another file \(.*names\.csv\); evaluating"):
+        evaluate_file(build_eval_config([f"run={run}", f"input={second}"]))
+    assert json.loads(input_report_path(run, str(first)).read_text())["n"] == 9
+    # a name too long for the file system: cut, with a hash of the whole name
+    long = _write(tmp_path / ("x" * 240 + ".csv"), _new_rows(6), ("text", "label"))
+    path = input_report_path(run, str(long))
+    assert len(path.name) < 150 and path.name != input_report_path(run, "x" * 239 + ".csv").name
+    assert evaluate_file(build_eval_config([f"run={run}", f"input={long}"]))["written"] == str(path)
+
+
+def test_labels_of_another_kind_or_column_fail_in_one_line(run, tmp_path):
+    ids = _write(tmp_path / "ids.csv", [(t, y[-1]) for t, y in _new_rows(9)], ("text", "label"))
+    with pytest.raises(DataError) as err:
+        evaluate_file(build_eval_config([f"run={run}", f"input={ids}"]))
+    text = str(err.value)
+    assert "none of the 9 values of its column 'label' (e.g. ['0', '1', '2']) is a label of the run" in text
+    assert "labels are names (['class_0', 'class_1', 'class_2'])" in text and len(text.splitlines()) == 1
 
 
 def test_bad_rows_name_the_line_in_evals_own_keys_or_are_dropped(run, tmp_path):
@@ -118,6 +148,7 @@ def test_bad_rows_name_the_line_in_evals_own_keys_or_are_dropped(run, tmp_path):
         (["run=r", "input=f.csv", "split=validation"], "split=validation: input= evaluates the run"),
         (["run=r", "input=f.csv", "mteb=true"], "mteb=True: input= evaluates the run"),
         (["run=r", "input=f.csv", "export=t.jsonl", "out=o"], "give it with run=, not export="),
+        (["run=r", "input="], "input= is empty"),
     ],
 )
 def test_input_settings_that_cannot_apply_are_refused(argv, message):

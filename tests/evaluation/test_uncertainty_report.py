@@ -92,6 +92,16 @@ def test_error_among_answered_texts_is_undefined_when_every_text_abstains():
         assert ("not certified on validation): test error" in format_table(report)) is not certified
         # another split is named as such, not as test
         assert "): validation error " in format_table({**report, "split": "validation"})
+        # a flag without a threshold (too few held-out texts) is said to be inert, not to keep 95 %
+        inert = {"score": "joint_knn", "tpr": 0.95, "flagged": 0.0, "set": False}
+        assert "out-of-scope flag (joint_knn): inert, no threshold could be set" in format_table(
+            {**report, "out_of_scope": inert}
+        )
+        active = format_table({**report, "out_of_scope": {**inert, "set": True, "flagged": 0.25}})
+        assert (
+            "out-of-scope flag (joint_knn, keeps 0.95 of in-scope texts): flags 0.2500 of these texts"
+            in active
+        )
     s = actionable_report(profile, test, yt)["selective"]
     pred = profile.calibrator.probs(test.logits).numpy().argmax(1)
     assert s["test_coverage"] == 1.0 and s["test_error"] == pytest.approx((pred != yt).mean())

@@ -97,10 +97,7 @@ def _train_grid(tasks, names, backbone, seeds, variants, out, overrides, write_a
                 run_dir = out / names[task] / v / f"seed{seed}"
                 if RunFolder(run_dir).metrics.is_file():  # done (checked above to be of this data)
                     if lacks_profile(run_dir):  # stopped between its head and its profile: finish it
-                        from ucse.uncertainty.fit import refit_run_profile
-
-                        log.warning("%s has no uncertainty profile (a stopped run): fitting it now.", run_dir)
-                        refit_run_profile(run_dir, [])
+                        _fit_missing_profile(run_dir)
                     continue
                 cfg = build_config(
                     [
@@ -123,6 +120,27 @@ def _train_grid(tasks, names, backbone, seeds, variants, out, overrides, write_a
                     time.perf_counter() - t0,
                 )  # fmt: skip
                 write_ablation(out, variants)
+
+
+def _fit_missing_profile(run_dir: Path) -> None:
+    """Fit the profile of a finished cell that stopped before it; say so, and how to repair it if it fails.
+
+    The refit rereads the run's recorded data: a data file moved since (which the sweep accepts as the same
+    task) or a backbone needing its own code cannot be reread, and must not stop the other cells.
+    """
+    from ucse.uncertainty.fit import refit_run_profile
+
+    log.warning("%s has no uncertainty profile (a stopped run): fitting it now.", run_dir)
+    try:
+        refit_run_profile(run_dir, [])
+    except (ValueError, OSError) as err:
+        log.warning(
+            "%s: its profile could not be fitted (%s); `ucse calibrate run=%s` fits it once the data it "
+            "was trained on can be read there again (see ucse calibrate --help).",
+            run_dir,
+            str(err).splitlines()[0][:300],
+            run_dir,
+        )
 
 
 def _task_args(task: str | None) -> list[str]:

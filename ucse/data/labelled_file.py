@@ -53,6 +53,16 @@ def read_labelled_file(
     try:
         raw = read_file(p.resolve())
         texts, labels, _, used = _columns(raw, text_column, label_column)
+        known = {str(n) for n in label_names}
+        present = [v for v in labels if v is not None]
+        if present and not any(str(v).strip() in known for v in present):  # another column, or another kind
+            seen = list(dict.fromkeys(str(v) for v in present))[:3]
+            kind = "integer ids" if integer_labels else "names"
+            raise DataError(
+                f"{raw.where}: none of the {len(present)} values of its column {used!r} (e.g. {seen}) is a "
+                f"label of the run, whose labels are {kind} ({[str(n) for n in label_names[:5]]}"
+                f"{', ...' if len(label_names) > 5 else ''}); give label_column= the column that holds them."
+            )
         by_name = not integer_labels
         allowed = set(label_names) if by_name else {int(n) for n in label_names}
         (kept, keys), dropped = _check(

@@ -64,6 +64,8 @@ class EvalConfig:
 def build_eval_config(overrides: list[str] | None = None) -> EvalConfig:
     """Parse ``key=value`` tokens of ``eval.py`` into a validated ``EvalConfig``."""
     cfg: EvalConfig = parse_flat_config(EvalConfig, overrides, "ucse eval")
+    if any(t.strip() == "input=" for t in overrides or []):  # read as null: the split would be evaluated
+        raise ConfigError("input= is empty (an unset shell variable?); give the labelled file to evaluate.")
     modes = [
         m
         for m, on in (("run", cfg.run and not cfg.export), ("export", cfg.export), ("ensemble", cfg.ensemble))

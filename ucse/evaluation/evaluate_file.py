@@ -8,11 +8,12 @@ the run's training data is not needed (a run trained on rows in memory can be ev
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from pathlib import Path
 
-from ucse import atomic
+from ucse import atomic, json_read
 from ucse.config.run_layout import RunFolder
 from ucse.evaluation.config import EvalConfig
 from ucse.evaluation.evaluate import efficiency_report, load_run, uncertainty_report
@@ -22,10 +23,43 @@ from ucse.evaluation.uncertainty_report import actionable_report
 log = logging.getLogger(__name__)
 
 
+NAME_CHARS = 100
+"""The longest file name kept whole in a report's name (the rest: a hash of the whole name)."""
+
+
 def input_report_path(run: Path, source: str) -> Path:
-    """``<run>/eval-input-<file name>.json``, anything but ``[A-Za-z0-9._-]`` in the name as ``_``."""
-    name = re.sub(r"[^A-Za-z0-9._-]", "_", Path(source).name) or "file"
+    """``<run>/eval-input-<file name>.json``, anything but ``[A-Za-z0-9._-]`` in the name as ``_``.
+
+    A name longer than :data:`NAME_CHARS` is cut and ends in a hash of the whole name (file systems refuse
+    names over 255 bytes, and found out only once the backbone had run).
+    """
+    raw = Path(source).name
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", raw) or "file"
+    if len(name) > NAME_CHARS:
+        name = f"{name[:NAME_CHARS]}-{hashlib.sha256(raw.encode()).hexdigest()[:12]}"
     return run / f"eval-input-{name}.json"
+
+
+def check_report_is_of(report: Path, source: Path) -> None:
+    """Refuse to replace a report of another file that shares its name.
+
+    ``a b.csv`` and ``a_b.csv``, or ``names.csv`` in two folders, name one report. The report is read as
+    untrusted: an unreadable one is replaced.
+
+    Raises:
+        ValueError: naming both files and the fix.
+    """
+    if not report.is_file():
+        return
+    try:
+        other = json_read.loads(report.read_text(encoding="utf-8")).get("input")
+    except (OSError, ValueError, AttributeError):
+        return
+    if isinstance(other, str) and other != str(source):
+        raise ValueError(
+            f"{report} holds the report of another file ({other}); evaluating {source} would replace it. "
+            "Copy or rename the file you evaluate, or move that report away."
+        )
 
 
 def evaluate_file(cfg: EvalConfig) -> dict:
@@ -44,7 +78,13 @@ def evaluate_file(cfg: EvalConfig) -> dict:
     meta = read_config(folder.head / "config.json")[0]["meta"]  # checked: names unique, label_type known
     names = list(meta.get("label_names") or [])
     if not names:
-        raise ValueError(f"The head in {folder.head} saved no label names; input= needs them to read labels.")
+        raise ValueError(
+            f"The head in {folder.head} saved no label names, which input= needs to read the file's labels; "
+            "retrain it with ucse train (its heads save them)."
+        )
+    source = Path(cfg.input or "").expanduser().resolve()
+    written = input_report_path(run, cfg.input or "")
+    check_report_is_of(written, source)
     texts, labels, dropped = read_labelled_file(
         cfg.input or "",
         cfg.text_column or train_cfg.data.text_column,
@@ -67,8 +107,8 @@ def evaluate_file(cfg: EvalConfig) -> dict:
     report: dict = {
         "run": str(run),
         "task": train_cfg.task.name,
-        "input": str(Path(cfg.input or "").expanduser().resolve()),
-        "split": Path(cfg.input or "").name,
+        "input": str(source),
+        "split": repr(source.name)[1:-1],  # how the lines name it: control characters escaped
         "n": len(labels),
         "dropped": dropped,
         "metrics": classification_metrics(out.logits, labels, len(names)),
@@ -79,7 +119,6 @@ def evaluate_file(cfg: EvalConfig) -> dict:
     report["profile_source"] = "saved" if profile.fitted else "plain softmax (no saved profile)"
     if cfg.efficiency:
         report["efficiency"] = efficiency_report(encoder, texts, cfg.efficiency_batches, cfg.batch_size)
-    written = input_report_path(run, cfg.input or "")
     atomic.write_json(written, report)
     return {k: v for k, v in report.items() if k != "uncertainty"} | {
         "arc_area": {k: v["area"] for k, v in unc["arc"].items()},

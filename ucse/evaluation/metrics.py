@@ -91,7 +91,7 @@ def classification_metrics(
     with (
         warnings.catch_warnings()
     ):  # its "No positive samples in targets" for each absent class: handled here
-        warnings.filterwarnings("ignore", message="No positive samples in targets")
+        warnings.filterwarnings("ignore", message="No (positive|negative) samples in targets")
         per_class = MulticlassAUROC(num_classes=num_classes, average="none", thresholds=None)(probs, y)
     present = torch.bincount(y, minlength=num_classes) > 0
     auroc = per_class[present].mean() if int(present.sum()) >= 2 else None

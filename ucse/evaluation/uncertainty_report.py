@@ -80,7 +80,9 @@ def actionable_report(
         }
     ood = None
     if res.ood is not None:  # in-scope texts: about 1 - tpr flagged; far more on new data means a shift
-        ood = {"score": profile.ood.score.value, "tpr": profile.ood.tpr, "flagged": float(res.ood.mean())}
+        o = profile.ood
+        ood = {"score": o.score.value, "tpr": o.tpr, "flagged": float(res.ood.mean())}
+        ood["set"] = bool(np.isfinite(o.threshold))  # too few held-out texts: no threshold, nothing flagged
     report = {
         "profile_fitted": profile.fitted,
         "out_of_scope": ood,
@@ -164,7 +166,11 @@ def format_table(report: dict) -> str:
         low = lowest_coverage_line(report.get("per_label"), k["alpha"])
         lines += [low] if low else []
     o = report.get("out_of_scope")
-    if o is not None:
+    if o is not None and o.get("set") is False:
+        lines.append(
+            f"out-of-scope flag ({o['score']}): inert, no threshold could be set on the held-out texts"
+        )
+    elif o is not None:
         lines.append(
             f"out-of-scope flag ({o['score']}, keeps {o['tpr']:.2f} of in-scope texts): flags "
             f"{o['flagged']:.4f} of these texts"

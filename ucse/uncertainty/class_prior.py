@@ -90,6 +90,7 @@ def decision_scores(labels: Array, pred: Array, weights: Array | None = None) ->
     y, p = np.asarray(labels), np.asarray(pred)
     with warnings.catch_warnings():  # mean recall over the labels y holds, as documented: no warning each fit
         warnings.filterwarnings("ignore", message="y_pred contains classes not in y_true")
+        warnings.filterwarnings("ignore", message="A single label was found")  # one label in the rows
         balanced = float(balanced_accuracy_score(y, p, sample_weight=weights))
     return {
         "accuracy": float(accuracy_score(y, p, sample_weight=weights)),
