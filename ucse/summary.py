@@ -152,10 +152,17 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
         f"run: {run_dir}",
         tested + (f"   ({estimate} {val['accuracy']:.4f})" if "accuracy" in val else ""),
     ]
-    if test and metrics.get("test_per_label"):
+    # per label: on test, or without one on the held-out rows the estimate above is of
+    rows_key = "test_per_label" if test else "heldout_per_label"
+    if metrics.get(rows_key):
         from ucse.training.label_report import weakest_line  # torch is loaded once a run has trained
 
-        weakest = weakest_line(metrics["test_per_label"], "test")
+        held = (
+            "the cross-validated texts"
+            if val.get("estimate") == "cross-validated"
+            else "the validation texts"
+        )
+        weakest = weakest_line(metrics[rows_key], "test" if test else held)
         prior = profile.calibrator.prior.value if profile is not None else "train"
         # the head's own decisions, as the test figures above; predict answers under the prior (ucse eval)
         own = (
@@ -163,7 +170,7 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
             if prior == "train"
             else f"; the head's own decisions: `ucse eval` gives predict's, {prior} prior"
         )
-        where = f"all labels: test_per_label in {RunFolder(run_dir).metrics.name}{own}"
+        where = f"all labels: {rows_key} in {RunFolder(run_dir).metrics.name}{own}"
         lines += [f"  {weakest} ({where})"] if weakest else []
     sel = metrics.get("selection") or {}
     if "weight" in sel:

@@ -29,6 +29,25 @@ def test_no_test_split_is_said_plainly():
     assert text.splitlines()[1].startswith("no test split")
 
 
+@pytest.mark.parametrize(
+    ("estimate", "where"), [("cross-validated", "the cross-validated texts"), (None, "the validation texts")]
+)
+def test_without_a_test_split_the_labels_recalled_least_are_the_held_out_rows(estimate, where):
+    # 2 rows per label: no test slice, every row held out once by the cross-validation
+    from ucse.training.label_report import per_label
+
+    val = {"accuracy": 0.5, "f1_macro": 0.5} | ({"estimate": estimate} if estimate else {})
+    rows = per_label([[2, 0], [2, 0]], ["a", "b"])
+    text = train_summary(Path("runs/x"), {"val": val, "heldout_per_label": rows}, None)
+    line = f"  lowest recall by label on {where}: 'b' 0 of 2 right (0.00; 2 read as 'a') (all labels: "
+    assert text.splitlines()[2] == line + "heldout_per_label in metrics.json)"
+    # with a test split, the test rows are named, not the held-out ones
+    test = {"accuracy": 0.5, "f1_macro": 0.5}
+    assert "held" not in train_summary(
+        Path("runs/x"), {"val": val, "test": test, "heldout_per_label": rows}, None
+    )
+
+
 def test_the_test_accuracy_carries_its_wilson_interval():
     # Reference: Wilson's score interval by hand, p +- z sqrt(p(1-p)/n + z^2/4n^2), centred at
     # (p + z^2/2n) / (1 + z^2/n), divided by (1 + z^2/n); z = 1.959964 for 95 %.

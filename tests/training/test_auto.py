@@ -134,6 +134,12 @@ def test_auto_cross_validates_on_a_small_validation_split(tiny_run_cfg, monkeypa
     # The estimate is the selection's nested out-of-fold accuracy at the chosen weight, not the calibration
     # rows' (their probe part is at C*, chosen on the held-out texts too)
     assert m["val"]["accuracy"] == pytest.approx(sel["accuracy"][str(sel["weight"])], abs=1e-12)
+    # ... label by label too (heldout_per_label: every train + validation row, held out once)
+    held = m["heldout_per_label"]
+    assert [r["label"] for r in held] == ["class_0", "class_1", "class_2"]
+    assert sum(r["support"] for r in held) == sum(r["predicted"] for r in held) == sel["n_heldout"]
+    right = sum(round(r["recall"] * r["support"]) for r in held)
+    assert right / sel["n_heldout"] == pytest.approx(m["val"]["accuracy"], abs=1e-9)
     # The saved head is the one measured: its test accuracy from the files equals metrics.json's.
     head, meta = load_head(run / "head")
     assert head.spec.config.type.value == m["head"]
@@ -235,7 +241,15 @@ def test_auto_selects_on_the_validation_split_when_it_is_large(tiny_run_cfg, mon
         assert "refit" not in sel and not RunFolder(result.run_dir).heldout.exists()
         assert "estimate" not in m["val"]
         return
-    # Refitted on train + validation: the selection models' validation outputs are what the profile uses.
+    # Refitted on train + validation: the selection models' validation outputs are what the profile uses,
+    # and what the estimate and its per-label rows are of.
+    held = m["heldout_per_label"]
+    assert (
+        m["val"]["estimate"] == "held-out, before refit"
+        and sum(r["support"] for r in held) == sizes["validation"]
+    )
+    right = sum(round(r["recall"] * r["support"]) for r in held)
+    assert right / sizes["validation"] == pytest.approx(m["val"]["accuracy"], abs=1e-9)
     assert ood["heldout"] == "selection models" and ood["n_train"] == sizes["train"] + sizes["validation"]
     # The flag's held-out distances, by brute force: validation rows to the training rows in the joint space
     # of the selection TextCNN's mu (or the probe's unit vectors, its mu) and the unit pooled vector at

@@ -78,6 +78,9 @@ def fit_auto_run(
             metrics["val"] = {**_scores(estimate, heldout_labels), "estimate": "cross-validated"}
         else:
             metrics["val"] = {**_scores(heldout.logits, heldout_labels), "estimate": "held-out, before refit"}
+        # per label too: with few rows per label every row is held out once, the test slice holds one or none
+        held_logits = estimate if estimate is not None else heldout.logits
+        metrics["heldout_confusion"] = confusion_counts(held_logits, heldout_labels, num_classes)
         save_heldout(RunFolder(run_dir).heldout, heldout, heldout_labels, distances, bank_rows)
     save_head(head, RunFolder(run_dir).head, meta)
     metrics["head"] = head.spec.config.type.value

@@ -187,9 +187,9 @@ def train(cfg: TrainConfig, data: TaskData | None = None) -> RunResult:
 
     The folder holds ``config.yaml`` (resolved), ``metrics.json``
     (``{"val": {...}, "test": {"accuracy", "f1_macro"}, "test_per_label": [...], "timing": {...}, "data":
-    {...}}``; ``test_per_label``: :func:`ucse.training.label_report.per_label`), Lightning
-    ``checkpoints/`` (``last.ckpt`` resumes with ``ckpt_path=last``), CSV/TensorBoard ``logs/`` and
-    ``head/`` (``config.json`` + ``model.safetensors``, loadable without Lightning).
+    {...}}``; ``test_per_label``, and ``heldout_per_label`` of a selection's held-out rows:
+    :func:`ucse.training.label_report.per_label`), Lightning ``checkpoints/`` (``last.ckpt`` resumes with
+    ``ckpt_path=last``), CSV/TensorBoard ``logs/`` and ``head/`` (``config.json`` + ``model.safetensors``).
     """
     t0 = time.perf_counter()
     device, run_dir = check_run(cfg)
@@ -308,8 +308,9 @@ def _run(cfg: TrainConfig, data: TaskData, run_dir: Path, device: torch.device, 
             return metrics  # rank 0 alone writes metrics.json
         states_s, cache = lazy.seconds, lazy.cache  # measured inside fit (in the main process under ddp)
 
-    if "test_confusion" in metrics:  # (C, C) from either path -> one row per label
-        metrics["test_per_label"] = per_label(metrics.pop("test_confusion"), data.label_names)
+    for rows in ("test", "heldout"):  # (C, C) confusion matrices from either path -> one row per label
+        if f"{rows}_confusion" in metrics:
+            metrics[f"{rows}_per_label"] = per_label(metrics.pop(f"{rows}_confusion"), data.label_names)
     metrics["timing"] = {"states_s": round(states_s, 3), "total_s": round(time.perf_counter() - t0, 3)}
     if device.type == "cuda":
         metrics["timing"]["peak_gpu_mib_states"] = states_peak
