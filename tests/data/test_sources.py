@@ -1,5 +1,6 @@
 """Your own data: every accepted form loads to the same checked, split TaskData with string labels."""
 
+import json
 import math
 from collections import Counter
 
@@ -156,6 +157,25 @@ def test_csv_labels_that_are_not_plain_integers_stay_names(tmp_path):
     rows = [(f"text {k} {i}", lab) for i in range(6) for k, lab in enumerate(["3", "-1", " 10 "])]
     path.write_text("text,label\n" + "".join(f"{t},{lab}\n" for t, lab in rows))
     assert load_task_data(path).label_names == ["-1", "3", "10"]  # plain integers are still ids
+
+
+def test_csv_whole_number_floats_are_ids_as_in_jsonl(tmp_path):
+    # pandas writes an integer column that held a missing value as 1.0, 2.0, 10.0: read as names, sorted as
+    # text ("1.0", "10.0", "2.0") and answered as "1.0", where the same numbers in JSONL were the ids 1, 2, 10
+    rows = [(f"text {k} {i}", lab) for i in range(6) for k, lab in enumerate(["1.0", "10.0", "2.00", "-5.0"])]
+    csv_path = tmp_path / "d.csv"
+    csv_path.write_text("text,label\n" + "".join(f"{t},{lab}\n" for t, lab in rows))
+    jsonl = tmp_path / "d.jsonl"
+    jsonl.write_text("".join(json.dumps({"text": t, "label": float(lab)}) + "\n" for t, lab in rows))
+    for path in (csv_path, jsonl):
+        td = load_task_data(path)
+        assert td.label_names == ["-5", "1", "2", "10"] and td.integer_labels, path.suffix
+        assert _all_pairs(td) == sorted((t, str(int(float(lab)))) for t, lab in rows)
+    # a fraction anywhere keeps the column names: 1.5 is no id
+    csv_path.write_text(
+        "text,label\n" + "".join(f"{t},{lab}\n" for t, lab in rows + [("text x", "1.5"), ("text y", "1.5")])
+    )
+    assert not load_task_data(csv_path).integer_labels
 
 
 def test_numpy_labels_read_as_the_python_values_they_hold(tmp_path):

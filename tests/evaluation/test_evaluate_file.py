@@ -173,3 +173,16 @@ def test_the_command_prints_the_table_and_the_files_figures(run, tmp_path, capsy
         "recall by label on march.csv: " in out and "the confusion matrix: eval-input-march.csv.json)" in out
     )
     assert "answers least often right on march.csv: " in out  # their answers are wrong for another label
+
+
+def test_an_integer_run_reads_whole_number_floats_as_its_ids(tmp_path):
+    # pandas writes an integer column that held a missing value as -5.0 / 10.0: the ids -5 and 10
+    from ucse.data.labelled_file import read_labelled_file
+
+    path = _write(
+        tmp_path / "ids.csv", [("a", "10.0"), ("b", "-5"), ("c", "-5.0"), ("d", "7")], ("text", "label")
+    )
+    texts, ids, dropped = read_labelled_file(path, "text", "label", ["-5", "7", "10"], True)
+    assert texts == ["a", "b", "c", "d"] and ids.tolist() == [2, 0, 0, 1] and dropped == 0
+    with pytest.raises(DataError, match=r"whose labels are names \(\['x', 'y'\]\)"):  # ids against names
+        read_labelled_file(path, "text", "label", ["x", "y"], False)

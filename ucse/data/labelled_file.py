@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ucse.data.files import read_file
-from ucse.data.sources import _check, _columns
+from ucse.data.sources import _check, _columns, _int_value, _is_int_literal
 from ucse.data.tasks import DataError
 
 EVAL_KEYS = {
@@ -21,6 +21,15 @@ EVAL_KEYS = {
     "data.drop_bad_rows": "drop_bad_rows",
 }
 """The training spellings in the readers' messages -> ``ucse eval``'s keys for the same settings."""
+
+
+def _as_id(value: object) -> str:
+    """A label as an integer id would be named (``"3.0"``, ``3.0`` -> ``"3"``); else its text."""
+    if isinstance(value, str) and _is_int_literal(value):
+        return str(_int_value(value))
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value).strip()
 
 
 def read_labelled_file(
@@ -55,7 +64,9 @@ def read_labelled_file(
         texts, labels, _, used = _columns(raw, text_column, label_column)
         known = {str(n) for n in label_names}
         present = [v for v in labels if v is not None]
-        if present and not any(str(v).strip() in known for v in present):  # another column, or another kind
+        if present and not any(
+            {str(v).strip(), _as_id(v)} & known for v in present
+        ):  # another column or kind
             seen = list(dict.fromkeys(str(v) for v in present))[:3]
             kind = "integer ids" if integer_labels else "names"
             raise DataError(

@@ -163,24 +163,30 @@ def _guess_columns(raw: RawSplit, sample: int = 2000) -> tuple[str, str, list[st
     return text, label, others
 
 
-_INT = re.compile(r"-?(0|[1-9][0-9]*)")
+_INT = re.compile(r"(-?(?:0|[1-9][0-9]*))(?:\.0+)?")
 
 
 def _is_int_literal(value: Any) -> bool:
-    """Whether ``value`` is an integer written as ``int`` writes it back.
+    """Whether ``value`` is an integer written as ``int`` writes it back, or with a zero fraction (``3.0``).
 
-    Otherwise ``"01"`` and ``"1"`` were one label id (two labels merged), ``"007"`` renamed ``7``, and
-    ``"²"`` (``str.isdigit``) failed ``int()``.
+    Otherwise ``"01"`` and ``"1"`` were one label id (two labels merged), ``"007"`` renamed ``7``, ``"²"``
+    failed ``int()``, and ``"3.0"`` (pandas' integer column that held a missing value) was a name, sorted as
+    text (``1.0``, ``10.0``, ``2.0``) where JSONL or Parquet gave integer ids.
     """
     return isinstance(value, str) and _INT.fullmatch(value.strip()) is not None
+
+
+def _int_value(value: str) -> int:
+    """The integer an :func:`_is_int_literal` string writes (``"-5.00"`` -> ``-5``)."""
+    return int(_INT.fullmatch(value.strip()).group(1))
 
 
 def _label_kind(labels: list, typed: bool) -> bool:
     """Whether train's labels are names (``True``) or integer ids.
 
     CSV cells are all strings; a CSV label column is read as ids when every present train label is an
-    integer literal. Typed values are names when strings (or booleans) are at least as many as numbers,
-    so a stray label of the other kind is the one reported.
+    integer literal (``3`` or ``3.0``). Typed values are names when strings (or booleans) are at least as
+    many as numbers, so a stray label of the other kind is the one reported.
     """
     present = [v for v in labels if v is not None]
     if not typed:
@@ -193,7 +199,7 @@ def _label_kind(labels: list, typed: bool) -> bool:
 def _normalise_all(labels: list, by_name: bool, typed: bool) -> list:
     """Raw labels in the kind's canonical type: CSV int literals as ints, booleans as names."""
     if not typed and not by_name:
-        return [int(v) if _is_int_literal(v) else v for v in labels]
+        return [_int_value(v) if _is_int_literal(v) else v for v in labels]
     if by_name:
         return [str(v).lower() if isinstance(v, bool) else v for v in labels]
     return labels
