@@ -452,3 +452,12 @@ def test_a_dataframe_categorical_keeps_its_label_order():
     assert _all_pairs(td) == sorted((r["text"], r["label"]) for r in rows)
     plain = load_task_data(df.astype({"label": str}))  # the same rows as plain strings: sorted names
     assert plain.label_names == NAMES
+
+
+def test_the_data_line_quotes_label_names(caplog):
+    # "labels (Rückgabe / return, billing, refunds, café wifi)": four names read as five
+    texts = [f"text {i}" for i in range(12)]
+    labels = ["billing, refunds", "café wifi", "5"] * 4
+    with caplog.at_level("INFO", logger="ucse.data.sources"):
+        load_task_data((texts, labels))
+    assert "3 labels ('5', 'billing, refunds', 'café wifi')" in caplog.text

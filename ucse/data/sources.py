@@ -389,7 +389,7 @@ def _warn_overlap(td: TaskData) -> None:
 
 
 def _log_summary(td: TaskData, carved: Sequence[str]) -> None:
-    shown = ", ".join(td.label_names[:10]) + (", ..." if td.num_classes > 10 else "")
+    shown = ", ".join(map(repr, td.label_names[:10])) + (", ..." if td.num_classes > 10 else "")  # quoted
     sizes = " / ".join(
         f"{s} {len(td.splits[s])}"
         + ((" (carved)" if len(td.splits[s]) else " (none carved)") if s in carved else "")
