@@ -11,8 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ucse.data.checks import normalise_label
 from ucse.data.files import read_file
-from ucse.data.sources import _check, _columns, _int_value, _is_int_literal
+from ucse.data.sources import _check, _columns, _normalise_all
 from ucse.data.tasks import DataError
 
 EVAL_KEYS = {
@@ -21,15 +22,6 @@ EVAL_KEYS = {
     "data.drop_bad_rows": "drop_bad_rows",
 }
 """The training spellings in the readers' messages -> ``ucse eval``'s keys for the same settings."""
-
-
-def _as_id(value: object) -> str:
-    """A label as an integer id would be named (``"3.0"``, ``3.0`` -> ``"3"``); else its text."""
-    if isinstance(value, str) and _is_int_literal(value):
-        return str(_int_value(value))
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value).strip()
 
 
 def read_labelled_file(
@@ -62,11 +54,12 @@ def read_labelled_file(
     try:
         raw = read_file(p.resolve())
         texts, labels, _, used = _columns(raw, text_column, label_column)
-        known = {str(n) for n in label_names}
+        by_name = not integer_labels
+        allowed = set(label_names) if by_name else {int(n) for n in label_names}
         present = [v for v in labels if v is not None]
-        if present and not any(
-            {str(v).strip(), _as_id(v)} & known for v in present
-        ):  # another column or kind
+        # each value as _check reads it for the run's kind: none a run label means another column or kind
+        canon = {normalise_label(v, by_name) for v in _normalise_all(present, by_name, raw.typed)}
+        if present and not canon & allowed:
             seen = list(dict.fromkeys(str(v) for v in present))[:3]
             kind = "integer ids" if integer_labels else "names"
             raise DataError(
@@ -74,8 +67,6 @@ def read_labelled_file(
                 f"label of the run, whose labels are {kind} ({[str(n) for n in label_names[:5]]}"
                 f"{', ...' if len(label_names) > 5 else ''}); give label_column= the column that holds them."
             )
-        by_name = not integer_labels
-        allowed = set(label_names) if by_name else {int(n) for n in label_names}
         (kept, keys), dropped = _check(
             raw, "input", (texts, labels), (text_column, used), by_name, allowed, drop_bad_rows
         )

@@ -224,17 +224,13 @@ def evaluate_run(cfg: EvalConfig) -> dict:
     states = attach_run_states(encoder, train_cfg, data)
     out = encoder.run_states(states[cfg.split])
     labels = data.labels(cfg.split)
-    report: dict = {
-        "run": str(run),
-        "task": train_cfg.task.name,
-        "split": cfg.split,
-        "n": len(labels),
-        "metrics": classification_metrics(out.logits, labels, data.num_classes),
-    }
-    unc, curves = uncertainty_report(out, labels, cfg.sigma_thresholds)
-    report["uncertainty"] = unc
+    report: dict = {"run": str(run), "task": train_cfg.task.name, "split": cfg.split, "n": len(labels)}
     profile, source = run_profile(run, train_cfg, encoder, data, states)
-    report |= actionable_report(profile, out, labels, run if cfg.plots else None, data.label_names)
+    figures, curves = judge_outputs(
+        out, labels, data.label_names, profile, cfg.sigma_thresholds, run if cfg.plots else None
+    )
+    report |= figures
+    unc = report["uncertainty"]
     report["profile_source"] = source
     extra_plots = report.pop("plots", [])
     if cfg.plots:
@@ -260,6 +256,29 @@ def evaluate_run(cfg: EvalConfig) -> dict:
     if cfg.mteb:
         report["mteb"] = mteb_report(encoder, train_cfg, cfg.batch_size)
     atomic.write_json(folder.eval_report(cfg.split), report)
-    return {k: v for k, v in report.items() if k not in ("uncertainty",)} | {
-        "arc_area": {k: v["area"] for k, v in unc["arc"].items()}
-    }
+    return terminal_view(report)
+
+
+def judge_outputs(
+    out: EncodedBatch,
+    labels: np.ndarray,
+    label_names: list[str],
+    profile: UncertaintyProfile,
+    thresholds: list[float],
+    plots_dir: Path | None,
+) -> tuple[dict, dict]:
+    """A report's figures for one set of head outputs, and the accuracy-rejection curves to plot.
+
+    Returns:
+        ``({"metrics", "uncertainty", ...actionable_report's sections}, curves)``.
+    """
+    figures: dict = {"metrics": classification_metrics(out.logits, labels, len(label_names))}
+    figures["uncertainty"], curves = uncertainty_report(out, labels, thresholds)
+    figures |= actionable_report(profile, out, labels, plots_dir, label_names)
+    return figures, curves
+
+
+def terminal_view(report: dict) -> dict:
+    """What a command hands its summary: the report without its curves, with their areas."""
+    areas = {k: v["area"] for k, v in report["uncertainty"]["arc"].items()}
+    return {k: v for k, v in report.items() if k != "uncertainty"} | {"arc_area": areas}

@@ -16,9 +16,7 @@ from pathlib import Path
 from ucse import atomic, json_read
 from ucse.config.run_layout import RunFolder
 from ucse.evaluation.config import EvalConfig
-from ucse.evaluation.evaluate import efficiency_report, load_run, uncertainty_report
-from ucse.evaluation.metrics import classification_metrics
-from ucse.evaluation.uncertainty_report import actionable_report
+from ucse.evaluation.evaluate import efficiency_report, judge_outputs, load_run, terminal_view
 
 log = logging.getLogger(__name__)
 
@@ -111,16 +109,10 @@ def evaluate_file(cfg: EvalConfig) -> dict:
         "split": repr(source.name)[1:-1],  # how the lines name it: control characters escaped
         "n": len(labels),
         "dropped": dropped,
-        "metrics": classification_metrics(out.logits, labels, len(names)),
     }
-    unc, _ = uncertainty_report(out, labels, cfg.sigma_thresholds)
-    report["uncertainty"] = unc
-    report |= actionable_report(profile, out, labels, None, names)
+    report |= judge_outputs(out, labels, names, profile, cfg.sigma_thresholds, None)[0]
     report["profile_source"] = "saved" if profile.fitted else "plain softmax (no saved profile)"
     if cfg.efficiency:
         report["efficiency"] = efficiency_report(encoder, texts, cfg.efficiency_batches, cfg.batch_size)
     atomic.write_json(written, report)
-    return {k: v for k, v in report.items() if k != "uncertainty"} | {
-        "arc_area": {k: v["area"] for k, v in unc["arc"].items()},
-        "written": str(written),
-    }
+    return terminal_view(report) | {"written": str(written)}

@@ -76,8 +76,15 @@ def _ratio(num: int, den: int) -> float | None:
     return float(num) / float(den) if den else None
 
 
-def _rows(rows: object, of: str, count: str) -> list[tuple[int, int, int, dict]]:
-    """(right, out of, index, row) of the well-formed rows with a share ``of`` below 1 over ``count`` rows.
+_OF = {
+    "recall": ("support", "recall by label", " right"),
+    "precision": ("predicted", "answers least often right", ""),
+}
+"""What a share is out of, the line's words for it, and what the count is of."""
+
+
+def _rows(rows: object, of: str) -> list[tuple[int, int, int, dict]]:
+    """(right, out of, index, row) of the well-formed rows whose share ``of`` is below 1.
 
     ``rows`` may come back from disk (``metrics.json``): rows that are not well-formed are skipped.
     """
@@ -87,7 +94,7 @@ def _rows(rows: object, of: str, count: str) -> list[tuple[int, int, int, dict]]
     for i, r in enumerate(rows):
         if not (isinstance(r, dict) and isinstance(r.get("label"), str)):
             continue
-        share, n = r.get(of), r.get(count)
+        share, n = r.get(of), r.get(_OF[of][0])
         if isinstance(share, (int, float)) and type(n) is int and n > 0 and 0 <= share < 1:
             out.append((round(share * n), n, i, r))
     return out
@@ -100,6 +107,11 @@ def _upper(right: int, n: int) -> float:
     return float(binomtest(right, n).proportion_ci(confidence_level=0.95, method="wilson").high)
 
 
+def _ranked(rows: object, k: int, of: str) -> list[tuple[int, int, int, dict]]:
+    """:func:`_rows`' ``k`` surest to be weak (see :func:`weakest_labels`)."""
+    return sorted(_rows(rows, of), key=lambda t: (_upper(t[0], t[1]), t[0] / t[1], t[2]))[:k]
+
+
 def weakest_labels(rows: object, k: int = 3, of: str = "recall") -> list[dict]:
     """The ``k`` labels surest to be weak: lowest upper end of the 95 % interval of their ``of`` share.
 
@@ -108,9 +120,7 @@ def weakest_labels(rows: object, k: int = 3, of: str = "recall") -> list[dict]:
     interval 0-0.79) says less than one recalled 4 times in 20 (0.08-0.42), and came first by its share.
     Ties: lower share, then label order. Labels at 1 (or undefined) are never named.
     """
-    good = _rows(rows, of, "support" if of == "recall" else "predicted")
-    ranked = sorted(good, key=lambda t: (_upper(t[0], t[1]), t[0] / t[1], t[2]))
-    return [r for *_, r in ranked[:k]]
+    return [r for *_, r in _ranked(rows, k, of)]
 
 
 def _share(x: float) -> str:
@@ -134,33 +144,24 @@ def weakest_line(rows: object, split: str, k: int = 3, of: str = "recall") -> st
     With ``of="precision"``: ``answers least often right on test: 'billing' 11 of 18 (0.61), ...``. A
     label without texts in the split (support 0) is said at the end. ``None`` when no label is below 1.
     """
-    shown = weakest_labels(rows, k, of)
+    shown = _ranked(rows, k, of)
     if not shown:
         return None
+    _, what, right_of = _OF[of]
     parts = []
-    for r in shown:
-        if of == "recall":
-            n = r["support"]
-            part = f"{label_name(r['label'])} {round(r['recall'] * n)} of {n} right ({_share(r['recall'])}"
-            other, wrong = r.get("confused_with"), r.get("confused_count")
-            if isinstance(other, str) and type(wrong) is int and wrong > 0:
-                part += f"; {wrong} read as {label_name(other)}"
-            parts.append(part + ")")
-        else:
-            n = r["predicted"]
-            parts.append(
-                f"{label_name(r['label'])} {round(r['precision'] * n)} of {n} ({_share(r['precision'])})"
-            )
-    everyone = isinstance(rows, list) and len(shown) == len(rows)
-    what = {"recall": "recall by label", "precision": "answers least often right"}[of]
-    what = what if everyone or of == "precision" else f"lowest {what}"
+    for right, n, _, r in shown:
+        part = f"{label_name(r['label'])} {right} of {n}{right_of} ({_share(right / n)}"
+        other, wrong = r.get("confused_with"), r.get("confused_count")
+        if of == "recall" and isinstance(other, str) and type(wrong) is int and wrong > 0:
+            part += f"; {wrong} read as {label_name(other)}"
+        parts.append(part + ")")
+    if of == "recall" and len(shown) < len(rows):  # a list: _rows read it
+        what = f"lowest {what}"
     line = f"{what} on {split}: " + ", ".join(parts)
     absent = (
         [r["label"] for r in rows if isinstance(r, dict) and r.get("support") == 0] if of == "recall" else []
     )
     if absent and all(isinstance(a, str) for a in absent):
-        named = ", ".join(map(label_name, absent[:3])) + (
-            f" and {len(absent) - 3} more" if len(absent) > 3 else ""
-        )
-        line += f"; no {split} texts of {named}"
+        more = f" and {len(absent) - 3} more" if len(absent) > 3 else ""
+        line += f"; no {split} texts of {', '.join(map(label_name, absent[:3]))}{more}"
     return line

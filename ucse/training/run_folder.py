@@ -92,9 +92,7 @@ def lacks_profile(run_dir: Path) -> bool:
     head = RunFolder(run_dir).head
     if not (head / WEIGHTS_FILE).is_file() or (head / CALIBRATION_FILE).exists():
         return False
-    return wants_profile(
-        run_dir, if_unreadable=False
-    )  # unreadable: not this run's to judge, the plain message
+    return wants_profile(run_dir, if_unreadable=False)  # unreadable: not this run's to judge here
 
 
 _UNFINISHED = {
