@@ -131,6 +131,11 @@ def test_bad_rows_name_the_line_in_evals_own_keys_or_are_dropped(run, tmp_path):
     assert report["dropped"] == 1 and report["n"] == 12
     with pytest.raises(DataError, match=r"has no column 'msg' \(text_column\).*Set text_column=<column>"):
         evaluate_file(build_eval_config([f"run={run}", f"input={path}", "text_column=msg"]))
+    renamed = _write(tmp_path / "renamed.csv", rows, ("question", "topic"))
+    with pytest.raises(DataError) as err:  # the columns guessed from the values, in eval's own spelling
+        evaluate_file(build_eval_config([f"run={run}", f"input={renamed}"]))
+    assert "looks like text_column=question label_column=topic." in str(err.value)
+    assert "data." not in str(err.value)
     with pytest.raises(FileNotFoundError, match="input=.*nope.csv: no such file"):
         evaluate_file(build_eval_config([f"run={run}", f"input={tmp_path / 'nope.csv'}"]))
     with pytest.raises(DataError, match="is a folder"):

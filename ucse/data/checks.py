@@ -164,6 +164,7 @@ def resolve_bad_rows(
     where: str,
     drop: bool,
     lines: Sequence[int] | None = None,
+    drop_key: str = "data.drop_bad_rows",
 ) -> np.ndarray:
     """Fail on bad rows, or drop them when ``drop`` (logging the count).
 
@@ -175,6 +176,7 @@ def resolve_bad_rows(
         drop: drop bad rows instead of failing (``data.drop_bad_rows``).
         lines: the 1-based file line of each row; when given, rows are named by line, else by 0-based
             row index.
+        drop_key: how the command that reads the rows spells the setting that drops them (the fix named).
 
     Returns:
         Sorted indices of the rows to keep.
@@ -194,7 +196,7 @@ def resolve_bad_rows(
     more = f"\n  ... and {len(bad) - MAX_SHOWN} more problem(s)" if len(bad) > MAX_SHOWN else ""
     numbering = "" if lines else " (rows are 0-based)"
     summary = f"{len(bad_idx)} bad row(s) of {num_rows} in split '{split}' of {where}{numbering}"
-    fix = "data.drop_bad_rows=true to drop (and count) such rows"
+    fix = f"{drop_key}=true to drop (and count) such rows"
     if not drop and len(bad) == 1:  # one problem: one line
         b = bad[0]
         raise DataError(

@@ -12,16 +12,12 @@ from pathlib import Path
 import numpy as np
 
 from ucse.data.checks import normalise_label
+from ucse.data.columns import ColumnKeys, check_split, normalise_all, read_columns
 from ucse.data.files import read_file
-from ucse.data.sources import _check, _columns, _normalise_all
 from ucse.data.tasks import DataError
 
-EVAL_KEYS = {
-    "data.text_column": "text_column",
-    "data.label_column": "label_column",
-    "data.drop_bad_rows": "drop_bad_rows",
-}
-"""The training spellings in the readers' messages -> ``ucse eval``'s keys for the same settings."""
+EVAL_KEYS = ColumnKeys(text="text_column", label="label_column", drop="drop_bad_rows")
+"""``ucse eval``'s spellings of the settings the readers' messages name."""
 
 
 def read_labelled_file(
@@ -51,30 +47,24 @@ def read_labelled_file(
         raise DataError(f"input={path} is a folder; give one file of labelled texts (.csv, .jsonl, ...).")
     if not p.exists():
         raise FileNotFoundError(f"input={path}: no such file.")
-    try:
-        raw = read_file(p.resolve())
-        texts, labels, _, used = _columns(raw, text_column, label_column)
-        by_name = not integer_labels
-        allowed = set(label_names) if by_name else {int(n) for n in label_names}
-        present = [v for v in labels if v is not None]
-        # each value as _check reads it for the run's kind: none a run label means another column or kind
-        canon = {normalise_label(v, by_name) for v in _normalise_all(present, by_name, raw.typed)}
-        if present and not canon & allowed:
-            seen = list(dict.fromkeys(str(v) for v in present))[:3]
-            kind = "integer ids" if integer_labels else "names"
-            raise DataError(
-                f"{raw.where}: none of the {len(present)} values of its column {used!r} (e.g. {seen}) is a "
-                f"label of the run, whose labels are {kind} ({[str(n) for n in label_names[:5]]}"
-                f"{', ...' if len(label_names) > 5 else ''}); give label_column= the column that holds them."
-            )
-        (kept, keys), dropped = _check(
-            raw, "input", (texts, labels), (text_column, used), by_name, allowed, drop_bad_rows
+    raw = read_file(p.resolve())
+    texts, labels, _, used = read_columns(raw, text_column, label_column, EVAL_KEYS)
+    by_name = not integer_labels
+    allowed = set(label_names) if by_name else {int(n) for n in label_names}
+    present = [v for v in labels if v is not None]
+    # each value as check_split reads it for the run's kind: none a run label means another column or kind
+    canon = {normalise_label(v, by_name) for v in normalise_all(present, by_name, raw.typed)}
+    if present and not canon & allowed:
+        seen = list(dict.fromkeys(str(v) for v in present))[:3]
+        kind = "integer ids" if integer_labels else "names"
+        raise DataError(
+            f"{raw.where}: none of the {len(present)} values of its column {used!r} (e.g. {seen}) is a "
+            f"label of the run, whose labels are {kind} ({[str(n) for n in label_names[:5]]}"
+            f"{', ...' if len(label_names) > 5 else ''}); give {EVAL_KEYS.label}= the column that holds them."
         )
-    except DataError as err:
-        text = str(err)
-        for train_key, eval_key in EVAL_KEYS.items():
-            text = text.replace(train_key, eval_key)
-        raise DataError(text) from err
+    (kept, keys), dropped = check_split(
+        raw, "input", (texts, labels), (text_column, used), by_name, allowed, drop_bad_rows, EVAL_KEYS
+    )
     if not kept:
         raise DataError(f"{raw.where} has no usable rows.")
     ids = {str(n): i for i, n in enumerate(label_names)}

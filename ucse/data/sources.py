@@ -19,8 +19,6 @@ pandas ``DataFrame`` or a ``(texts, labels)`` pair, and returns the same ``TaskD
 from __future__ import annotations
 
 import logging
-import re
-import shlex
 import unicodedata
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -32,14 +30,8 @@ import numpy as np
 import pandas as pd
 
 from ucse.config import DataConfig, TaskConfig, default_task_name
-from ucse.data.checks import (
-    label_problems,
-    none_if_na,
-    normalise_label,
-    resolve_bad_rows,
-    shown,
-    text_value_problems,
-)
+from ucse.data.checks import none_if_na, shown
+from ucse.data.columns import check_split, label_kind, read_columns
 from ucse.data.duplicates import text_groups, text_key
 from ucse.data.files import SPLIT_FILES, RawSplit, read_path
 from ucse.data.splitting import KEEP_WHOLE_ROWS, assemble, carve, check_carvable
@@ -96,131 +88,6 @@ def _from_memory(source: Any, text_column: str, label_column: str) -> tuple[dict
         f"Cannot read data of type {type(source).__name__}: give a file or folder path, a datasets.Dataset "
         "or DatasetDict, a pandas DataFrame, or a (texts, labels) pair of lists."
     )
-
-
-def _columns(raw: RawSplit, text_column: str, label_column: str) -> tuple[list, list, list[str] | None, str]:
-    """(texts, labels, ClassLabel names or None, the column the labels came from) of one split.
-
-    A missing column fails listing those found.
-    """
-    missing = [
-        (c, k)
-        for c, k in ((text_column, "text_column"), (label_column, "label_column"))
-        if c not in raw.columns
-    ]
-    if missing:
-        named = " or ".join(f"'{c}' (data.{k})" for c, k in missing)
-        fix = " and ".join(f"data.{k}=<column>" for _, k in missing)
-        hint = ""
-        if len(raw.columns) == 1 and any(sep in raw.columns[0] for sep in ";|\t"):
-            hint = " Is the file separated by something other than commas? Save it as .csv or .tsv."
-        guess = _guess_columns(raw)
-        if guess and not hint:
-            found = dict(zip(("text_column", "label_column"), guess))
-            others = [c for c in guess[2] if c not in (text_column, label_column)]
-            also = ""
-            if others and any(k == "label_column" for _, k in missing):
-                also = f" (other columns whose values repeat: {', '.join(others)})"
-            hint = (
-                " From the values, that looks like "
-                + " ".join(shlex.quote(f"data.{k}={found[k]}") for _, k in missing)
-                + f"{also}."
-            )
-        raise DataError(f"{raw.where} has no column {named}; its columns are {raw.columns}. Set {fix}.{hint}")
-    labels = raw.values(label_column)
-    names = raw.class_names(label_column)
-    if names is None and "label_text" in raw.columns and label_column != "label_text":
-        if all(v is None or _is_int_literal(v) or type(v) is int for v in labels):
-            # The ../shared/data layout: integer ids plus their names; train on the names.
-            return raw.values(text_column), raw.values("label_text"), names, "label_text"
-    return raw.values(text_column), labels, names, label_column
-
-
-def _guess_columns(raw: RawSplit, sample: int = 2000) -> tuple[str, str, list[str]] | None:
-    """(text column, label column, the other label candidates) from the values, else ``None`` (a hint only).
-
-    The text column is the string column with the longest mean length; the label candidates are the
-    others with at least one repeated value. Names (values with a letter: ``billing``) come before codes
-    (``4.2.1``, ``17``), then fewer distinct values first; the first is the guess, the rest are named too.
-    """
-    n = min(len(raw), sample)
-    if n < 2 or len(raw.columns) < 2:
-        return None
-    cols = {c: raw.values(c)[:n] for c in raw.columns}
-    strings = {c: v for c, v in cols.items() if all(isinstance(x, str) for x in v if x is not None)}
-    if not strings:
-        return None
-    text = max(strings, key=lambda c: sum(len(x or "") for x in strings[c]) / n)
-    distinct = {c: len({repr(x) for x in v}) for c, v in cols.items() if c != text}
-    repeating = {c: d for c, d in distinct.items() if 1 < d < n}
-    if not repeating:
-        return None
-
-    def named(c: str) -> bool:
-        return all(any(ch.isalpha() for ch in str(x)) for x in cols[c] if x is not None)
-
-    label, *others = sorted(repeating, key=lambda c: (not named(c), repeating[c]))
-    return text, label, others
-
-
-_INT = re.compile(r"(-?(?:0|[1-9][0-9]*))(?:\.0+)?")
-
-
-def _is_int_literal(value: Any) -> bool:
-    """Whether ``value`` is an integer written as ``int`` writes it back, or with a zero fraction (``3.0``).
-
-    Otherwise ``"01"`` and ``"1"`` were one label id (two labels merged), ``"007"`` renamed ``7``, ``"²"``
-    failed ``int()``, and ``"3.0"`` (pandas' integer column that held a missing value) was a name, sorted as
-    text (``1.0``, ``10.0``, ``2.0``) where JSONL or Parquet gave integer ids.
-    """
-    return isinstance(value, str) and _INT.fullmatch(value.strip()) is not None
-
-
-def _int_value(value: str) -> int:
-    """The integer an :func:`_is_int_literal` string writes (``"-5.00"`` -> ``-5``)."""
-    return int(_INT.fullmatch(value.strip()).group(1))
-
-
-def _label_kind(labels: list, typed: bool) -> bool:
-    """Whether train's labels are names (``True``) or integer ids.
-
-    CSV cells are all strings; a CSV label column is read as ids when every present train label is an
-    integer literal (``3`` or ``3.0``). Typed values are names when strings (or booleans) are at least as
-    many as numbers, so a stray label of the other kind is the one reported.
-    """
-    present = [v for v in labels if v is not None]
-    if not typed:
-        return not (present and all(_is_int_literal(v) for v in present))
-    names = sum(isinstance(v, (str, bool)) for v in present)
-    numbers = sum(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present)
-    return names >= numbers
-
-
-def _normalise_all(labels: list, by_name: bool, typed: bool) -> list:
-    """Raw labels in the kind's canonical type: CSV int literals as ints, booleans as names."""
-    if not typed and not by_name:
-        return [_int_value(v) if _is_int_literal(v) else v for v in labels]
-    if by_name:
-        return [str(v).lower() if isinstance(v, bool) else v for v in labels]
-    return labels
-
-
-def _check(
-    raw: RawSplit,
-    role: str,
-    values: tuple[list, list],
-    columns: tuple[str, str],
-    by_name: bool,
-    allowed: set | None,
-    drop: bool,
-) -> tuple[tuple[list[str], list], int]:
-    """One split's checked (texts, canonical labels) and dropped-row count (bad rows fail unless ``drop``)."""
-    texts, labels = values[0], _normalise_all(values[1], by_name, raw.typed)
-    bad = text_value_problems(texts, columns[0]) + label_problems(labels, columns[1], by_name, allowed)
-    lines = raw.lines() if bad else None  # the line map is computed only when there is something to show
-    keep = resolve_bad_rows(len(texts), bad, split=role, where=raw.where, drop=drop, lines=lines)
-    kept = ([texts[i] for i in keep], [normalise_label(labels[i], by_name) for i in keep])
-    return kept, len(texts) - len(keep)
 
 
 def _label_names(keys: list, class_names: list[str] | None, where: str, column: str) -> list[str]:
@@ -297,15 +164,15 @@ def load_task_data(
     name = task.name if task else default_task_name(path if is_path else None)
 
     columns = (text_column, label_column)
-    read = {role: _columns(raw, *columns) for role, raw in raws.items()}
+    read = {role: read_columns(raw, *columns) for role, raw in raws.items()}
     class_names = read["train"][2]
-    by_name = class_names is not None or _label_kind(read["train"][1], raws["train"].typed)
+    by_name = class_names is not None or label_kind(read["train"][1], raws["train"].typed)
     kept, dropped = {}, dict.fromkeys(ROLES, 0)
     for role in ROLES:  # train first: its labels are the label set the other splits are checked against
         if role in raws:
             allowed = None if role == "train" else set(kept["train"][1])
             used = (text_column, read[role][3])  # a bad label is named in the column it was read from
-            kept[role], dropped[role] = _check(
+            kept[role], dropped[role] = check_split(
                 raws[role], role, read[role][:2], used, by_name, allowed, data.drop_bad_rows
             )
         if role == "train":

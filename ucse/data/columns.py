@@ -1,0 +1,160 @@
+"""Reading one split's text and label columns, and checking its rows, for any reader of labelled files.
+
+``ucse train`` (``ucse.data.sources``) and ``ucse eval input=`` (``ucse.data.labelled_file``) read columns and
+labels the same way; each names its settings in its own spelling (``data.text_column=`` against
+``text_column=``), so the messages take the key names (:class:`ColumnKeys`) rather than rewriting them.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+from ucse.data.checks import label_problems, normalise_label, resolve_bad_rows, text_value_problems
+from ucse.data.files import RawSplit
+from ucse.data.tasks import DataError
+
+
+@dataclass(frozen=True)
+class ColumnKeys:
+    """How a command spells the settings its data messages tell the user to pass."""
+
+    text: str = "data.text_column"
+    """The text column's setting."""
+    label: str = "data.label_column"
+    """The label column's setting."""
+    drop: str = "data.drop_bad_rows"
+    """The setting that drops bad rows instead of failing."""
+
+
+TRAIN_KEYS = ColumnKeys()
+"""``ucse train`` / ``python train.py``'s spellings."""
+
+
+def read_columns(
+    raw: RawSplit, text_column: str, label_column: str, keys: ColumnKeys = TRAIN_KEYS
+) -> tuple[list, list, list[str] | None, str]:
+    """(texts, labels, ClassLabel names or None, the column the labels came from) of one split.
+
+    A missing column fails listing those found, and names the setting to pass by its ``keys`` spelling.
+    """
+    wanted = ((text_column, keys.text), (label_column, keys.label))
+    missing = [(c, k) for c, k in wanted if c not in raw.columns]
+    if missing:
+        named = " or ".join(f"'{c}' ({k})" for c, k in missing)
+        fix = " and ".join(f"{k}=<column>" for _, k in missing)
+        hint = ""
+        if len(raw.columns) == 1 and any(sep in raw.columns[0] for sep in ";|\t"):
+            hint = " Is the file separated by something other than commas? Save it as .csv or .tsv."
+        guess = guess_columns(raw)
+        if guess and not hint:
+            found = dict(zip((keys.text, keys.label), guess))
+            others = [c for c in guess[2] if c not in (text_column, label_column)]
+            also = ""
+            if others and any(k == keys.label for _, k in missing):
+                also = f" (other columns whose values repeat: {', '.join(others)})"
+            hint = (
+                " From the values, that looks like "
+                + " ".join(shlex.quote(f"{k}={found[k]}") for _, k in missing)
+                + f"{also}."
+            )
+        raise DataError(f"{raw.where} has no column {named}; its columns are {raw.columns}. Set {fix}.{hint}")
+    labels = raw.values(label_column)
+    names = raw.class_names(label_column)
+    if names is None and "label_text" in raw.columns and label_column != "label_text":
+        if all(v is None or is_int_literal(v) or type(v) is int for v in labels):
+            # The ../shared/data layout: integer ids plus their names; train on the names.
+            return raw.values(text_column), raw.values("label_text"), names, "label_text"
+    return raw.values(text_column), labels, names, label_column
+
+
+def guess_columns(raw: RawSplit, sample: int = 2000) -> tuple[str, str, list[str]] | None:
+    """(text column, label column, the other label candidates) from the values, else ``None`` (a hint only).
+
+    The text column is the string column with the longest mean length; the label candidates are the
+    others with at least one repeated value. Names (values with a letter: ``billing``) come before codes
+    (``4.2.1``, ``17``), then fewer distinct values first; the first is the guess, the rest are named too.
+    """
+    n = min(len(raw), sample)
+    if n < 2 or len(raw.columns) < 2:
+        return None
+    cols = {c: raw.values(c)[:n] for c in raw.columns}
+    strings = {c: v for c, v in cols.items() if all(isinstance(x, str) for x in v if x is not None)}
+    if not strings:
+        return None
+    text = max(strings, key=lambda c: sum(len(x or "") for x in strings[c]) / n)
+    distinct = {c: len({repr(x) for x in v}) for c, v in cols.items() if c != text}
+    repeating = {c: d for c, d in distinct.items() if 1 < d < n}
+    if not repeating:
+        return None
+
+    def named(c: str) -> bool:
+        return all(any(ch.isalpha() for ch in str(x)) for x in cols[c] if x is not None)
+
+    label, *others = sorted(repeating, key=lambda c: (not named(c), repeating[c]))
+    return text, label, others
+
+
+_INT = re.compile(r"(-?(?:0|[1-9][0-9]*))(?:\.0+)?")
+
+
+def is_int_literal(value: Any) -> bool:
+    """Whether ``value`` is an integer written as ``int`` writes it back, or with a zero fraction (``3.0``).
+
+    Otherwise ``"01"`` and ``"1"`` were one label id (two labels merged), ``"007"`` renamed ``7``, ``"²"``
+    failed ``int()``, and ``"3.0"`` (pandas' integer column that held a missing value) was a name, sorted as
+    text (``1.0``, ``10.0``, ``2.0``) where JSONL or Parquet gave integer ids.
+    """
+    return isinstance(value, str) and _INT.fullmatch(value.strip()) is not None
+
+
+def int_value(value: str) -> int:
+    """The integer an :func:`is_int_literal` string writes (``"-5.00"`` -> ``-5``)."""
+    return int(_INT.fullmatch(value.strip()).group(1))
+
+
+def label_kind(labels: list, typed: bool) -> bool:
+    """Whether train's labels are names (``True``) or integer ids.
+
+    CSV cells are all strings; a CSV label column is read as ids when every present train label is an
+    integer literal (``3`` or ``3.0``). Typed values are names when strings (or booleans) are at least as
+    many as numbers, so a stray label of the other kind is the one reported.
+    """
+    present = [v for v in labels if v is not None]
+    if not typed:
+        return not (present and all(is_int_literal(v) for v in present))
+    names = sum(isinstance(v, (str, bool)) for v in present)
+    numbers = sum(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present)
+    return names >= numbers
+
+
+def normalise_all(labels: list, by_name: bool, typed: bool) -> list:
+    """Raw labels in the kind's canonical type: CSV int literals as ints, booleans as names."""
+    if not typed and not by_name:
+        return [int_value(v) if is_int_literal(v) else v for v in labels]
+    if by_name:
+        return [str(v).lower() if isinstance(v, bool) else v for v in labels]
+    return labels
+
+
+def check_split(
+    raw: RawSplit,
+    role: str,
+    values: tuple[list, list],
+    columns: tuple[str, str],
+    by_name: bool,
+    allowed: set | None,
+    drop: bool,
+    keys: ColumnKeys = TRAIN_KEYS,
+) -> tuple[tuple[list[str], list], int]:
+    """One split's checked (texts, canonical labels) and dropped-row count (bad rows fail unless ``drop``)."""
+    texts, labels = values[0], normalise_all(values[1], by_name, raw.typed)
+    bad = text_value_problems(texts, columns[0]) + label_problems(labels, columns[1], by_name, allowed)
+    lines = raw.lines() if bad else None  # the line map is computed only when there is something to show
+    keep = resolve_bad_rows(
+        len(texts), bad, split=role, where=raw.where, drop=drop, lines=lines, drop_key=keys.drop
+    )
+    kept = ([texts[i] for i in keep], [normalise_label(labels[i], by_name) for i in keep])
+    return kept, len(texts) - len(keep)
