@@ -191,3 +191,38 @@ def test_an_integer_run_reads_whole_number_floats_as_its_ids(tmp_path):
     assert texts == ["a", "b", "c", "d"] and ids.tolist() == [2, 0, 0, 1] and dropped == 0
     with pytest.raises(DataError, match=r"whose labels are names \(\['x', 'y'\]\)"):  # ids against names
         read_labelled_file(path, "text", "label", ["x", "y"], False)
+
+
+def test_an_integer_runs_per_label_rows_carry_its_ids_as_predict_answers_them(tmp_path, tiny_bert_dir):
+    from ucse import UcseClassifier
+    from ucse.config import build_config
+
+    ids = {"class_0": -5, "class_1": 7, "class_2": 10}
+    rows = [(t, ids[y]) for t, y in _new_rows(90, seed=3)]
+    train_file = _write(tmp_path / "ids.csv", rows, ("text", "label"))
+    cfg = build_config(
+        [
+            f"data.path={train_file}",
+            f"backbone.model={tiny_bert_dir}",
+            "backbone.name=tiny-bert",
+            "backbone.precision=fp32",
+            "head_precision=fp32",
+            "recipe=paper",
+            "head=logreg",
+            "progress_bar=false",
+            f"output_dir={tmp_path / 'run'}",
+        ]
+    )
+    run = run_training(cfg)[0].run_dir
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert [r["label"] for r in metrics["test_per_label"]] == [-5, 7, 10]
+    new = [(t, ids[y]) for t, y in _new_rows(12, seed=4)]
+    report = evaluate_file(
+        build_eval_config([f"run={run}", f"input={_write(tmp_path / 'new.csv', new, ('text', 'label'))}"])
+    )
+    saved = json.loads((input_report_path(run, str(tmp_path / "new.csv"))).read_text())
+    assert saved["confusion"]["labels"] == [-5, 7, 10] == [r["label"] for r in saved["per_label"]]
+    answers = UcseClassifier.from_pretrained(run).predict([t for t, _ in new])
+    assert np.asarray(answers).dtype.kind == "i"  # the same kind as the rows' labels
+    wrong = [r["confused_with"] for r in saved["per_label"] if r["confused_with"] is not None]
+    assert set(wrong) <= set(answers.tolist()) and report["n"] == 12

@@ -76,3 +76,21 @@ def test_lowest_coverage_names_only_labels_below_the_target_beyond_chance():
     assert lowest_coverage_line(rows[:2], 0.1) is None  # below 0.90, but within chance
     assert lowest_coverage_line({"not": "rows"}, 0.1) is None
     assert lowest_coverage_line([{"label": "x", "support": "3", "set_coverage": 0.0}], 0.1) is None
+
+
+def test_many_labels_write_the_confusion_matrix_by_its_nonzero_cells():
+    from ucse.evaluation.per_label import DENSE_LABELS
+
+    c = DENSE_LABELS + 1
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, c, size=500)
+    pred = np.where(rng.random(500) < 0.6, y, rng.integers(0, c, size=500))
+    out = label_breakdown(y, pred, list(range(c)))
+    conf = out["confusion"]
+    assert conf["counts"] is None and conf["labels"] == list(range(c))
+    dense = np.zeros((c, c), dtype=np.int64)
+    np.add.at(dense, (y, pred), 1)  # brute force: true label row, answer column
+    cells = {(t, p): n for t, p, n in conf["nonzero"]}
+    assert cells == {(t, p): int(dense[t, p]) for t, p in zip(*np.nonzero(dense))}
+    small = label_breakdown(y % 4, pred % 4, NAMES)["confusion"]  # up to DENSE_LABELS: the whole matrix
+    assert "nonzero" not in small and np.array(small["counts"]).shape == (4, 4)

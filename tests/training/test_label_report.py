@@ -82,7 +82,7 @@ def test_weakest_labels_lowest_recall_first_and_untrusted_rows_skipped():
     )
     assert weakest_line(rows, "test", k=1).startswith("lowest recall by label on test: 'b' 1 of 4")
     # read back from disk: anything malformed is skipped, never raised
-    bad = [{"label": "x", "recall": "0.1", "support": 3}, None, {"label": 1, "recall": 0.0, "support": 1}]
+    bad = [{"label": "x", "recall": "0.1", "support": 3}, None, {"label": 1.5, "recall": 0.0, "support": 1}]
     assert weakest_labels(bad + [rows[1]]) == [rows[1]]
     assert weakest_line("oops", "test") is None and weakest_line([], "test") is None
     # a label absent from the split has no recall: not named among the weakest, said at the end
@@ -131,3 +131,17 @@ def test_answers_least_often_right():
     m = np.array([[5, 0, 0], [6, 2, 0], [3, 0, 9]])  # 'a' is answered 14 times, 5 of them right
     line = weakest_line(per_label(m, ["a", "b", "c"]), "test", of="precision")
     assert line == "answers least often right on test: 'a' 5 of 14 (0.36)"
+
+
+def test_integer_labels_stay_integers_as_predict_answers_them():
+    m = np.array([[1, 1, 0], [0, 2, 0], [0, 0, 0]])  # label 10 has no texts
+    rows = per_label(m, [-5, 7, 10])
+    assert [r["label"] for r in rows] == [-5, 7, 10] and rows[0]["confused_with"] == 7
+    assert all(type(r["label"]) is int for r in rows)
+    # read back from metrics.json (ints) the lines are the same as for names, quoted
+    line = weakest_line(rows, "test")
+    assert line == (
+        "lowest recall by label on test: '-5' 1 of 2 right (0.50; 1 read as '7'); no test texts of '10'"
+    )
+    assert per_label(m, ["-5", "7", "10"])[0]["label"] == "-5"  # names stay names
+    assert weakest_labels([{"label": True, "recall": 0.5, "support": 2}]) == []  # a bool is no label

@@ -97,6 +97,11 @@ class TaskData:
     integer_labels: bool = False
 
     @property
+    def label_values(self) -> list[str] | list[int]:
+        """The labels as the data wrote them, in id order: ints for integer labels, as ``predict`` answers."""
+        return [int(n) for n in self.label_names] if self.integer_labels else list(self.label_names)
+
+    @property
     def num_classes(self) -> int:
         """Number of classes C."""
         return len(self.label_names)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -227,7 +228,7 @@ def evaluate_run(cfg: EvalConfig) -> dict:
     report: dict = {"run": str(run), "task": train_cfg.task.name, "split": cfg.split, "n": len(labels)}
     profile, source = run_profile(run, train_cfg, encoder, data, states)
     figures, curves = judge_outputs(
-        out, labels, data.label_names, profile, cfg.sigma_thresholds, run if cfg.plots else None
+        out, labels, data.label_values, profile, cfg.sigma_thresholds, run if cfg.plots else None
     )
     report |= figures
     unc = report["uncertainty"]
@@ -262,7 +263,7 @@ def evaluate_run(cfg: EvalConfig) -> dict:
 def judge_outputs(
     out: EncodedBatch,
     labels: np.ndarray,
-    label_names: list[str],
+    label_names: Sequence[str | int],
     profile: UncertaintyProfile,
     thresholds: list[float],
     plots_dir: Path | None,

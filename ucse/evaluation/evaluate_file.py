@@ -17,6 +17,7 @@ from ucse import atomic, json_read
 from ucse.config.run_layout import RunFolder
 from ucse.evaluation.config import EvalConfig
 from ucse.evaluation.evaluate import efficiency_report, judge_outputs, load_run, terminal_view
+from ucse.heads.meta import label_values
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +111,7 @@ def evaluate_file(cfg: EvalConfig) -> dict:
         "n": len(labels),
         "dropped": dropped,
     }
-    report |= judge_outputs(out, labels, names, profile, cfg.sigma_thresholds, None)[0]
+    report |= judge_outputs(out, labels, label_values(meta), profile, cfg.sigma_thresholds, None)[0]
     report["profile_source"] = "saved" if profile.fitted else "plain softmax (no saved profile)"
     if cfg.efficiency:
         report["efficiency"] = efficiency_report(encoder, texts, cfg.efficiency_batches, cfg.batch_size)

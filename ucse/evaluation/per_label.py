@@ -14,11 +14,14 @@ import numpy as np
 
 from ucse.training.label_report import confusion_counts, label_name, per_label
 
+DENSE_LABELS = 200
+"""Up to this many labels ``eval.json``'s confusion matrix is written whole, else its nonzero cells."""
+
 
 def label_breakdown(
     labels: np.ndarray,
     prediction: np.ndarray,
-    label_names: Sequence[str],
+    label_names: Sequence[str | int],
     abstain: np.ndarray | None = None,
     sets: np.ndarray | None = None,
 ) -> dict:
@@ -27,7 +30,8 @@ def label_breakdown(
     Args:
         labels: (N,) true label ids.
         prediction: (N,) the label ids answered (the profile's top label, as ``predict`` gives it).
-        label_names: C names, in label-id order.
+        label_names: the C labels in label-id order, as the data wrote them (ints for integer labels, as
+            ``predict`` answers them).
         abstain: (N,) bool, texts the abstention rule holds back (``None``: no rule).
         sets: (N, C) bool conformal sets (``None``: no sets).
 
@@ -36,6 +40,8 @@ def label_breakdown(
         :func:`ucse.training.label_report.per_label` plus, per label with texts, ``answered`` (share not
         held back), ``answered_error`` (error among those; ``None`` when none is answered) and
         ``set_coverage`` (share whose set holds the label); ``counts`` rows are true labels, columns answers.
+        Above :data:`DENSE_LABELS` labels ``counts`` is ``None`` and ``nonzero`` lists the matrix's nonzero
+        cells as ``[true id, answered id, count]`` (3,000 labels would write 9 million cells).
     """
     y, p = np.asarray(labels, dtype=np.int64), np.asarray(prediction, dtype=np.int64)
     c = len(label_names)
@@ -53,7 +59,13 @@ def label_breakdown(
         row["answered_error"] = float((p[kept] != i).mean()) if kept.any() else None
         if sets is not None:
             row["set_coverage"] = float(np.asarray(sets, dtype=bool)[mine, i].mean())
-    return {"per_label": rows, "confusion": {"labels": [str(n) for n in label_names], "counts": m.tolist()}}
+    confusion = {"labels": [row["label"] for row in rows]}
+    if c <= DENSE_LABELS:
+        confusion["counts"] = m.tolist()
+    else:
+        true, answered = np.nonzero(m)
+        confusion |= {"counts": None, "nonzero": np.stack([true, answered, m[true, answered]], 1).tolist()}
+    return {"per_label": rows, "confusion": confusion}
 
 
 def lowest_coverage_line(rows: object, alpha: float, k: int = 3, level: float = 0.05) -> str | None:

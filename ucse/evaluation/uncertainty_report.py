@@ -22,7 +22,7 @@ def actionable_report(
     out: EncodedBatch,
     labels: np.ndarray,
     plots_dir: Path | None = None,
-    label_names: Sequence[str] | None = None,
+    label_names: Sequence[str | int] | None = None,
 ) -> dict:
     """Judge a fitted profile on held-out outputs (normally the test split).
 
@@ -31,7 +31,7 @@ def actionable_report(
         out: head outputs on the evaluated split.
         labels: (N,) its labels.
         plots_dir: write ``reliability.png`` and ``risk_coverage.png`` there (``None``: no plots).
-        label_names: the C label names (``None``: the ids as text).
+        label_names: the C labels as the data wrote them (ints for integer labels; ``None``: the ids as text).
 
     Returns:
         ``{"calibration": ..., "selective": ..., "conformal": ..., "out_of_scope": ..., "per_label": [...],

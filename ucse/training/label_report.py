@@ -31,7 +31,7 @@ def confusion_counts(pred: np.ndarray | torch.Tensor, labels: np.ndarray, num_cl
     return multiclass_confusion_matrix(p.long(), y, num_classes).numpy().astype(np.int64)
 
 
-def per_label(confusion: np.ndarray | torch.Tensor, label_names: Sequence[str]) -> list[dict]:
+def per_label(confusion: np.ndarray | torch.Tensor, label_names: Sequence[str | int]) -> list[dict]:
     """One row per label from a (C, C) confusion matrix (rows true, columns predicted).
 
     Derived here rather than by torchmetrics' per-class precision / recall: those would need the
@@ -39,6 +39,11 @@ def per_label(confusion: np.ndarray | torch.Tensor, label_names: Sequence[str]) 
     ``precision_recall_fscore_support`` (tests compare them), except that a figure with a zero denominator
     is ``None`` (undefined: a label never predicted has no precision, one absent from the split no recall)
     where scikit-learn writes 0 with a warning.
+
+    Args:
+        confusion: (C, C) counts.
+        label_names: the C labels in id order, as the data wrote them: names, or ints for integer labels
+            (each row's ``label`` and ``confused_with`` then match what ``predict`` answers).
 
     Returns:
         Per label, in label-id order: ``label``, ``support`` (true rows), ``predicted`` (rows given the
@@ -59,17 +64,27 @@ def per_label(confusion: np.ndarray | torch.Tensor, label_names: Sequence[str]) 
         j = int(off[i].argmax())
         rows.append(
             {
-                "label": str(name),
+                "label": _value(name),
                 "support": int(support[i]),
                 "predicted": int(predicted[i]),
                 "precision": _ratio(tp[i], predicted[i]),
                 "recall": _ratio(tp[i], support[i]),
                 "f1": _ratio(2 * tp[i], 2 * tp[i] + fp + fn),
-                "confused_with": str(label_names[j]) if fn else None,
+                "confused_with": _value(label_names[j]) if fn else None,
                 "confused_count": int(off[i, j]) if fn else 0,
             }
         )
     return rows
+
+
+def _value(name: str | int) -> str | int:
+    """A label as JSON carries it: an int stays an int (not a bool), anything else its text."""
+    return name if type(name) is int else str(name)
+
+
+def _is_label(value: object) -> bool:
+    """Whether a row read back from disk holds a label here: a name or an integer id."""
+    return isinstance(value, str) or type(value) is int
 
 
 def _ratio(num: int, den: int) -> float | None:
@@ -92,7 +107,7 @@ def _rows(rows: object, of: str) -> list[tuple[int, int, int, dict]]:
         return []
     out = []
     for i, r in enumerate(rows):
-        if not (isinstance(r, dict) and isinstance(r.get("label"), str)):
+        if not (isinstance(r, dict) and _is_label(r.get("label"))):
             continue
         share, n = r.get(of), r.get(_OF[of][0])
         if isinstance(share, (int, float)) and type(n) is int and n > 0 and 0 <= share < 1:
@@ -133,8 +148,8 @@ def _share(x: float) -> str:
     return text
 
 
-def label_name(name: str) -> str:
-    """A label as the lines show it: quoted, escapes for control characters (``'billing, refunds'``)."""
+def label_name(name: str | int) -> str:
+    """A label as the lines show it: quoted, escapes for control characters (``'refunds, late'``, ``'7'``)."""
     return repr(str(name))
 
 
@@ -152,7 +167,7 @@ def weakest_line(rows: object, split: str, k: int = 3, of: str = "recall") -> st
     for right, n, _, r in shown:
         part = f"{label_name(r['label'])} {right} of {n}{right_of} ({_share(right / n)}"
         other, wrong = r.get("confused_with"), r.get("confused_count")
-        if of == "recall" and isinstance(other, str) and type(wrong) is int and wrong > 0:
+        if of == "recall" and _is_label(other) and type(wrong) is int and wrong > 0:
             part += f"; {wrong} read as {label_name(other)}"
         parts.append(part + ")")
     if of == "recall" and len(shown) < len(rows):  # a list: _rows read it
@@ -161,7 +176,7 @@ def weakest_line(rows: object, split: str, k: int = 3, of: str = "recall") -> st
     absent = (
         [r["label"] for r in rows if isinstance(r, dict) and r.get("support") == 0] if of == "recall" else []
     )
-    if absent and all(isinstance(a, str) for a in absent):
+    if absent and all(_is_label(a) for a in absent):
         more = f" and {len(absent) - 3} more" if len(absent) > 3 else ""
         line += f"; no {split} texts of {', '.join(map(label_name, absent[:3]))}{more}"
     return line

@@ -310,7 +310,7 @@ def _run(cfg: TrainConfig, data: TaskData, run_dir: Path, device: torch.device, 
 
     for rows in ("test", "heldout"):  # (C, C) confusion matrices from either path -> one row per label
         if f"{rows}_confusion" in metrics:
-            metrics[f"{rows}_per_label"] = per_label(metrics.pop(f"{rows}_confusion"), data.label_names)
+            metrics[f"{rows}_per_label"] = per_label(metrics.pop(f"{rows}_confusion"), data.label_values)
     metrics["timing"] = {"states_s": round(states_s, 3), "total_s": round(time.perf_counter() - t0, 3)}
     if device.type == "cuda":
         metrics["timing"]["peak_gpu_mib_states"] = states_peak
