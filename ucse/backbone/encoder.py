@@ -14,6 +14,7 @@ from ucse.backbone.loading import code_fingerprint, load_backbone, model_fingerp
 from ucse.backbone.pooling import first_token_index, pool
 from ucse.backbone.precision import effective_precision
 from ucse.backbone.tokenized import Tokenized, tokenize
+from ucse.backbone.word_pieces import JUDGED_ENOUGH, split_words_message, word_pieces
 from ucse.blank_text import blank_problem, is_blank
 from ucse.config import BackboneConfig, Precision
 
@@ -103,6 +104,7 @@ class FrozenBackbone:
         self.max_length = min(cfg.max_length, self._model_limit or cfg.max_length)
         self._told_truncation = False
         self._told_unknown = False
+        self._told_split = False
 
     def _resolve_layer(self, layer: int | None) -> int | None:
         """``backbone.layer`` as an index into ``hidden_states`` (0..L), ``None`` for the last layer.
@@ -171,6 +173,7 @@ class FrozenBackbone:
             )
         self._tell_truncation(lengths)
         self._tell_unknown(tok, texts)
+        self._tell_split_words(texts)
         if self._eos_suffix:  # truncated texts lost the appended EOS: it replaces their last token
             tok.flat["input_ids"][tok.offsets[1:] - 1] = self.tokenizer.eos_token_id
         return tok
@@ -236,6 +239,20 @@ class FrozenBackbone:
             self.cfg.name or self.cfg.model,
             texts[int(mostly[0])][:80],
         )
+
+    def _tell_split_words(self, texts: Sequence[str]) -> None:
+        """Warn, once per backbone, when many texts hold words its tokenizer knows only in pieces.
+
+        Another language than the backbone's, most often: see :mod:`ucse.backbone.word_pieces`.
+        """
+        if self._told_split:
+            return
+        found = word_pieces(self.tokenizer, texts)
+        message = split_words_message(found, self.cfg.name or self.cfg.model)
+        # judged once on the first texts encoded together that are enough to judge (a run's whole pool)
+        self._told_split = bool(message) or found.judged >= JUDGED_ENOUGH
+        if message:
+            log.warning(message)
 
     def _prefix_skip(self, tok: Tokenized) -> np.ndarray:
         """(N,) leading tokens of each text that are the prompt before ``{text}`` (0 unless asked to skip).
