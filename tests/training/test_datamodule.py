@@ -82,3 +82,18 @@ def test_datamodule_rejects_length_mismatch():
     st = ArrayStates([torch.zeros(2, 3)])
     with pytest.raises(ValueError, match="labels"):
         StatesDataModule({"train": st}, {"train": np.array([0, 1])}, 2)
+
+
+def test_the_collate_reads_a_lent_row_as_its_copy_labelled_lent():
+    from ucse.backbone.states import DeviceStates
+    from ucse.config import CacheDtype
+    from ucse.training.datamodule import LENT, _StatesCollate
+
+    rows = torch.randn(10, 4, dtype=torch.float16)  # three texts of 3, 5 and 2 tokens
+    states = DeviceStates(rows, np.array([0, 3, 8, 10]), CacheDtype.fp16, "cpu")
+    collate = _StatesCollate(states, torch.tensor([2, 0, 1]))
+    hidden, mask, labels = collate([1, -1 - 2])  # row 1, then a copy of row 2
+    want_hidden, want_mask = states.batch([1, 2])
+    assert torch.equal(hidden, want_hidden) and torch.equal(mask, want_mask)
+    assert labels.tolist() == [0, LENT]
+    assert collate.labels.tolist() == [2, 0, 1]  # the split's labels are not written through

@@ -29,9 +29,10 @@ DETERMINISTIC = [
 ]
 
 
-@pytest.mark.parametrize(("n", "bs", "world"), [(203, 8, 2), (100, 5, 3), (7, 3, 3)])
+@pytest.mark.parametrize(("n", "bs", "world"), [(203, 8, 2), (100, 5, 3), (7, 3, 3), (193, 8, 2), (32, 5, 3)])
 def test_ranks_split_the_single_process_global_batches(n, bs, world):
     lengths = np.random.default_rng(n).integers(1, 40, size=n)
+    lent = 0
     for shuffle in (True, False):
         single = LengthBucketSampler(lengths, bs * world, shuffle, seed=4, bucket_batches=3)
         ranks = [
@@ -49,7 +50,10 @@ def test_ranks_split_the_single_process_global_batches(n, bs, world):
                 if len(batch) >= world:
                     assert got == batch  # rank 0's part, then rank 1's, ...: exactly the global batch
                 else:  # a last global batch smaller than the world lends its first text to empty ranks
-                    assert got[: len(batch)] == batch and set(got[len(batch) :]) == {batch[0]}
+                    lent += 1
+                    copy = batch[0] if shuffle else -1 - batch[0]  # evaluation marks the copy (not counted)
+                    assert got[: len(batch)] == batch and set(got[len(batch) :]) == {copy}
+    assert lent == 4 * int(n % (bs * world) in range(1, world))  # in both epochs of both modes
 
 
 def _cli(*args: str) -> dict:

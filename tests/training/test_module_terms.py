@@ -96,3 +96,27 @@ def test_without_the_variance_branch_the_kl_term_is_zero_and_ce_keeps_its_weight
     ref = 0.7 * F.cross_entropy(out.logits.double(), y).item() + 0.3 * lcl_reference(out.z.double(), y, 2.0)
     assert loss.item() == pytest.approx(ref, rel=1e-5)
     assert math.isfinite(loss.item())
+
+
+def test_a_lent_evaluation_copy_counts_in_no_metric():
+    """A distributed run's evaluation copy (label LENT) leaves every validation and test figure as it was."""
+    from sklearn.metrics import log_loss
+
+    from ucse.training.datamodule import LENT
+
+    module = _module(ContrastiveType.lcl).eval()
+    hidden, mask, y = _batch()
+    lent = (hidden[:1], mask[:1], torch.tensor([LENT]))  # row 0 again, as the sampler lends it
+    with torch.no_grad():
+        for batch in ((hidden, mask, y), lent):
+            module.validation_step(batch, 0)
+            module.test_step(batch, 0)
+        logits = module.head(hidden, mask).logits
+    scores = module.val_metrics.compute()
+    assert float(scores["val/acc"]) == pytest.approx((logits.argmax(1) == y).float().mean().item())
+    probs = torch.softmax(logits.double(), 1).numpy()
+    assert float(module.val_ce.compute()) == pytest.approx(
+        log_loss(y.numpy(), probs, labels=[0, 1, 2]), rel=1e-5
+    )
+    counts = module.test_confusion.compute()
+    assert int(counts.sum()) == len(y) and int(counts[0].sum()) == int((y == 0).sum())

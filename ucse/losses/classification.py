@@ -24,6 +24,19 @@ def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(at_least_fp32(logits), labels)
 
 
+def cross_entropy_rows(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """(B,) softmax cross-entropy of each row: :func:`cross_entropy` before its mean.
+
+    Args:
+        logits: (B, C) class scores.
+        labels: (B,) integer labels in [0, C).
+
+    Returns:
+        (B,) losses, fp32 even for half-precision logits.
+    """
+    return F.cross_entropy(at_least_fp32(logits), labels, reduction="none")
+
+
 def total_loss(
     ce: torch.Tensor,
     contrastive: torch.Tensor | None,

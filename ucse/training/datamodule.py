@@ -13,6 +13,8 @@ from torch.utils.data import DataLoader, Sampler
 from ucse.backbone.cache import TokenStates
 
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # hidden (B, T, H), mask (B, T), labels (B,)
+LENT = -1
+"""The label of a lent copy in an evaluation batch: the metrics ignore it (``ignore_index``)."""
 
 
 class WorkersWithoutCtrlC(DataLoader):
@@ -48,7 +50,10 @@ class LengthBucketSampler(Sampler[list[int]]):
     With ``world_size`` N > 1 (distributed training) it forms the batches a single process would form with
     batch size N x ``batch_size`` (the same on every rank: same seed, same epoch) and yields this rank's
     contiguous part of each, so one optimiser step over the N ranks sees exactly one global batch. A global
-    batch with fewer than N texts (only the last one can be) lends its first text to the ranks left empty.
+    batch with fewer than N texts (only the last one can be) lends its first text to the ranks left empty:
+    every rank must take a step. In training the copy is trained on (its gradient is the first text's,
+    averaged over the ranks); in evaluation (``shuffle=False``) it is yielded as ``-1 - index``, which the
+    collate reads as that row labelled :data:`LENT`, so no metric counts a text twice.
     """
 
     def __init__(
@@ -93,7 +98,7 @@ class LengthBucketSampler(Sampler[list[int]]):
             return
         for batch in self._global_batches(self.batch_size * self.world_size):
             part = np.array_split(np.asarray(batch), self.world_size)[self.rank]
-            yield part.tolist() if len(part) else batch[:1]
+            yield part.tolist() if len(part) else batch[:1] if self.shuffle else [-1 - batch[0]]
 
     def _global_batches(self, bs: int) -> Iterator[list[int]]:
         n = len(self.lengths)
@@ -127,9 +132,25 @@ class _StatesCollate:
         self.labels = labels
 
     def __call__(self, idx: Sequence[int]) -> Batch:
-        idx = list(idx)
-        hidden, mask = self.states.batch(idx)  # (B, T, H), (B, T)
-        return hidden, mask, self.labels[idx]
+        lent = [i for i, row in enumerate(idx) if row < 0]  # evaluation copies: -1 - the row lent
+        rows = [row if row >= 0 else -1 - row for row in idx]
+        hidden, mask = self.states.batch(rows)  # (B, T, H), (B, T)
+        labels = self.labels[rows]  # (B,) a copy (advanced indexing)
+        labels[lent] = LENT
+        return hidden, mask, labels
+
+
+class _Rows:
+    """The DataLoader's "dataset": each row index as it is (a negative one marks a lent copy; see above)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> int:
+        return i
 
 
 class StatesDataModule(L.LightningDataModule):
@@ -204,7 +225,7 @@ class StatesDataModule(L.LightningDataModule):
             epoch_source=self._epoch,
         )
         return WorkersWithoutCtrlC(
-            range(len(self.states[split])),  # the "dataset" is the row index; collate reads the states
+            _Rows(len(self.states[split])),  # the "dataset" is the row index; collate reads the states
             batch_sampler=sampler,
             collate_fn=_StatesCollate(self.states[split], self.labels[split]),
             num_workers=self.num_workers,

@@ -9,13 +9,22 @@ from typing import Any
 import lightning as L
 import numpy as np
 import torch
-from torchmetrics import MetricCollection
+from torchmetrics import MeanMetric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionMatrix, MulticlassF1Score
 from transformers import get_linear_schedule_with_warmup
 
 from ucse.config import ContrastiveType, LossConfig, OptimConfig
 from ucse.heads.base import Head, HeadOutput
-from ucse.losses import cross_entropy, gaussian_kl, label_wise_contrastive, simcse, supcon, total_loss
+from ucse.losses import (
+    cross_entropy,
+    cross_entropy_rows,
+    gaussian_kl,
+    label_wise_contrastive,
+    simcse,
+    supcon,
+    total_loss,
+)
+from ucse.training.datamodule import LENT
 from ucse.training.run_folder import DATA_KEY
 
 log = logging.getLogger(__name__)
@@ -84,14 +93,16 @@ class UcseModule(L.LightningModule):
         self.optim_cfg = optim
         metrics = MetricCollection(
             {
-                "acc": MulticlassAccuracy(num_classes, average="micro"),
-                "f1_macro": MulticlassF1Score(num_classes, average="macro"),
+                # LENT: a distributed run's evaluation copy of a text (training/datamodule.py), not counted
+                "acc": MulticlassAccuracy(num_classes, average="micro", ignore_index=LENT),
+                "f1_macro": MulticlassF1Score(num_classes, average="macro", ignore_index=LENT),
             }
         )
         self.val_metrics = metrics.clone(prefix="val/")
         self.test_metrics = metrics.clone(prefix="test/")
         # per-label figures of the test split (metrics.json's test_per_label): counted on the device
-        self.test_confusion = MulticlassConfusionMatrix(num_classes)
+        self.test_confusion = MulticlassConfusionMatrix(num_classes, ignore_index=LENT)
+        self.val_ce = MeanMetric()  # the validation NLL, per text (lent copies weigh 0)
         self.test_confusion_counts: np.ndarray | None = None  # (C, C) after a test pass
         self._finite_record: torch.Tensor | None = None  # (7,) first non-finite step, on the device
         self._epoch_sums: torch.Tensor | None = None  # (6,) batch-weighted sums of TRAIN_TERMS this epoch
@@ -293,13 +304,17 @@ class UcseModule(L.LightningModule):
         hidden, mask, y = batch
         logits = self.head(hidden, mask).logits
         self.val_metrics.update(logits, y)
-        self.log("val/ce", cross_entropy(logits, y), on_epoch=True, batch_size=y.shape[0], sync_dist=True)
+        kept = y != LENT  # (B,) no host read: the copies are weighed 0, not dropped
+        ce = cross_entropy_rows(logits, y.clamp(min=0))  # (B,)
+        self.val_ce.update(ce, weight=kept.to(ce.dtype))
 
     def on_validation_epoch_end(self) -> None:
         """Log and reset validation metrics (``val/acc`` selects the best checkpoint)."""
         # compute() already reduced over ranks; sync_dist marks the values as global (no-op on one process).
-        self.log_dict(self.val_metrics.compute(), prog_bar=True, sync_dist=True)
+        scores = self.val_metrics.compute() | {"val/ce": self.val_ce.compute()}
+        self.log_dict(scores, prog_bar=True, sync_dist=True)
         self.val_metrics.reset()
+        self.val_ce.reset()
 
     def test_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> None:
         """Deterministic (mu-based) test metrics."""
