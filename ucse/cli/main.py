@@ -26,6 +26,10 @@ COMMANDS = {
         "ucse.cli.predict",
         "label texts with a trained run: label, confidence, uncertainty, abstain, probs",
     ),
+    "suggest": (
+        "ucse.cli.suggest",
+        "pick the unlabelled texts worth labelling next (the model's least sure, spread out)",
+    ),
     "eval": (
         "ucse.cli.evaluate",
         "evaluate a run: accuracy, calibration, selective prediction, sets, [mteb=true]",

@@ -33,28 +33,28 @@ def help_text() -> str:
     return f"ucse predict: {__doc__.strip()}\n\n{format_fields(PredictConfig)}"
 
 
-def _one_text_per_line(source: str) -> bool:
+def one_text_per_line(source: str) -> bool:
     """Whether the input is a ``.txt`` file or stdin: one text per line, no columns."""
     from ucse.data.texts import STDIO
 
     return source == STDIO or Path(source).suffix.lower() in (".txt", "")
 
 
-def _trained_text_column(run: Path | None, source: str) -> str:
+def trained_text_column(run: Path | None, source: str) -> str:
     """The text column the run was trained on (from ``<run>/config.yaml``), else ``text``.
 
     Read only for a table input: a ``.txt`` file or stdin has no columns, and needs no config.
     """
     from ucse.config.run_layout import RunFolder
 
-    if run is None or _one_text_per_line(source):
+    if run is None or one_text_per_line(source):
         return "text"
     from ucse.config import from_yaml
 
     return from_yaml(RunFolder(run).config).data.text_column
 
 
-def _check_out_is_not_read(out: str, source: str, run: Path) -> None:
+def check_out_is_not_read(out: str, source: str, run: Path) -> None:
     """Refuse an ``out=`` that is the input file or lies in the run (or head) folder, even with overwrite.
 
     ``overwrite=true`` says the user may replace an earlier output, not the texts being read (their other
@@ -95,12 +95,12 @@ def main(argv: list[str]) -> int:
         from ucse.inference.files import check_output, read_texts_and_ids, write_predictions
 
         check_output(cfg.out, cfg.overwrite)
-        _check_out_is_not_read(cfg.out, cfg.input, run or head_dir)
+        check_out_is_not_read(cfg.out, cfg.input, run or head_dir)
         for key, value, leave in (
             ("text_column", cfg.text_column, ""),
             ("id_column", cfg.id_column, " (rows keep the input's order)"),
         ):
-            if value and _one_text_per_line(cfg.input):
+            if value and one_text_per_line(cfg.input):
                 # a .txt file or stdin has no columns: the option was ignored without a word
                 raise ConfigError(
                     f"{key}={value}: input={cfg.input} is one text per line, with no columns; leave {key} "
@@ -111,7 +111,7 @@ def main(argv: list[str]) -> int:
                 f"id_column={cfg.id_column} is the name of a field of the prediction rows "
                 f"({', '.join(ROW_FIELDS)}); copy another column, or rename it in the input."
             )
-        column = cfg.text_column or _trained_text_column(run, cfg.input)
+        column = cfg.text_column or trained_text_column(run, cfg.input)
         texts, ids = read_texts_and_ids(cfg.input, column, cfg.id_column, sole_column=cfg.text_column is None)
         from ucse.inference.blocks import predict_blocks
         from ucse.inference.classifier import UcseClassifier

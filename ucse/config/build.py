@@ -339,10 +339,10 @@ def parse_flat_config(schema: type, tokens: list[str] | None, what: str, dash_is
     except OmegaConfBaseException as err:
         key = str(getattr(err, "full_key", "") or "")
         valid = [f.name for f in fields(schema)]
-        raise ConfigError(
-            f"Invalid {what} argument '{key}': {str(err).splitlines()[0].split('. Did you mean')[0]}. "
-            f"Valid keys: {', '.join(valid)}.{did_you_mean(key, valid)}"
-        ) from None
+        said = f"Invalid {what} argument '{key}': {str(err).splitlines()[0].split('. Did you mean')[0]}."
+        if key in valid:  # a bad value of a known key: the value's message is the whole story
+            raise ConfigError(said) from None
+        raise ConfigError(f"{said} Valid keys: {', '.join(valid)}.{did_you_mean(key, valid)}") from None
     cfg = OmegaConf.to_object(merged)
     assert isinstance(cfg, schema)
     return cfg

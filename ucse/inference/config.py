@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ucse.config import ConfigError, Device, parse_flat_config
+from ucse.uncertainty.acquisition import Strategy
 
 ROW_FIELDS = ("text", "label", "confidence", "uncertainty", "abstain", "ood", "ood_score", "probs", "set")
 """The fields of a prediction row (``ucse.inference.rows``), which ``id_column`` may not shadow."""
@@ -58,5 +59,58 @@ def build_predict_config(overrides: list[str] | None = None) -> PredictConfig:
     if cfg.top_k is not None and cfg.top_k < 1:
         raise ConfigError(f"top_k={cfg.top_k} must be >= 1 (or null for all labels).")
     if cfg.batch_size is not None and cfg.batch_size < 1:  # 0 was taken as "the run's setting"
+        raise ConfigError(f"batch_size={cfg.batch_size} must be >= 1 (or null for the run's setting).")
+    return cfg
+
+
+SUGGEST_FIELDS = ("guess", "confidence", "margin", "line")
+"""The fields ``ucse suggest`` adds beside the text and the empty label (``ucse.inference.suggest``)."""
+
+
+@dataclass
+class SuggestConfig:
+    """``ucse suggest``: pick the unlabelled texts worth labelling next (active learning, one batch)."""
+
+    run: str | None = None
+    """Run folder written by ``ucse train`` / ``train.py``, or its ``head/`` folder."""
+    input: str | None = None
+    """Unlabelled texts: ``.txt`` (one text per line), ``.csv``/``.tsv``/``.jsonl``/``.json``/``.parquet``
+    (a text column), or ``-`` for stdin (one text per line)."""
+    n: int = 50
+    """How many texts to pick (all of them when the input holds fewer; copies of a text count once)."""
+    out: str = "-"
+    """Where the picks go: ``.csv`` (to fill in) or ``.jsonl`` by extension, or ``-`` for stdout (JSON lines);
+    the least sure first. An existing file is refused unless ``overwrite``."""
+    strategy: Strategy = Strategy.diverse_margin
+    """``diverse_margin`` (the smallest margins between the two likeliest labels, one per cluster of similar
+    texts), ``margin`` (the smallest margins alone) or ``random`` (the baseline to compare with)."""
+    seed: int = 0
+    """Seed of ``random`` and of the clustering."""
+    overwrite: bool = False
+    """Replace an existing ``out`` file."""
+    text_column: str | None = None
+    """Text column of a table input; ``None`` means the column the run was trained on (``text``)."""
+    id_column: str | None = None
+    """A column of a table input copied into each output row, first and under its own name."""
+    trust_remote_code: bool = False
+    """Let the backbone's own model code run (a run or head asking for it is ignored)."""
+    accelerator: Device = Device.auto
+    """Where the backbone and head run (``auto``, ``cpu``, ``cuda``)."""
+    batch_size: int | None = None
+    """Texts per backbone forward pass; ``None`` keeps the run's backbone setting."""
+    progress: bool = True
+    """Show a progress bar on stderr for inputs of 1,000 texts or more."""
+
+
+def build_suggest_config(overrides: list[str] | None = None) -> SuggestConfig:
+    """Parse ``key=value`` tokens of ``ucse suggest`` into a validated ``SuggestConfig``."""
+    cfg: SuggestConfig = parse_flat_config(SuggestConfig, overrides, "suggest", dash_is_text=True)
+    if not cfg.run:
+        raise ConfigError("suggest needs run=<run folder or its head/ folder> (written by ucse train).")
+    if not cfg.input:
+        raise ConfigError("suggest needs input=<unlabelled texts: .txt | .csv | .jsonl | .parquet | ->.")
+    if cfg.n < 1:
+        raise ConfigError(f"n={cfg.n} must be >= 1: how many texts to pick.")
+    if cfg.batch_size is not None and cfg.batch_size < 1:
         raise ConfigError(f"batch_size={cfg.batch_size} must be >= 1 (or null for the run's setting).")
     return cfg

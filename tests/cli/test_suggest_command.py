@@ -1,0 +1,98 @@
+"""``ucse suggest`` end to end on a tiny trained run: the picks against a brute-force recomputation."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+from toy_tasks import OWN_CUES, own_rows
+
+from ucse.cli.main import main
+from ucse.inference.classifier import UcseClassifier
+from ucse.uncertainty.acquisition import margins
+
+NAMES = sorted(OWN_CUES)
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_clf_run):
+    return UcseClassifier.from_pretrained(tiny_clf_run, device="cpu")
+
+
+def _texts(n: int = 40) -> list[str]:
+    return [r["text"] for r in own_rows(n, seed=21)]
+
+
+def test_margin_picks_are_the_least_sure_texts_as_predict_proba_says(
+    tiny_clf_run, reference, tmp_path, capsys
+):
+    texts = _texts()
+    (tmp_path / "pool.txt").write_text("\n".join(texts) + "\n")
+    out = tmp_path / "to_label.csv"
+    args = [f"run={tiny_clf_run}", f"input={tmp_path / 'pool.txt'}", "n=6", "strategy=margin", f"out={out}"]
+    assert main(["suggest", *args]) == 0
+    rows = list(csv.DictReader(io.StringIO(out.read_text())))
+    assert list(rows[0]) == ["text", "label", "guess", "confidence", "margin", "line"]  # the run's columns
+    # brute force: every text's margin from the estimator's own probabilities, the six smallest
+    proba = reference.predict_proba(texts)
+    want = np.argsort(margins(proba), kind="stable")[:6]
+    assert [int(r["line"]) - 1 for r in rows] == want.tolist()
+    assert [r["text"] for r in rows] == [texts[i] for i in want] and all(r["label"] == "" for r in rows)
+    guess = reference.predict([texts[i] for i in want])
+    assert [r["guess"] for r in rows] == list(guess)
+    close = {"rtol": 1e-6, "atol": 1e-7}  # the same probabilities, written as text
+    np.testing.assert_allclose([float(r["margin"]) for r in rows], margins(proba[want]), **close)
+    np.testing.assert_allclose([float(r["confidence"]) for r in rows], proba[want].max(1), **close)
+    assert f"6 of 40 texts to label -> {out} (margin; margins" in capsys.readouterr().err
+
+
+def test_diverse_picks_and_copies_offered_once(tiny_clf_run, tmp_path):
+    texts = _texts(30)
+    texts = texts + [t.upper() + "!" for t in texts[:10]]  # copies up to case and punctuation
+    pd.DataFrame({"id": [f"t{i}" for i in range(len(texts))], "text": texts}).to_csv(tmp_path / "in.csv")
+    out = tmp_path / "pick.jsonl"
+    args = [f"run={tiny_clf_run}", f"input={tmp_path / 'in.csv'}", "id_column=id", "n=8", f"out={out}"]
+    assert main(["suggest", *args]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 8 and list(rows[0])[0] == "id"
+    assert len({r["text"].lower().rstrip("!") for r in rows}) == 8  # no text twice
+    assert all(r["line"] <= 30 for r in rows)  # the first of a text's copies stands for all
+    assert [r["margin"] for r in rows] == sorted(r["margin"] for r in rows)  # least sure first
+    assert all(r["id"] == f"t{r['line'] - 1}" and r["guess"] in NAMES for r in rows)
+    # n above the texts at hand: every distinct text once
+    assert main(["suggest", *args[:3], "n=500", f"out={tmp_path / 'all.jsonl'}"]) == 0
+    assert len((tmp_path / "all.jsonl").read_text().splitlines()) == 30
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (["n=0"], "n=0 must be >= 1"),
+        (["strategy=entropy"], r"expected one of \[diverse_margin, margin, random\]"),
+        (["id_column=guess"], "The column name 'guess' would appear twice in the output"),
+        (["text_column=body"], "text_column=body: input=.* is one text per line"),
+    ],
+)
+def test_bad_arguments_are_one_line(tiny_clf_run, tmp_path, capsys, extra, said):
+    (tmp_path / "pool.txt").write_text("a text\nanother\n")
+    input_ = tmp_path / "pool.txt"
+    if "id_column=guess" in extra:
+        input_ = tmp_path / "pool.csv"
+        pd.DataFrame({"guess": [1, 2], "text": ["a text", "another"]}).to_csv(input_, index=False)
+    assert main(["suggest", f"run={tiny_clf_run}", f"input={input_}", *extra]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert re.search(said, err)
+
+
+def test_an_existing_output_is_never_replaced(tiny_clf_run, tmp_path, capsys):
+    (tmp_path / "pool.txt").write_text("\n".join(_texts(5)) + "\n")
+    out = tmp_path / "mine.csv"
+    out.write_text("my own notes\n")
+    assert main(["suggest", f"run={tiny_clf_run}", f"input={tmp_path / 'pool.txt'}", f"out={out}"]) == 2
+    assert out.read_text() == "my own notes\n" and "already exists" in capsys.readouterr().err

@@ -1,0 +1,98 @@
+"""``ucse suggest``: the unlabelled texts worth labelling next, for a trained run.
+
+Usage:
+    ucse suggest run=runs/tickets input=unlabelled.txt n=50 out=to_label.csv
+    ucse suggest run=runs/tickets input=inbox.csv text_column=body id_column=id n=100 out=to_label.csv
+
+The run's model reads every text once; the picks are the texts it is least sure of (the smallest gap between
+its two likeliest labels), one per cluster of similar texts, the least sure first. Each row: [the id,] the
+text and an empty label under the run's own column names (fill it in, then add the rows to the training file
+and train again), ``guess`` (the label the model would answer), ``confidence``, ``margin`` and ``line`` (the
+text's position in the input). ``strategy=random`` picks at random: the baseline, to measure what the
+uncertainty buys on your data.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ucse.cli import run_cli
+from ucse.cli.help import format_fields, show, wants_help
+from ucse.cli.predict import check_out_is_not_read, one_text_per_line, trained_text_column
+from ucse.inference.config import SUGGEST_FIELDS, SuggestConfig, build_suggest_config
+
+
+def help_text() -> str:
+    """``ucse suggest --help``: usage and every field of ``SuggestConfig``."""
+    return f"ucse suggest: {__doc__.strip()}\n\n{format_fields(SuggestConfig)}"
+
+
+def _label_column(run, text_column: str) -> str:
+    """The run's label column name (``label`` without a run folder), never the text column's name."""
+    name = "label"
+    if run is not None:
+        from ucse.config import from_yaml
+        from ucse.config.run_layout import RunFolder
+
+        name = from_yaml(RunFolder(run).config).data.label_column
+    return name if name != text_column else f"{name}_"
+
+
+def main(argv: list[str]) -> int:
+    """Validate every argument and file, load the run once, pick the texts, write the rows."""
+    if wants_help(argv):
+        return show(help_text())
+
+    def body() -> int:
+        cfg = build_suggest_config(argv)
+        from ucse.config import ConfigError
+        from ucse.config.run_layout import resolve_head_dir, run_of_head
+        from ucse.inference.files import check_output, read_texts_and_ids, write_predictions
+
+        head_dir = resolve_head_dir(cfg.run)
+        run = run_of_head(head_dir)
+        check_output(cfg.out, cfg.overwrite)
+        check_out_is_not_read(cfg.out, cfg.input, run or head_dir)
+        for key, value in (("text_column", cfg.text_column), ("id_column", cfg.id_column)):
+            if value and one_text_per_line(cfg.input):
+                raise ConfigError(
+                    f"{key}={value}: input={cfg.input} is one text per line, with no columns; leave {key} "
+                    "out, or give a table (.csv, .tsv, .jsonl, .json, .parquet, .xlsx)."
+                )
+        column = cfg.text_column or trained_text_column(run, cfg.input)
+        label = _label_column(run, column)
+        taken = [c for c in (column, label) if c in SUGGEST_FIELDS]
+        if cfg.id_column in (*SUGGEST_FIELDS, column, label) or taken:
+            clash = cfg.id_column if cfg.id_column in (*SUGGEST_FIELDS, column, label) else taken[0]
+            raise ConfigError(
+                f"The column name {clash!r} would appear twice in the output (its fields: text and label "
+                f"columns, {', '.join(SUGGEST_FIELDS)}); rename it in the input, or pick another id_column."
+            )
+        texts, ids = read_texts_and_ids(cfg.input, column, cfg.id_column, sole_column=cfg.text_column is None)
+        from ucse.inference.classifier import UcseClassifier
+        from ucse.inference.suggest import suggest_to_label, suggestion_rows
+
+        clf = UcseClassifier.from_pretrained(
+            head_dir,
+            device=cfg.accelerator,
+            batch_size=cfg.batch_size,
+            trust_remote_code=cfg.trust_remote_code,
+            warn=False,
+        )
+        progress = cfg.progress and sys.stderr.isatty()
+        positions, said = suggest_to_label(clf, texts, cfg.n, cfg.strategy, cfg.seed, progress=progress)
+        with_ids = None if ids is None else (cfg.id_column, ids)
+        write_predictions(
+            suggestion_rows(texts, positions, said, (column, label), with_ids), cfg.out, cfg.overwrite
+        )
+        if cfg.out != "-":
+            low, high = said["margin"].min(), said["margin"].max()
+            print(
+                f"{len(positions)} of {len(texts)} texts to label -> {cfg.out} ({cfg.strategy.value}; "
+                f"margins {low:.3f}-{high:.3f}, the least sure first): fill in {label!r}, add the rows to "
+                "the training file and train again.",
+                file=sys.stderr,
+            )
+        return 0
+
+    return run_cli(body, interrupted="No output file was left half-written.")
