@@ -55,6 +55,8 @@ CLI_CASES = {
     "train optim.lr=-1": (["train", "optim.lr=-1"], 2, "error: Invalid value optim.lr=-1.0"),
     "predict run=x imput=y": (["predict", "run=x", "imput=y"], 2, "Did you mean 'input'?"),
     "predict without input": (["predict", "run=x"], 2, "error: predict needs input="),
+    "suggest --help": (["suggest", "--help"], 0, "strategy: Strategy {diverse_margin,margin,random}"),
+    "suggest n=0": (["suggest", "run=x", "input=y", "n=0"], 2, "error: n=0 must be >= 1"),
     "eval run=x splt=1": (["eval", "run=x", "splt=1"], 2, "Did you mean 'split'?"),
     "sweep seedz=3": (["sweep", "seedz=3"], 2, "Did you mean 'seeds'?"),
     "train data.path=<missing>": (

@@ -30,7 +30,7 @@ log = logging.getLogger("ucse.predict")
 
 def help_text() -> str:
     """``ucse predict --help``: usage and every field of ``PredictConfig``."""
-    return f"ucse predict: {__doc__.strip()}\n\n{format_fields(PredictConfig)}"
+    return f"{__doc__.strip()}\n\n{format_fields(PredictConfig)}"
 
 
 def one_text_per_line(source: str) -> bool:

@@ -24,7 +24,7 @@ from ucse.inference.config import SUGGEST_FIELDS, SuggestConfig, build_suggest_c
 
 def help_text() -> str:
     """``ucse suggest --help``: usage and every field of ``SuggestConfig``."""
-    return f"ucse suggest: {__doc__.strip()}\n\n{format_fields(SuggestConfig)}"
+    return f"{__doc__.strip()}\n\n{format_fields(SuggestConfig)}"
 
 
 def _label_column(run, text_column: str) -> str:
