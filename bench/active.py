@@ -40,7 +40,9 @@ def one(task: str, seed: int, start: int, add: int) -> dict:
     test_texts, test_labels = read(task, "test")
     rng = np.random.default_rng(seed)
     classes = sorted(set(labels.tolist()))
-    first = np.concatenate([rng.choice(np.flatnonzero(labels == c), start, replace=False) for c in classes])
+    # a label with fewer rows than start (MassiveIntent has one of 4) gives all of them, as bench/peers.py
+    by_label = [np.flatnonzero(labels == c) for c in classes]
+    first = np.concatenate([rng.choice(rows, min(start, len(rows)), replace=False) for rows in by_label])
     pool = np.setdiff1d(np.arange(len(texts)), first)
     n = add * len(classes)
     t0 = time.perf_counter()
