@@ -2,7 +2,8 @@
 
 For each task and seed: draw ``--start`` examples per class from the official train split, train ucse's
 default (``UcseClassifier()``: ``recipe=auto``, ``head=auto``), let it pick ``--add`` x C more texts from the
-rest of the train split with each strategy (``suggest_to_label``: ``diverse_margin``, ``margin``, ``random``;
+rest of the train split with each strategy (``suggest_to_label``: ``diverse_margin``, ``margin``, ``random``,
+leaving out what the out-of-scope flag raises unless ``--include-out-of-scope``;
 the pool's labels are hidden from the picks and revealed for the retraining, as a labeller would), retrain the
 default on start + picks, and score every model on the official test split. One JSON line per task and seed
 under ``--out``; a table of test accuracy (mean over the seeds and each strategy's gain over random) printed
@@ -34,7 +35,7 @@ def read(task: str, split: str) -> tuple[list[str], np.ndarray]:
     return [r["text"] for r in rows], np.asarray([str(r.get("label_text", r["label"])) for r in rows])
 
 
-def one(task: str, seed: int, start: int, add: int) -> dict:
+def one(task: str, seed: int, start: int, add: int, include_out_of_scope: bool = False) -> dict:
     """The start model's test accuracy, then each strategy's after its picks are labelled and trained on."""
     texts, labels = read(task, "train")
     test_texts, test_labels = read(task, "test")
@@ -48,11 +49,12 @@ def one(task: str, seed: int, start: int, add: int) -> dict:
     t0 = time.perf_counter()
     clf = UcseClassifier(seed=seed).fit([texts[i] for i in first], labels[first])
     row = {"task": task, "seed": seed, "start": start, "add": add, "n_start": len(first), "n_add": n}
+    row["include_out_of_scope"] = include_out_of_scope
     row["start_acc"] = float((clf.predict(test_texts) == test_labels).mean())
     row["start_head"] = clf.metrics_.get("head")  # what head=auto shipped
     pool_texts = [texts[i] for i in pool]
     for strategy in Strategy:
-        picks, _ = suggest_to_label(clf, pool_texts, n, strategy, seed)
+        picks = suggest_to_label(clf, pool_texts, n, strategy, seed, include_out_of_scope).positions
         rows = np.concatenate([first, pool[picks]])
         model = UcseClassifier(seed=seed).fit([texts[i] for i in rows], labels[rows])
         row[strategy.value] = float((model.predict(test_texts) == test_labels).mean())
@@ -91,6 +93,9 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--start", type=int, default=8, help="labelled examples per class to start from")
     parser.add_argument("--add", type=int, default=2, help="texts picked per class (x the number of classes)")
+    parser.add_argument(
+        "--include-out-of-scope", action="store_true", help="keep the texts the flag raises among the picks"
+    )
     parser.add_argument("--out", default="runs/bench-active")
     args = parser.parse_args()
     out = Path(args.out)
@@ -102,7 +107,7 @@ def main() -> None:
             if path.exists():  # a rerun skips what it has
                 rows.append(json.loads(path.read_text()))
                 continue
-            row = one(task, seed, args.start, args.add)
+            row = one(task, seed, args.start, args.add, args.include_out_of_scope)
             path.write_text(json.dumps(row) + "\n")
             rows.append(row)
     print(table(rows))

@@ -27,15 +27,19 @@ def help_text() -> str:
     return f"{__doc__.strip()}\n\n{format_fields(SuggestConfig)}"
 
 
-def _label_column(run, text_column: str) -> str:
-    """The run's label column name (``label`` without a run folder), never the text column's name."""
-    name = "label"
-    if run is not None:
-        from ucse.config import from_yaml
-        from ucse.config.run_layout import RunFolder
+def _output_columns(run) -> tuple[str, str]:
+    """The run's (text, label) column names, the output's (``text`` / ``label`` without a run folder).
 
-        name = from_yaml(RunFolder(run).config).data.label_column
-    return name if name != text_column else f"{name}_"
+    The run's own names whatever the input is (a ``.txt`` file has none): the filled-in file is meant to be
+    added to the training file.
+    """
+    if run is None:
+        return "text", "label"
+    from ucse.config import from_yaml
+    from ucse.config.run_layout import RunFolder
+
+    data = from_yaml(RunFolder(run).config).data
+    return data.text_column, data.label_column
 
 
 def main(argv: list[str]) -> int:
@@ -59,11 +63,11 @@ def main(argv: list[str]) -> int:
                     f"{key}={value}: input={cfg.input} is one text per line, with no columns; leave {key} "
                     "out, or give a table (.csv, .tsv, .jsonl, .json, .parquet, .xlsx)."
                 )
-        column = cfg.text_column or trained_text_column(run, cfg.input)
-        label = _label_column(run, column)
-        taken = [c for c in (column, label) if c in SUGGEST_FIELDS]
-        if cfg.id_column in (*SUGGEST_FIELDS, column, label) or taken:
-            clash = cfg.id_column if cfg.id_column in (*SUGGEST_FIELDS, column, label) else taken[0]
+        column = cfg.text_column or trained_text_column(run, cfg.input)  # the one read
+        written = _output_columns(run)
+        taken = [c for c in written if c in SUGGEST_FIELDS]
+        if cfg.id_column in (*SUGGEST_FIELDS, *written) or taken:
+            clash = cfg.id_column if cfg.id_column in (*SUGGEST_FIELDS, *written) else taken[0]
             raise ConfigError(
                 f"The column name {clash!r} would appear twice in the output (its fields: text and label "
                 f"columns, {', '.join(SUGGEST_FIELDS)}); rename it in the input, or pick another id_column."
@@ -80,17 +84,20 @@ def main(argv: list[str]) -> int:
             warn=False,
         )
         progress = cfg.progress and sys.stderr.isatty()
-        positions, said = suggest_to_label(clf, texts, cfg.n, cfg.strategy, cfg.seed, progress=progress)
-        with_ids = None if ids is None else (cfg.id_column, ids)
-        write_predictions(
-            suggestion_rows(texts, positions, said, (column, label), with_ids), cfg.out, cfg.overwrite
+        picks = suggest_to_label(
+            clf, texts, cfg.n, cfg.strategy, cfg.seed, cfg.include_out_of_scope, progress=progress
         )
+        with_ids = None if ids is None else (cfg.id_column, ids)
+        write_predictions(suggestion_rows(texts, picks, written, with_ids), cfg.out, cfg.overwrite)
+        left = [f"{picks.copies} copies of earlier texts"] if picks.copies else []
+        if picks.out_of_scope:
+            left.append(f"{picks.out_of_scope} flagged out of scope (include_out_of_scope=true keeps them)")
         if cfg.out != "-":
-            low, high = said["margin"].min(), said["margin"].max()
+            span = f"; margins {picks.margin.min():.3f}-{picks.margin.max():.3f}" if len(picks.margin) else ""
             print(
-                f"{len(positions)} of {len(texts)} texts to label -> {cfg.out} ({cfg.strategy.value}; "
-                f"margins {low:.3f}-{high:.3f}, the least sure first): fill in {label!r}, add the rows to "
-                "the training file and train again.",
+                f"{len(picks.positions)} of {len(texts)} texts to label -> {cfg.out} ({cfg.strategy.value}"
+                f"{span}, the least sure first{'; left out: ' + ', '.join(left) if left else ''}): fill in "
+                f"{written[1]!r}, add the rows to the training file and train again.",
                 file=sys.stderr,
             )
         return 0

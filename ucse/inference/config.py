@@ -86,6 +86,9 @@ class SuggestConfig:
     texts), ``margin`` (the smallest margins alone) or ``random`` (the baseline to compare with)."""
     seed: int = 0
     """Seed of ``random`` and of the clustering."""
+    include_out_of_scope: bool = False
+    """Keep the texts the run's out-of-scope flag raises among the candidates (left out by default: none of
+    the run's labels fits them, so they would be the least sure and a labeller could only skip them)."""
     overwrite: bool = False
     """Replace an existing ``out`` file."""
     text_column: str | None = None

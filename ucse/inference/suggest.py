@@ -2,13 +2,16 @@
 
 The run's model reads the texts once (backbone and head, as ``predict``); :mod:`ucse.uncertainty.acquisition`
 picks the ones to label. Copies of a text (the same words up to case and punctuation) are offered once: the
-first stands for all. Each row carries the model's guess, so a labeller sees what the model would answer, and
-an empty label column under the run's own column names, so the file, once filled in, can be added to the
-training file as it is.
+first stands for all. Texts the run's out-of-scope flag raises are left out by default: no label of the run
+fits them, so a labeller could only skip them (a trial's first picks were "What is the capital of France?"
+and an emoji, the model's least sure texts because they are none of its labels). Each row carries the
+model's guess, so a labeller sees what the model would answer, and an empty label column under the run's own
+column names, so the file, once filled in, can be added to the training file as it is.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -20,28 +23,46 @@ if TYPE_CHECKING:
     from ucse.inference.classifier import UcseClassifier
 
 
+@dataclass
+class Suggestions:
+    """The texts to label next, the least sure first, and what the model says of them.
+
+    Attributes:
+        positions: (k,) the picked texts' positions in the input.
+        guess: (k,) the label the model gives each (values of the classifier's ``classes_``).
+        confidence: (k,) its calibrated probability.
+        margin: (k,) the gap between the two likeliest labels' probabilities.
+        copies: input texts left out as copies of an earlier one.
+        out_of_scope: distinct texts left out because the out-of-scope flag raised them.
+    """
+
+    positions: np.ndarray
+    guess: np.ndarray
+    confidence: np.ndarray
+    margin: np.ndarray
+    copies: int
+    out_of_scope: int
+
+
 def suggest_to_label(
     clf: UcseClassifier,
     texts: list[str],
     n: int,
     strategy: Strategy | str = Strategy.diverse_margin,
     seed: int = 0,
+    include_out_of_scope: bool = False,
     progress: bool = False,
-) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """The positions in ``texts`` to label next, the least sure first, and what the model says of them.
+) -> Suggestions:
+    """The texts to label next, the least sure first.
 
     Args:
         clf: a fitted (or loaded) :class:`~ucse.inference.classifier.UcseClassifier`.
         texts: the unlabelled texts.
-        n: how many to pick.
+        n: how many to pick (fewer when fewer distinct texts are left).
         strategy: ``diverse_margin`` (default), ``margin`` or ``random`` (the baseline to compare with).
         seed: seeds ``random`` and the clustering.
+        include_out_of_scope: keep the texts the run's out-of-scope flag raises among the candidates.
         progress: show a progress bar on long inputs.
-
-    Returns:
-        ``(positions (k,), {"guess": (k,) labels, "confidence": (k,), "margin": (k,)})`` with k <= n: the
-        picked texts' positions in ``texts``, the label the model gives each (a value of ``clf.classes_``),
-        its calibrated probability and the gap to the runner-up.
     """
     if n < 1:
         raise ValueError(f"n={n}: pick at least one text.")
@@ -52,21 +73,28 @@ def suggest_to_label(
     unique = np.fromiter(first.values(), dtype=np.int64, count=len(first))  # (U,) a position per text
     out = clf.encode_gaussian([texts[i] for i in unique], progress=progress)
     decided = clf.profile_.apply(out.mean, out.var, out.logits, pooled=out.pooled)
+    keep = np.ones(len(unique), dtype=bool)  # (U,)
+    if decided.ood is not None and not include_out_of_scope:
+        keep = ~np.asarray(decided.ood, dtype=bool)
+    rows = np.flatnonzero(keep)  # (K,) candidates among unique
     features = out.pooled if out.pooled is not None else out.mean  # the backbone's view: no head shaped it
-    picked = select_to_label(decided.probs, features, n, strategy, seed)  # (k,) rows of unique
+    picked = (
+        rows[select_to_label(decided.probs[rows], features[rows], n, strategy, seed)] if len(rows) else rows
+    )
     ordered = clf.classes_[np.argsort(clf.columns_)]  # head column -> label
-    said = {
-        "guess": ordered[decided.prediction[picked]],
-        "confidence": np.asarray(decided.confidence, dtype=np.float64)[picked],
-        "margin": margins(decided.probs[picked]),
-    }
-    return unique[picked], said
+    return Suggestions(
+        positions=unique[picked],
+        guess=ordered[decided.prediction[picked]],
+        confidence=np.asarray(decided.confidence, dtype=np.float64)[picked],
+        margin=margins(decided.probs[picked]),
+        copies=len(texts) - len(unique),
+        out_of_scope=int(len(unique) - len(rows)),
+    )
 
 
 def suggestion_rows(
     texts: list[str],
-    positions: np.ndarray,
-    said: dict[str, np.ndarray],
+    picks: Suggestions,
     columns: tuple[str, str],
     ids: tuple[str, list[Any]] | None = None,
 ) -> list[dict[str, Any]]:
@@ -74,25 +102,24 @@ def suggestion_rows(
 
     Args:
         texts: the input texts.
-        positions: (k,) :func:`suggest_to_label`'s picks.
-        said: its guesses, confidences and margins.
+        picks: :func:`suggest_to_label`'s answer.
         columns: the run's (text column, label column) names: the label column is left empty to fill in.
         ids: ``(id column, one id per input text)`` to copy into each row first, or ``None``.
 
     Returns:
-        Per pick: [the id,] the text, an empty label, ``guess``, ``confidence``, ``margin``, ``line`` (the
-        text's 1-based position in the input).
+        Per pick: [the id,] the text, an empty label, ``guess``, ``confidence`` and ``margin`` (to 4
+        decimals: a file for people), ``line`` (the text's 1-based position in the input).
     """
-    guesses = said["guess"].tolist()  # Python values: ints stay ints, names strings
+    guesses = picks.guess.tolist()  # Python values: ints stay ints, names strings
     rows = []
-    for k, i in enumerate(positions.tolist()):
+    for k, i in enumerate(picks.positions.tolist()):
         row: dict[str, Any] = {} if ids is None else {ids[0]: ids[1][i]}
         row |= {
             columns[0]: texts[i],
             columns[1]: "",
             "guess": guesses[k],
-            "confidence": float(said["confidence"][k]),
-            "margin": float(said["margin"][k]),
+            "confidence": round(float(picks.confidence[k]), 4),
+            "margin": round(float(picks.margin[k]), 4),
             "line": i + 1,
         }
         rows.append(row)
