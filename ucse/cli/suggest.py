@@ -89,7 +89,8 @@ def main(argv: list[str]) -> int:
         )
         with_ids = None if ids is None else (cfg.id_column, ids)
         write_predictions(suggestion_rows(texts, picks, written, with_ids), cfg.out, cfg.overwrite)
-        left = [f"{picks.copies} copies of earlier texts"] if picks.copies else []
+        copies = f"{picks.copies} cop{'y' if picks.copies == 1 else 'ies'} of earlier texts"
+        left = [copies] if picks.copies else []
         if picks.out_of_scope:
             left.append(f"{picks.out_of_scope} flagged out of scope (include_out_of_scope=true keeps them)")
         if cfg.out != "-":
