@@ -116,3 +116,16 @@ def test_the_summary_names_the_labels_recalled_least(tmp_path):
     )
     text = train_summary(tmp_path, metrics, profile)
     assert "; the head's own decisions: `ucse eval` gives predict's, balanced prior)" in text
+
+
+@pytest.mark.parametrize(
+    ("train", "validation", "offered"), [(119, 30, True), (120, 30, False), (130, 25, False)]
+)
+def test_few_labelled_rows_per_label_offer_ucse_suggest(tmp_path, train, validation, offered):
+    # 3 labels: under 50 labelled rows each (150 in all), the next labels pay most; say how to pick them
+    data = {"num_classes": 3, "sizes": {"train": train, "validation": validation, "test": 40}}
+    last = train_summary(tmp_path, {"data": data}, None).splitlines()[-1]
+    assert last.startswith(f"next: ucse predict run={tmp_path} ")
+    hint = f"ucse suggest run={tmp_path} input=<unlabelled.txt> n=6 (to label next)"
+    assert (hint in last) is offered
+    assert "suggest" not in train_summary(tmp_path, {}, None)  # no sizes read back: nothing offered
