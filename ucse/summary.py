@@ -272,7 +272,7 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
         more = ""
         # offered where calibrate can serve the run (info.recalibrate), not for rows passed in memory
         if isinstance(rows, int) and labelled > rows and recalibrate is not None:
-            more = f"; `ucse review run={run_dir}` ranks all {labelled}"
+            more = f"; `ucse review run={run_dir}` ranks all {labelled} train + validation rows"
         shown[run.label_review] += f" ({review_note(review)}{more})"
     extra = ", ".join(name for p, name in shown.items() if p.exists())
     lines.append(f"files: {run.metrics}, {run.head} (head + calibration), {extra}")

@@ -48,7 +48,8 @@ def flipped_run(tmp_path_factory, tiny_bert_dir):
     # the run's own review holds its validation slice: the summary points at the command for every row
     files = train_summary(tmp / "run", result.metrics, profile).splitlines()[-2]
     held = len(_held_texts(tmp / "run"))
-    assert files.endswith(f"; `ucse review run={tmp / 'run'}` ranks all {held})"), files
+    said = f"; `ucse review run={tmp / 'run'}` ranks all {held} train + validation rows)"
+    assert files.endswith(said), files
     return tmp / "run", planted
 
 
