@@ -168,3 +168,11 @@ def test_head_member_reads_its_own_task_from_the_run_cache(tiny_run_cfg, tiny_ta
     assert member.encoder.backbone.forward_calls == calls  # no backbone pass: the run's states
     torch.testing.assert_close(cached.mean, fresh.mean, atol=2e-2, rtol=0)  # fp16 cache vs fp32
     assert member.cache_key() != key  # embedding caches keep the two sources apart
+
+
+def test_a_member_run_never_trained_says_how_to_train_it(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"head does not exist; .*python train.py task=<task>"):
+        HeadMember(tmp_path / "runs" / "Banking77Classification" / "minilm-l6" / "textcnn-seed0" / "head")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match=r"empty has no config.json"):
+        HeadMember(tmp_path / "empty")

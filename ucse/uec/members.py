@@ -71,9 +71,12 @@ class HeadMember:
     ) -> None:
         self.head_dir = Path(head_dir)
         if not (self.head_dir / "config.json").is_file():
+            # the usual cause: the member's run was never trained (the shipped ensembles name runs/...)
+            state = "does not exist" if not self.head_dir.exists() else "has no config.json"
             raise FileNotFoundError(
-                f"head member folder {self.head_dir} has no config.json; point it at a run's head/ folder "
-                "(runs/<task>/<backbone>/<name>/head)"
+                f"head member folder {self.head_dir} {state}; point it at a run's head/ folder "
+                "(runs/<task>/<backbone>/<name>/head), or train that run first (the ensemble config's "
+                "comment names its command: python train.py task=<task> backbone=<name> head=textcnn seed=0)"
             )
         self.encoder = UcseEncoder.from_dir(self.head_dir, device, backbone_overrides)
         self.member_id = member_id or self.head_dir.parent.name
