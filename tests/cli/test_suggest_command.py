@@ -131,3 +131,20 @@ def test_an_existing_output_is_never_replaced(tiny_clf_run, tmp_path, capsys):
     out.write_text("my own notes\n")
     assert main(["suggest", f"run={tiny_clf_run}", f"input={tmp_path / 'pool.txt'}", f"out={out}"]) == 2
     assert out.read_text() == "my own notes\n" and "already exists" in capsys.readouterr().err
+
+
+def test_no_text_left_to_pick_is_said_even_on_stdout(tiny_clf_run, tmp_path, capsys, monkeypatch):
+    import ucse.inference.suggest as suggest
+
+    def nothing(clf, texts, *args, **kwargs):  # every text flagged out of scope
+        empty = np.zeros(0)
+        return suggest.Suggestions(empty.astype(int), empty, empty, empty, copies=0, out_of_scope=len(texts))
+
+    monkeypatch.setattr(suggest, "suggest_to_label", nothing)
+    (tmp_path / "pool.txt").write_text("a\nb\n")
+    assert main(["suggest", f"run={tiny_clf_run}", f"input={tmp_path / 'pool.txt'}", "out=-"]) == 0
+    out = capsys.readouterr()
+    assert out.out == ""
+    assert out.err.strip() == (
+        "no text to label among the 2: left out 2 flagged out of scope (include_out_of_scope=true keeps them)."
+    )

@@ -93,10 +93,12 @@ def main(argv: list[str]) -> int:
         left = [copies] if picks.copies else []
         if picks.out_of_scope:
             left.append(f"{picks.out_of_scope} flagged out of scope (include_out_of_scope=true keeps them)")
-        if cfg.out != "-":
-            span = f"; margins {picks.margin.min():.3f}-{picks.margin.max():.3f}" if len(picks.margin) else ""
+        if not len(picks.positions):  # on stderr, even with out=-: an empty answer is never silent
+            print(f"no text to label among the {len(texts)}: left out {', '.join(left)}.", file=sys.stderr)
+        elif cfg.out != "-":
+            span = f"margins {picks.margin.min():.3f}-{picks.margin.max():.3f}"
             print(
-                f"{len(picks.positions)} of {len(texts)} texts to label -> {cfg.out} ({cfg.strategy.value}"
+                f"{len(picks.positions)} of {len(texts)} texts to label -> {cfg.out} ({cfg.strategy.value}; "
                 f"{span}, the least sure first{'; left out: ' + ', '.join(left) if left else ''}): fill in "
                 f"{written[1]!r}, add the rows to the training file and train again.",
                 file=sys.stderr,
