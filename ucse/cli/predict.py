@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 from ucse.cli import run_cli
 from ucse.cli.help import format_fields, show, wants_help
@@ -78,6 +79,31 @@ def check_out_is_not_read(out: str, source: str, run: Path) -> None:
         )
 
 
+def check_run_and_files(cfg: Any, id_note: str = "") -> tuple[Path, Path | None]:
+    """(the head folder, its run folder or ``None``) of a ``predict``-like command, its files checked first.
+
+    ``cfg`` has ``run``, ``input``, ``out``, ``overwrite``, ``text_column`` and ``id_column`` (``ucse
+    predict``, ``ucse suggest``). The output must be new (or ``overwrite``), neither the input nor inside the
+    run; a ``.txt`` or stdin input has no columns to name.
+    """
+    from ucse.config import ConfigError
+    from ucse.config.run_layout import resolve_head_dir, run_of_head
+    from ucse.inference.files import check_output
+
+    head_dir = resolve_head_dir(cfg.run)
+    run = run_of_head(head_dir)  # None: a head outside a run
+    check_output(cfg.out, cfg.overwrite)
+    check_out_is_not_read(cfg.out, cfg.input, run or head_dir)
+    for key, value, leave in (("text_column", cfg.text_column, ""), ("id_column", cfg.id_column, id_note)):
+        if value and one_text_per_line(cfg.input):
+            # a .txt file or stdin has no columns: the option was ignored without a word
+            raise ConfigError(
+                f"{key}={value}: input={cfg.input} is one text per line, with no columns; leave {key} "
+                f"out{leave}, or give a table (.csv, .tsv, .jsonl, .json, .parquet, .xlsx)."
+            )
+    return head_dir, run
+
+
 def main(argv: list[str]) -> int:
     """Validate every argument and file, load the run once, predict, write the rows."""
     if wants_help(argv):
@@ -88,24 +114,9 @@ def main(argv: list[str]) -> int:
         # Imported once the arguments are checked (datasets and pandas to read the input; torch and
         # transformers once the run folder, the output and the input are checked): a mistake answers at once.
         from ucse.config import ConfigError
-        from ucse.config.run_layout import resolve_head_dir, run_of_head
+        from ucse.inference.files import read_texts_and_ids, write_predictions
 
-        head_dir = resolve_head_dir(cfg.run)
-        run = run_of_head(head_dir)  # None: a head outside a run
-        from ucse.inference.files import check_output, read_texts_and_ids, write_predictions
-
-        check_output(cfg.out, cfg.overwrite)
-        check_out_is_not_read(cfg.out, cfg.input, run or head_dir)
-        for key, value, leave in (
-            ("text_column", cfg.text_column, ""),
-            ("id_column", cfg.id_column, " (rows keep the input's order)"),
-        ):
-            if value and one_text_per_line(cfg.input):
-                # a .txt file or stdin has no columns: the option was ignored without a word
-                raise ConfigError(
-                    f"{key}={value}: input={cfg.input} is one text per line, with no columns; leave {key} "
-                    f"out{leave}, or give a table (.csv, .tsv, .jsonl, .json, .parquet, .xlsx)."
-                )
+        head_dir, run = check_run_and_files(cfg, " (rows keep the input's order)")
         if cfg.id_column in ROW_FIELDS:
             raise ConfigError(
                 f"id_column={cfg.id_column} is the name of a field of the prediction rows "

@@ -18,7 +18,7 @@ import sys
 
 from ucse.cli import run_cli
 from ucse.cli.help import format_fields, show, wants_help
-from ucse.cli.predict import check_out_is_not_read, one_text_per_line, trained_text_column
+from ucse.cli.predict import check_run_and_files, trained_text_column
 from ucse.inference.config import SUGGEST_FIELDS, SuggestConfig, build_suggest_config
 
 
@@ -50,19 +50,9 @@ def main(argv: list[str]) -> int:
     def body() -> int:
         cfg = build_suggest_config(argv)
         from ucse.config import ConfigError
-        from ucse.config.run_layout import resolve_head_dir, run_of_head
-        from ucse.inference.files import check_output, read_texts_and_ids, write_predictions
+        from ucse.inference.files import read_texts_and_ids, write_predictions
 
-        head_dir = resolve_head_dir(cfg.run)
-        run = run_of_head(head_dir)
-        check_output(cfg.out, cfg.overwrite)
-        check_out_is_not_read(cfg.out, cfg.input, run or head_dir)
-        for key, value in (("text_column", cfg.text_column), ("id_column", cfg.id_column)):
-            if value and one_text_per_line(cfg.input):
-                raise ConfigError(
-                    f"{key}={value}: input={cfg.input} is one text per line, with no columns; leave {key} "
-                    "out, or give a table (.csv, .tsv, .jsonl, .json, .parquet, .xlsx)."
-                )
+        head_dir, run = check_run_and_files(cfg)
         column = cfg.text_column or trained_text_column(run, cfg.input)  # the one read
         written = _output_columns(run)
         taken = [c for c in written if c in SUGGEST_FIELDS]
