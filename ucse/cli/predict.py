@@ -104,6 +104,20 @@ def check_run_and_files(cfg: Any, id_note: str = "") -> tuple[Path, Path | None]
     return head_dir, run
 
 
+def loaded_classifier(head_dir: Path, cfg: Any, **extra: Any) -> Any:
+    """The run's ``UcseClassifier`` on ``cfg``'s device and batch size (its warnings left to the caller)."""
+    from ucse.inference.classifier import UcseClassifier
+
+    return UcseClassifier.from_pretrained(
+        head_dir,
+        device=cfg.accelerator,
+        batch_size=cfg.batch_size,
+        trust_remote_code=cfg.trust_remote_code,
+        warn=False,  # each command says it once, in its own summary line
+        **extra,
+    )
+
+
 def main(argv: list[str]) -> int:
     """Validate every argument and file, load the run once, predict, write the rows."""
     if wants_help(argv):
@@ -125,18 +139,10 @@ def main(argv: list[str]) -> int:
         column = cfg.text_column or trained_text_column(run, cfg.input)
         texts, ids = read_texts_and_ids(cfg.input, column, cfg.id_column, sole_column=cfg.text_column is None)
         from ucse.inference.blocks import predict_blocks
-        from ucse.inference.classifier import UcseClassifier
         from ucse.uncertainty.abstain_rule import uncertifiable_message
         from ucse.uncertainty.inert_parts import inert_messages, unfitted_message
 
-        clf = UcseClassifier.from_pretrained(
-            head_dir,
-            device=cfg.accelerator,
-            batch_size=cfg.batch_size,
-            trust_remote_code=cfg.trust_remote_code,
-            compile_head=cfg.compile_head,
-            warn=False,  # said once, in the summary line below
-        )
+        clf = loaded_classifier(head_dir, cfg, compile_head=cfg.compile_head)
         counts = {"rows": 0, "abstain": 0, "ood": 0}
 
         def counted(blocks):  # written block by block: memory stays flat on a long input

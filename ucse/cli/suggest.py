@@ -18,7 +18,7 @@ import sys
 
 from ucse.cli import run_cli
 from ucse.cli.help import format_fields, show, wants_help
-from ucse.cli.predict import check_run_and_files, trained_text_column
+from ucse.cli.predict import check_run_and_files, loaded_classifier, trained_text_column
 from ucse.inference.config import SUGGEST_FIELDS, SuggestConfig, build_suggest_config
 
 
@@ -63,16 +63,9 @@ def main(argv: list[str]) -> int:
                 f"columns, {', '.join(SUGGEST_FIELDS)}); rename it in the input, or pick another id_column."
             )
         texts, ids = read_texts_and_ids(cfg.input, column, cfg.id_column, sole_column=cfg.text_column is None)
-        from ucse.inference.classifier import UcseClassifier
         from ucse.inference.suggest import suggest_to_label, suggestion_rows
 
-        clf = UcseClassifier.from_pretrained(
-            head_dir,
-            device=cfg.accelerator,
-            batch_size=cfg.batch_size,
-            trust_remote_code=cfg.trust_remote_code,
-            warn=False,
-        )
+        clf = loaded_classifier(head_dir, cfg)
         progress = cfg.progress and sys.stderr.isatty()
         picks = suggest_to_label(
             clf, texts, cfg.n, cfg.strategy, cfg.seed, cfg.include_out_of_scope, progress=progress
