@@ -217,7 +217,7 @@ def test_mixed_label_kinds_fail_on_the_odd_row(tmp_path):
         load_task_data(path)
     msg = str(err.value)
     assert "line 3: 'label' is not a non-empty string: 3" in msg
-    assert "line 4: 'label' is not a non-empty string: [1]" in msg
+    assert "line 4: 'label' is a list (several labels; one label per row): [1]" in msg
 
 
 def test_split_file_errors_name_that_file(tmp_path):

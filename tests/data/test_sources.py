@@ -461,3 +461,30 @@ def test_the_data_line_quotes_label_names(caplog):
     with caplog.at_level("INFO", logger="ucse.data.sources"):
         load_task_data((texts, labels))
     assert "3 labels ('5', 'billing, refunds', 'café wifi')" in caplog.text
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_lists_of_labels_fail_in_one_line_saying_multi_label(tmp_path, fmt):
+    # each row was reported as "'label' is not a non-empty string", with dropping them offered as the fix
+    rows = [{"text": f"text {i}", "label": ["billing", "refund"] if i % 3 else ["login"]} for i in range(30)]
+    with pytest.raises(DataError) as err:
+        load_task_data(write_rows(tmp_path / f"tags.{fmt}", rows))
+    msg = str(err.value)
+    assert "\n" not in msg and "multi-label" in msg and "30 of 30 rows" in msg
+    assert ("line 1" if fmt == "jsonl" else "row 0") in msg and "['login']" in msg
+    with pytest.raises(DataError, match="multi-label"):  # in memory too
+        load_task_data(([r["text"] for r in rows], [r["label"] for r in rows]))
+
+
+def test_labels_that_join_other_labels_are_named_and_others_left_alone(tmp_path, caplog):
+    rows = own_rows(60) + [{"text": f"both {i}", "label": f"{NAMES[0]}, {NAMES[1]}"} for i in range(3)]
+    rows += [{"text": f"mixed {i}", "label": f"{NAMES[1]}|{NAMES[2].upper()}"} for i in range(3)]
+    rows += [{"text": f"food {i}", "label": "Food, Drink"} for i in range(3)]  # parts that are no labels
+    td = load_task_data(write_rows(tmp_path / "tickets.csv", rows))
+    assert f"{NAMES[0]}, {NAMES[1]}" in td.label_names  # trained as it is: the user decides
+    warned = [r.getMessage() for r in caplog.records if "joined by a separator" in r.getMessage()]
+    assert len(warned) == 1 and "2 label(s)" in warned[0] and "tickets.csv" in warned[0]
+    assert f"'{NAMES[0]}, {NAMES[1]}'" in warned[0] and "Food" not in warned[0]
+    caplog.clear()
+    load_task_data(write_rows(tmp_path / "plain.csv", own_rows(60) + rows[-3:]))
+    assert not any("joined by a separator" in r.getMessage() for r in caplog.records)

@@ -226,3 +226,13 @@ def test_an_integer_runs_per_label_rows_carry_its_ids_as_predict_answers_them(tm
     assert np.asarray(answers).dtype.kind == "i"  # the same kind as the rows' labels
     wrong = [r["confused_with"] for r in saved["per_label"] if r["confused_with"] is not None]
     assert set(wrong) <= set(answers.tolist()) and report["n"] == 12
+
+
+def test_lists_of_labels_are_refused_as_multi_label_not_as_another_column(tmp_path):
+    # they were "none of the values of its column is a label of the run": the wrong column, it said
+    from ucse.data.labelled_file import read_labelled_file
+
+    path = tmp_path / "tags.jsonl"
+    path.write_text("".join(json.dumps({"text": f"t{i}", "label": ["x", "y"]}) + "\n" for i in range(4)))
+    with pytest.raises(DataError, match=r"tags.jsonl line 1: 'label' holds a list of labels .*multi-label"):
+        read_labelled_file(path, "text", "label", ["x", "y"], False)

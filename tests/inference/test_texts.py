@@ -79,3 +79,23 @@ def test_whole_number_float_labels_are_integers_and_other_numbers_or_a_mix_are_r
             as_labels(odd, len(odd))
     given, _, classes = as_labels(np.array([1, 1.0, 2], dtype=object), 3)
     assert given.dtype == np.int64 and classes == [1, 2]
+
+
+@pytest.mark.parametrize(
+    "y",
+    [
+        [["a"], ["a", "b"], ["b"]],  # ragged: numpy's own "inhomogeneous shape" error before
+        [{"a"}, {"b"}, {"a"}],  # sets: "unhashable type: 'set'" before
+        pd.Series([["a"], ["b"], ["a"]]),
+        np.eye(3, dtype=int),  # an indicator matrix, as MultiLabelBinarizer gives
+        pd.DataFrame(np.eye(3), columns=["a", "b", "c"]),
+    ],
+)
+def test_several_labels_per_text_are_refused_saying_multi_label(y):
+    from ucse.inference.texts import as_labels
+
+    with pytest.raises(ValueError, match="several labels per text .multi-label classification. are not"):
+        as_labels(y, 3)
+    # one label per text as a column vector is still refused by its shape alone (not as multi-label)
+    with pytest.raises(ValueError, match=r"shape \(3, 1\); fit needs one label per text"):
+        as_labels(np.array([[1], [0], [1]]), 3)

@@ -30,6 +30,10 @@ def none_if_na(value: Any) -> Any:
     return None if pd.api.types.is_scalar(value) and pd.isna(value) else value
 
 
+LISTS = (list, tuple, set, frozenset, np.ndarray)
+"""Label values that are several labels (a multi-label export), never one."""
+
+
 def _place(index: int, lines: Sequence[int] | None) -> str:
     """A row as messages name it: its 1-based file line where known, else its 0-based index."""
     return f"line {lines[index]}" if lines else f"row {index}"
@@ -138,7 +142,9 @@ def label_problems(
             rows.append(BadRow(i, column, f"'{column}' is missing", raw))
             continue
         label = normalise_label(raw, by_name)
-        if label is None:
+        if isinstance(raw, LISTS):
+            rows.append(BadRow(i, column, f"'{column}' is a list (several labels; one label per row)", raw))
+        elif label is None:
             kind = "a non-empty string" if by_name else "an integer"
             rows.append(BadRow(i, column, f"'{column}' is not {kind}", raw))
         elif allowed_set is not None and label not in allowed_set:

@@ -12,7 +12,9 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from ucse.data.checks import label_problems, normalise_label, resolve_bad_rows, text_value_problems
+import numpy as np
+
+from ucse.data.checks import LISTS, label_problems, normalise_label, resolve_bad_rows, text_value_problems
 from ucse.data.files import RawSplit
 from ucse.data.tasks import DataError
 
@@ -150,6 +152,7 @@ def check_split(
     keys: ColumnKeys = TRAIN_KEYS,
 ) -> tuple[tuple[list[str], list], int]:
     """One split's checked (texts, canonical labels) and dropped-row count (bad rows fail unless ``drop``)."""
+    refuse_label_lists(raw, values[1], columns[1], keys)
     texts, labels = values[0], normalise_all(values[1], by_name, raw.typed)
     bad = text_value_problems(texts, columns[0]) + label_problems(labels, columns[1], by_name, allowed)
     lines = raw.lines() if bad else None  # the line map is computed only when there is something to show
@@ -158,3 +161,24 @@ def check_split(
     )
     kept = ([texts[i] for i in keep], [normalise_label(labels[i], by_name) for i in keep])
     return kept, len(texts) - len(keep)
+
+
+def refuse_label_lists(raw: RawSplit, labels: list, column: str, keys: ColumnKeys) -> None:
+    """Fail in one line where most labels are lists: several labels per text (multi-label data).
+
+    Each such row would otherwise be reported as a bad label one by one, and dropping them (the fix that
+    message offers) drops the data. A stray list among single labels stays a bad row of its own.
+    """
+    lists = [i for i, v in enumerate(labels) if isinstance(v, LISTS)]
+    if not lists or 2 * len(lists) < len(labels):
+        return
+    lines = raw.lines()
+    first = lists[0]
+    place = f"line {lines[first]}" if lines else f"row {first}"
+    value = labels[first].tolist() if isinstance(labels[first], np.ndarray) else labels[first]
+    raise DataError(
+        f"{raw.where} {place}: {column!r} holds a list of labels ({str(value)[:80]}; {len(lists)} of "
+        f"{len(labels)} rows do): ucse trains one label per text, so several labels per text (multi-label "
+        f"classification) are not supported. Keep one label per row, or train one yes/no classifier per "
+        f"label (a yes/no column for each, passed as {keys.label}=<column>)."
+    )

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ucse.data.checks import normalise_label
-from ucse.data.columns import ColumnKeys, check_split, normalise_all, read_columns
+from ucse.data.columns import ColumnKeys, check_split, normalise_all, read_columns, refuse_label_lists
 from ucse.data.files import read_file
 from ucse.data.tasks import DataError
 
@@ -49,6 +49,7 @@ def read_labelled_file(
         raise FileNotFoundError(f"input={path}: no such file.")
     raw = read_file(p.resolve())
     texts, labels, _, used = read_columns(raw, text_column, label_column, EVAL_KEYS)
+    refuse_label_lists(raw, labels, used, EVAL_KEYS)
     by_name = not integer_labels
     allowed = set(label_names) if by_name else {int(n) for n in label_names}
     present = [v for v in labels if v is not None]

@@ -19,6 +19,7 @@ pandas ``DataFrame`` or a ``(texts, labels)`` pair, and returns the same ``TaskD
 from __future__ import annotations
 
 import logging
+import re
 import unicodedata
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -102,6 +103,7 @@ def _label_names(keys: list, class_names: list[str] | None, where: str, column: 
             f"Check data.label_column={column!r}."
         )
     _warn_similar(names, where)
+    _warn_joined(names, where, column)
     return names
 
 
@@ -121,6 +123,36 @@ def _warn_similar(names: list[str], where: str) -> None:
             "different labels: %s. If they are one label, write them the same way in the file.",
             where,
             shown([" and ".join(repr(n) for n in g) for g in similar], limit=5, sep="; "),
+        )
+
+
+JOINERS = re.compile(r"\s*[,;|+]\s*")
+"""What joins several labels into one cell: a comma, semicolon, bar or plus (spaces around it allowed)."""
+
+
+def _warn_joined(names: list[str], where: str, column: str) -> None:
+    """Warn where labels are other labels joined by a separator: several labels per text, most likely.
+
+    ('billing,refund' beside 'billing' and 'refund': an export of multi-label data.) Trained as it is, each
+    combination is a class of its own, learnt from its own rows only and never predicted as its parts. A
+    label such as 'Food, Drink' whose parts are no labels is left alone.
+    """
+    known = {n.strip().casefold() for n in names}
+    joined = []
+    for n in names:
+        parts = [p.casefold() for p in JOINERS.split(n.strip()) if p]
+        if len(parts) > 1 and all(p in known for p in parts):
+            joined.append(n)
+    if joined:
+        logger.warning(
+            "%s: %d label(s) of %r are other labels joined by a separator (%s): each combination is trained "
+            "as a label of its own, never predicted as its parts. If a text can carry several labels "
+            "(multi-label classification, which ucse does not support), train one yes/no classifier per "
+            "label; if the combinations are labels in their own right, nothing needs changing.",
+            where,
+            len(joined),
+            column,
+            shown([repr(n) for n in joined], limit=5),
         )
 
 

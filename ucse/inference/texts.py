@@ -66,11 +66,21 @@ def as_labels(y: Any, n_texts: int) -> tuple[np.ndarray, np.ndarray, list[Any]]:
     scikit-learn refuses a continuous target, and so is a mix of numbers and names.
 
     Raises:
-        ValueError: not one label per text, a missing label (None, NaN, pandas' NA: it would be trained as a
-            class named ``nan``), non-integer numbers, numbers mixed with names, a single label
-            (scikit-learn's classifiers refuse it too), or labels whose ``str()`` coincide (one class).
+        ValueError: not one label per text (lists of labels or an indicator matrix: multi-label), a missing
+            label (None, NaN, pandas' NA: it would be trained as a class named ``nan``), non-integer numbers,
+            numbers mixed with names, a single label (scikit-learn's classifiers refuse it too), or labels
+            whose ``str()`` coincide (one class).
     """
+    several = (
+        "several labels per text (multi-label classification) are not supported: give one label per text"
+    )
+    lists = (list, tuple, set, frozenset, np.ndarray)
+    if getattr(y, "ndim", 1) == 1 and hasattr(y, "__len__") and any(isinstance(v, lists) for v in y):
+        # lists of labels: np.asarray fails on ragged ones with numpy's own words, hashing on sets
+        raise ValueError(f"y holds lists of labels; {several}, or fit one yes/no classifier per label.")
     given, labels = np.asarray(y), np.asarray(y, dtype=object)
+    if labels.ndim == 2 and labels.shape[0] == n_texts and labels.shape[1] > 1:  # an indicator matrix
+        raise ValueError(f"y has shape {labels.shape}, a column per label; {several} (one column of y).")
     if labels.ndim != 1 or len(labels) != n_texts:
         raise ValueError(f"y has shape {labels.shape}; fit needs one label per text ({n_texts} texts).")
     from ucse.data.checks import none_if_na  # the data layer's missing markers (pandas: imported here)
