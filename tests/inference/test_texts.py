@@ -96,6 +96,18 @@ def test_several_labels_per_text_are_refused_saying_multi_label(y):
 
     with pytest.raises(ValueError, match="several labels per text .multi-label classification. are not"):
         as_labels(y, 3)
-    # one label per text as a column vector is still refused by its shape alone (not as multi-label)
-    with pytest.raises(ValueError, match=r"shape \(3, 1\); fit needs one label per text"):
-        as_labels(np.array([[1], [0], [1]]), 3)
+
+
+def test_a_column_vector_of_labels_is_raveled_with_scikit_learns_warning():
+    # it was refused ("y has shape (3, 1)"), where scikit-learn's classifiers take it with a warning
+    from sklearn.exceptions import DataConversionWarning
+
+    from ucse.inference.texts import as_labels
+
+    for y, want in (
+        (np.array([[1], [0], [1]]), [0, 1]),
+        (pd.DataFrame({"team": ["b", "a", "b"]}), ["a", "b"]),
+    ):
+        with pytest.warns(DataConversionWarning):
+            given, labels, classes = as_labels(y, 3)
+        assert given.ndim == labels.ndim == 1 and classes == want

@@ -79,6 +79,10 @@ def as_labels(y: Any, n_texts: int) -> tuple[np.ndarray, np.ndarray, list[Any]]:
         # lists of labels: np.asarray fails on ragged ones with numpy's own words, hashing on sets
         raise ValueError(f"y holds lists of labels; {several}, or fit one yes/no classifier per label.")
     given, labels = np.asarray(y), np.asarray(y, dtype=object)
+    if labels.shape[1:] == (1,):  # a column vector (a one-column DataFrame): raveled, as scikit-learn does
+        from sklearn.utils.validation import column_or_1d  # imported here: the CLI starts without sklearn
+
+        given, labels = column_or_1d(given, warn=True), column_or_1d(labels)
     if labels.ndim == 2 and labels.shape[0] == n_texts and labels.shape[1] > 1:  # an indicator matrix
         raise ValueError(f"y has shape {labels.shape}, a column per label; {several} (one column of y).")
     if labels.ndim != 1 or len(labels) != n_texts:
