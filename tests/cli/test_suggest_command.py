@@ -147,3 +147,32 @@ def test_no_text_left_to_pick_is_said_even_on_stdout(tiny_clf_run, tmp_path, cap
     assert out.out == ""
     said = "no text to label among the 2: left out 2 flagged out of scope"
     assert out.err.strip() == said + " (include_out_of_scope=true keeps them)."
+
+
+def test_rows_already_labelled_in_the_runs_label_column_are_no_candidates(tiny_clf_run, tmp_path, capsys):
+    # one spreadsheet for both: some rows carry a label, the rest are to label; the labelled ones were offered
+    texts = _texts(30)
+    labels = [NAMES[i % 3] if i % 2 else ("" if i % 4 else None) for i in range(30)]
+    texts.append(texts[1].upper())  # an unlabelled copy of a labelled text: known already
+    labels.append("")
+    pd.DataFrame({"text": texts, "label": labels}).to_csv(tmp_path / "sheet.csv", index=False)
+    out = tmp_path / "next.csv"
+    args = [
+        f"run={tiny_clf_run}",
+        f"input={tmp_path / 'sheet.csv'}",
+        "n=100",
+        "strategy=margin",
+        f"out={out}",
+    ]
+    assert main(["suggest", *args]) == 0
+    rows = list(csv.DictReader(io.StringIO(out.read_text())))
+    assert sorted(int(r["line"]) - 1 for r in rows) == list(range(0, 30, 2))  # the 15 unlabelled rows
+    assert "left out: 16 already labelled in 'label' (or copies of such)" in capsys.readouterr().err
+    # every row labelled: nothing to pick, said in one line
+    full = tmp_path / "full.csv"
+    pd.DataFrame({"text": texts[:4], "label": [NAMES[0]] * 4}).to_csv(full, index=False)
+    assert main(["suggest", f"run={tiny_clf_run}", f"input={full}", "out=-"]) == 0
+    assert (
+        capsys.readouterr().err.strip()
+        == "no text to label among the 4: left out 4 already labelled in 'label' (or copies of such)."
+    )

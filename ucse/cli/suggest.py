@@ -8,8 +8,9 @@ The run's model reads every text once; the picks are the texts it is least sure 
 its two likeliest labels), one per cluster of similar texts, the least sure first. Each row: [the id,] the
 text and an empty label under the run's own column names (fill it in, then add the rows to the training file
 and train again), ``guess`` (the label the model would answer), ``confidence``, ``margin`` and ``line`` (the
-text's position in the input). ``strategy=random`` picks at random: the baseline, to measure what the
-uncertainty buys on your data.
+text's position in the input). Rows of a table input that already hold a value in the run's label column are
+no candidates (one sheet, some rows labelled). ``strategy=random`` picks at random: the baseline, to
+measure what the uncertainty buys on your data.
 """
 
 from __future__ import annotations
@@ -63,17 +64,24 @@ def main(argv: list[str]) -> int:
                 f"columns, {', '.join(SUGGEST_FIELDS)}); rename it in the input, or pick another id_column."
             )
         texts, ids = read_texts_and_ids(cfg.input, column, cfg.id_column, sole_column=cfg.text_column is None)
+        from ucse.data.texts import labelled_rows
         from ucse.inference.suggest import suggest_to_label, suggestion_rows
 
+        labelled = labelled_rows(cfg.input, written[1])  # rows of a table that already carry a label
         clf = loaded_classifier(head_dir, cfg)
         progress = cfg.progress and sys.stderr.isatty()
         picks = suggest_to_label(
-            clf, texts, cfg.n, cfg.strategy, cfg.seed, cfg.include_out_of_scope, progress=progress
+            clf, texts, cfg.n, cfg.strategy, cfg.seed, cfg.include_out_of_scope, progress, labelled
         )
         with_ids = None if ids is None else (cfg.id_column, ids)
         write_predictions(suggestion_rows(texts, picks, written, with_ids), cfg.out, cfg.overwrite)
         copies = f"{picks.copies} cop{'y' if picks.copies == 1 else 'ies'} of earlier texts"
-        left = [copies] if picks.copies else []
+        left = (
+            [f"{picks.labelled} already labelled in {written[1]!r} (or copies of such)"]
+            if picks.labelled
+            else []
+        )
+        left += [copies] if picks.copies else []
         if picks.out_of_scope:
             left.append(f"{picks.out_of_scope} flagged out of scope (include_out_of_scope=true keeps them)")
         if not len(picks.positions):  # on stderr, even with out=-: an empty answer is never silent

@@ -143,3 +143,21 @@ def read_texts_and_ids(
     plain = (str, int, float, bool, type(None))
     values = [v.item() if isinstance(v, np.generic) else v for v in raw.values(id_column)]
     return texts, [v if isinstance(v, plain) else str(v) for v in values]
+
+
+def labelled_rows(source: str, label_column: str) -> np.ndarray | None:
+    """(N,) whether each row of a table input already holds a value in ``label_column``; ``None`` without one.
+
+    For ``ucse suggest`` on a file where some rows are labelled and the rest are not (one spreadsheet for
+    both): the labelled rows are no candidates. A ``.txt`` file, stdin, or a table without that column:
+    ``None``. Empty and blank cells (and pandas' missing markers) are unlabelled.
+    """
+    if source == STDIO or Path(source).suffix.lower() == ".txt":
+        return None
+    raw = read_file(Path(source).expanduser())
+    if label_column not in raw.columns:
+        return None
+    from ucse.data.checks import none_if_na  # pandas: imported here
+
+    values = [none_if_na(v) for v in raw.values(label_column)]
+    return np.asarray([v is not None and not (isinstance(v, str) and not v.strip()) for v in values])

@@ -34,6 +34,7 @@ class Suggestions:
         margin: (k,) the gap between the two likeliest labels' probabilities.
         copies: input texts left out as copies of an earlier one.
         out_of_scope: distinct texts left out because the out-of-scope flag raised them.
+        labelled: input texts left out as already labelled (or copies of a labelled text).
     """
 
     positions: np.ndarray
@@ -42,6 +43,7 @@ class Suggestions:
     margin: np.ndarray
     copies: int
     out_of_scope: int
+    labelled: int = 0
 
 
 def suggest_to_label(
@@ -52,6 +54,7 @@ def suggest_to_label(
     seed: int = 0,
     include_out_of_scope: bool = False,
     progress: bool = False,
+    labelled: np.ndarray | None = None,
 ) -> Suggestions:
     """The texts to label next, the least sure first.
 
@@ -63,14 +66,28 @@ def suggest_to_label(
         seed: seeds ``random`` and the clustering.
         include_out_of_scope: keep the texts the run's out-of-scope flag raises among the candidates.
         progress: show a progress bar on long inputs.
+        labelled: (N,) bool, texts that already have a label (a table whose label column is filled in on
+            some rows): left out, and so are their copies among the others.
+
+    Returns:
+        :class:`Suggestions` (no picks where every text is left out).
     """
     if n < 1:
         raise ValueError(f"n={n}: pick at least one text.")
+    if labelled is not None and len(labelled) != len(texts):
+        raise ValueError(f"labelled has {len(labelled)} entries for {len(texts)} texts.")
     strategy = Strategy(strategy)
+    keys = [text_key(t) for t in texts]
+    done = set() if labelled is None else {k for k, known in zip(keys, labelled) if known}
     first: dict[str, int] = {}
-    for i, t in enumerate(texts):
-        first.setdefault(text_key(t), i)
+    for i, k in enumerate(keys):
+        if k not in done:
+            first.setdefault(k, i)
+    left = sum(k in done for k in keys)  # labelled rows and their unlabelled copies
     unique = np.fromiter(first.values(), dtype=np.int64, count=len(first))  # (U,) a position per text
+    if not len(unique):
+        empty = np.zeros(0)
+        return Suggestions(np.zeros(0, dtype=np.int64), clf.classes_[:0], empty, empty, 0, 0, left)
     out = clf.encode_gaussian([texts[i] for i in unique], progress=progress)
     decided = clf.profile_.apply(out.mean, out.var, out.logits, pooled=out.pooled)
     keep = np.ones(len(unique), dtype=bool)  # (U,)
@@ -87,8 +104,9 @@ def suggest_to_label(
         guess=ordered[decided.prediction[picked]],
         confidence=np.asarray(decided.confidence, dtype=np.float64)[picked],
         margin=margins(decided.probs[picked]),
-        copies=len(texts) - len(unique),
+        copies=len(texts) - left - len(unique),
         out_of_scope=int(len(unique) - len(rows)),
+        labelled=left,
     )
 
 
