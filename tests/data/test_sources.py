@@ -488,3 +488,22 @@ def test_labels_that_join_other_labels_are_named_and_others_left_alone(tmp_path,
     caplog.clear()
     load_task_data(write_rows(tmp_path / "plain.csv", own_rows(60) + rows[-3:]))
     assert not any("joined by a separator" in r.getMessage() for r in caplog.records)
+
+
+def test_a_sheet_with_some_rows_still_to_label_is_one_line_saying_how_to_train(tmp_path):
+    # it listed the unlabelled rows as problems, five of them, and "... and N more problem(s)"
+    rows = own_rows(40)
+    for i in (3, 10, 11, 30):
+        rows[i]["label"] = "" if i % 2 else "   "
+    path = write_rows(tmp_path / "sheet.csv", rows)
+    with pytest.raises(DataError) as err:
+        load_task_data(path)
+    msg = str(err.value)
+    assert "\n" not in msg and "4 of 40 rows have no value in 'label' (lines 5, 12, 13, 32)" in msg
+    assert "data.drop_bad_rows=true to train on the 36 labelled rows" in msg and "ucse suggest" in msg
+    td = load_task_data(path, data=DataConfig(drop_bad_rows=True))
+    assert sum(td.splits[s].num_rows for s in ("train", "validation", "test")) == 36
+    # another problem among them: every problem is listed as before
+    rows[5]["text"] = ""
+    with pytest.raises(DataError, match=r"5 bad row\(s\) of 40"):
+        load_task_data(write_rows(tmp_path / "sheet2.csv", rows))

@@ -236,3 +236,16 @@ def test_lists_of_labels_are_refused_as_multi_label_not_as_another_column(tmp_pa
     path.write_text("".join(json.dumps({"text": f"t{i}", "label": ["x", "y"]}) + "\n" for i in range(4)))
     with pytest.raises(DataError, match=r"tags.jsonl line 1: 'label' holds a list of labels .*multi-label"):
         read_labelled_file(path, "text", "label", ["x", "y"], False)
+
+
+def test_a_file_with_rows_still_to_label_says_how_to_score_the_rest(tmp_path):
+    from ucse.data.labelled_file import read_labelled_file
+
+    path = _write(tmp_path / "new.csv", [("a", "x"), ("b", ""), ("c", "y"), ("d", "")], ("text", "label"))
+    with pytest.raises(
+        DataError,
+        match=r"2 of 4 rows have no value in 'label' \(lines 3, 5\).*drop_bad_rows=true to score the 2",
+    ):
+        read_labelled_file(path, "text", "label", ["x", "y"], False)
+    texts, ids, dropped = read_labelled_file(path, "text", "label", ["x", "y"], False, drop_bad_rows=True)
+    assert texts == ["a", "c"] and ids.tolist() == [0, 1] and dropped == 2

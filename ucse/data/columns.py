@@ -156,6 +156,8 @@ def check_split(
     texts, labels = values[0], normalise_all(values[1], by_name, raw.typed)
     bad = text_value_problems(texts, columns[0]) + label_problems(labels, columns[1], by_name, allowed)
     lines = raw.lines() if bad else None  # the line map is computed only when there is something to show
+    if not drop:
+        _refuse_unlabelled(raw, bad, len(texts), lines, columns[1], keys)
     keep = resolve_bad_rows(
         len(texts), bad, split=role, where=raw.where, drop=drop, lines=lines, drop_key=keys.drop
     )
@@ -181,4 +183,30 @@ def refuse_label_lists(raw: RawSplit, labels: list, column: str, keys: ColumnKey
         f"{len(labels)} rows do): ucse trains one label per text, so several labels per text (multi-label "
         f"classification) are not supported. Keep one label per row, or train one yes/no classifier per "
         f"label (a yes/no column for each, passed as {keys.label}=<column>)."
+    )
+
+
+def _refuse_unlabelled(
+    raw: RawSplit, bad: list, rows: int, lines: list[int] | None, column: str, keys: ColumnKeys
+) -> None:
+    """Fail in one line where the only bad rows are rows without a label among labelled ones.
+
+    One sheet with some rows labelled and the rest still to label is a normal way to work, not a file of
+    errors: the message says how to train on the labelled rows (and which command picks what to label next)
+    instead of listing the unlabelled rows as problems.
+    """
+    unlabelled = [b for b in bad if b.column == column and (b.value is None or not str(b.value).strip())]
+    if len(unlabelled) < 2 or len(unlabelled) != len(bad) or len(unlabelled) == rows:
+        return
+    at = sorted(b.index for b in unlabelled)
+    places = ", ".join(str(lines[i]) if lines else str(i) for i in at[:5]) + (", ..." if len(at) > 5 else "")
+    use = (
+        "train on the {n} labelled rows (`ucse suggest` on the same file then picks which of the others to "
+        "label first)"
+        if keys == TRAIN_KEYS
+        else "score the {n} labelled rows"
+    )
+    raise DataError(
+        f"{raw.where}: {len(at)} of {rows} rows have no value in {column!r} ({'lines' if lines else 'rows'} "
+        f"{places}): label them, or set {keys.drop}=true to {use.format(n=rows - len(at))}."
     )
