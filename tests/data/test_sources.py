@@ -507,3 +507,31 @@ def test_a_sheet_with_some_rows_still_to_label_is_one_line_saying_how_to_train(t
     rows[5]["text"] = ""
     with pytest.raises(DataError, match=r"5 bad row\(s\) of 40"):
         load_task_data(write_rows(tmp_path / "sheet2.csv", rows))
+
+
+def test_merge_similar_labels_reads_case_and_space_variants_as_the_most_used_spelling(tmp_path, caplog):
+    rows = own_rows(60)  # labels money / music / pets, 20 rows each
+    for i, r in enumerate(rows[:9]):
+        r["label"] = {0: r["label"].upper(), 1: r["label"] + " ", 2: r["label"].title()}[i % 3]
+    test = [{"text": f"held {i}", "label": NAMES[i % 3].upper()} for i in range(6)]
+    path = tmp_path / "sheet"
+    write_rows(path / "train.csv", rows)
+    write_rows(path / "test.csv", test)
+    with pytest.raises(DataError):  # off (the default): variants are labels of their own, some of one row
+        load_task_data(path)
+    assert "data.merge_similar_labels=true" in caplog.text
+    caplog.clear()
+    with caplog.at_level("INFO", logger="ucse.data.sources"):
+        td = load_task_data(path, data=DataConfig(merge_similar_labels=True))
+    assert td.label_names == NAMES  # the spelling most train rows use
+    want = Counter(r["label"].strip().lower() for r in rows)
+    got = Counter(td.label_names[y] for s in ("train", "validation") for y in td.splits[s]["label"])
+    assert got == want
+    assert [td.label_names[y] for y in td.splits["test"]["label"]] == [NAMES[i % 3] for i in range(6)]
+    assert "data.merge_similar_labels read" in caplog.text and "letter case" not in caplog.text
+    # a tie keeps the first spelling in sorted order; numbers and blanks are left alone
+    from ucse.data.columns import respell, spellings
+
+    canon = spellings(["b", "B", "a", "A ", "a"])
+    assert canon == {"b": "B", "a": "a"}
+    assert respell(["A", "b ", 3, "", None, "c"], canon)[0] == ["a", "B", 3, "", None, "c"]

@@ -249,3 +249,16 @@ def test_a_file_with_rows_still_to_label_says_how_to_score_the_rest(tmp_path):
         read_labelled_file(path, "text", "label", ["x", "y"], False)
     texts, ids, dropped = read_labelled_file(path, "text", "label", ["x", "y"], False, drop_bad_rows=True)
     assert texts == ["a", "c"] and ids.tolist() == [0, 1] and dropped == 2
+
+
+def test_a_label_written_in_another_case_is_read_as_the_runs_unless_two_run_labels_are_alike(tmp_path):
+    from ucse.data.labelled_file import read_labelled_file
+
+    path = _write(tmp_path / "new.csv", [("a", "X"), ("b", " y "), ("c", "x"), ("d", "Y")], ("text", "label"))
+    texts, ids, _ = read_labelled_file(path, "text", "label", ["x", "Y"], False)
+    assert ids.tolist() == [0, 1, 0, 1]
+    # 'y' and 'Y ' are both labels of this run: no guessing, ' y ' and 'Y' are refused
+    with pytest.raises(
+        DataError, match=r"(?s)2 bad row.*line 3: 'label' is not in the train split's label set"
+    ):
+        read_labelled_file(path, "text", "label", ["x", "y", "Y "], False)

@@ -301,6 +301,11 @@ class DataConfig:
     figures in metrics.json are those held-out ones. ``false``: ship the models trained on train only."""
     drop_bad_rows: bool = False
     """Drop (and count) rows with empty/non-string text or unseen labels instead of failing."""
+    merge_similar_labels: bool = False
+    """Read label names that differ only in letter case, surrounding spaces or Unicode form ('Billing',
+    'billing ', 'BILLING') as one label, spelled as most train rows spell it (ties: the first in sorted
+    order). Off: they are different labels, with a warning naming them. (``ucse eval input=`` reads a name
+    that differs so from exactly one of the run's labels as that label, either way.)"""
     max_train_samples: int | None = None
     """Stratified subsample of train (for quick runs and tests)."""
     max_eval_samples: int | None = None

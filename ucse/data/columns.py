@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 import shlex
+import unicodedata
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -210,3 +212,33 @@ def _refuse_unlabelled(
         f"{raw.where}: {len(at)} of {rows} rows have no value in {column!r} ({'lines' if lines else 'rows'} "
         f"{places}): label them, or set {keys.drop}=true to {use.format(n=rows - len(at))}."
     )
+
+
+def similar_key(name: str) -> str:
+    """A label name up to letter case, surrounding spaces and Unicode form: one key per similar spelling."""
+    return unicodedata.normalize("NFKC", name).strip().casefold()
+
+
+def spellings(labels: list) -> dict[str, str]:
+    """``similar_key`` -> the spelling most ``labels`` use (ties: the first in sorted order); names only."""
+    counts = Counter(v for v in labels if isinstance(v, str) and v.strip())
+    best: dict[str, str] = {}
+    for name in sorted(counts):  # sorted: a tie keeps the first spelling in sorted order
+        key = similar_key(name)
+        if key not in best or counts[name] > counts[best[key]]:
+            best[key] = name
+    return best
+
+
+def respell(labels: list, canon: dict[str, str]) -> tuple[list, Counter]:
+    """``labels`` with each name replaced by its key's spelling in ``canon``; and how often each was replaced.
+
+    Values that are no non-empty strings, and names whose key ``canon`` lacks, are left as they are.
+    """
+    out, changed = [], Counter()
+    for v in labels:
+        new = canon.get(similar_key(v), v) if isinstance(v, str) and v.strip() else v
+        if new != v:
+            changed[(v, new)] += 1
+        out.append(new)
+    return out, changed

@@ -6,16 +6,26 @@ with the run's label set as the allowed one: a label the run was never trained o
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from ucse.data.checks import normalise_label
-from ucse.data.columns import ColumnKeys, check_split, normalise_all, read_columns, refuse_label_lists
+from ucse.data.checks import normalise_label, shown
+from ucse.data.columns import (
+    ColumnKeys,
+    check_split,
+    normalise_all,
+    read_columns,
+    refuse_label_lists,
+    respell,
+    similar_key,
+)
 from ucse.data.files import read_file
 from ucse.data.tasks import DataError
 
+logger = logging.getLogger(__name__)
 EVAL_KEYS = ColumnKeys(text="text_column", label="label_column", drop="drop_bad_rows")
 """``ucse eval``'s spellings of the settings the readers' messages name."""
 
@@ -50,6 +60,19 @@ def read_labelled_file(
     raw = read_file(p.resolve())
     texts, labels, _, used = read_columns(raw, text_column, label_column, EVAL_KEYS)
     refuse_label_lists(raw, labels, used, EVAL_KEYS)
+    if (
+        not integer_labels
+    ):  # 'billing ' for the run's 'Billing': read as it, where no other run label is alike
+        groups: dict[str, list[str]] = {}
+        for name in label_names:
+            groups.setdefault(similar_key(name), []).append(name)
+        labels, changed = respell(labels, {k: names[0] for k, names in groups.items() if len(names) == 1})
+        if changed:
+            logger.info(
+                "%s: read %s as the run's labels (they differ only in letter case, spaces or Unicode form)",
+                raw.where,
+                shown([f"{a!r} as {b!r} ({k} rows)" for (a, b), k in changed.items()], limit=8),
+            )
     by_name = not integer_labels
     allowed = set(label_names) if by_name else {int(n) for n in label_names}
     present = [v for v in labels if v is not None]

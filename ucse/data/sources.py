@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import re
-import unicodedata
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,7 +31,7 @@ import pandas as pd
 
 from ucse.config import DataConfig, TaskConfig, default_task_name
 from ucse.data.checks import none_if_na, shown
-from ucse.data.columns import check_split, label_kind, read_columns
+from ucse.data.columns import check_split, label_kind, read_columns, respell, similar_key, spellings
 from ucse.data.duplicates import text_groups, text_key
 from ucse.data.files import SPLIT_FILES, RawSplit, read_path
 from ucse.data.splitting import KEEP_WHOLE_ROWS, assemble, carve, check_carvable
@@ -115,15 +114,35 @@ def _warn_similar(names: list[str], where: str) -> None:
     """
     groups: dict[str, list[str]] = {}
     for n in names:
-        groups.setdefault(unicodedata.normalize("NFKC", n).strip().casefold(), []).append(n)
+        groups.setdefault(similar_key(n), []).append(n)
     similar = [g for g in groups.values() if len(g) > 1]
     if similar:
         logger.warning(
             "%s: labels that differ only in letter case, surrounding spaces or Unicode form are trained as "
-            "different labels: %s. If they are one label, write them the same way in the file.",
+            "different labels: %s. If they are one label, write them the same way in the file, or set "
+            "data.merge_similar_labels=true.",
             where,
             shown([" and ".join(repr(n) for n in g) for g in similar], limit=5, sep="; "),
         )
+
+
+def _merge_similar(read: dict, where: str) -> dict:
+    """Every split's labels respelled as train's most used spelling (``data.merge_similar_labels``)."""
+    canon = spellings(read["train"][1])
+    merged, changed = {}, Counter()
+    for role, (texts, labels, names, used) in read.items():
+        labels, n = respell(labels, canon)
+        merged[role] = (texts, labels, names, used)
+        changed += n
+    if changed:
+        logger.info(
+            "%s: data.merge_similar_labels read %s",
+            where,
+            shown(
+                [f"{a!r} as {b!r} ({k} row{'s' if k > 1 else ''})" for (a, b), k in changed.items()], limit=8
+            ),
+        )
+    return merged
 
 
 JOINERS = re.compile(r"\s*[,;|+]\s*")
@@ -199,6 +218,8 @@ def load_task_data(
     read = {role: read_columns(raw, *columns) for role, raw in raws.items()}
     class_names = read["train"][2]
     by_name = class_names is not None or label_kind(read["train"][1], raws["train"].typed)
+    if data.merge_similar_labels and by_name and class_names is None:
+        read = _merge_similar(read, raws["train"].where)
     kept, dropped = {}, dict.fromkeys(ROLES, 0)
     for role in ROLES:  # train first: its labels are the label set the other splits are checked against
         if role in raws:
