@@ -535,3 +535,32 @@ def test_merge_similar_labels_reads_case_and_space_variants_as_the_most_used_spe
     canon = spellings(["b", "B", "a", "A ", "a"])
     assert canon == {"b": "B", "a": "a"}
     assert respell(["A", "b ", 3, "", None, "c"], canon)[0] == ["a", "B", 3, "", None, "c"]
+
+
+def test_min_label_rows_leaves_out_a_long_tail_of_labels_with_their_rows(tmp_path, caplog):
+    rows = own_rows(60) + [{"text": f"rare {i}", "label": f"tail{i}"} for i in range(5)]
+    rows += [{"text": "twice a", "label": "pair"}, {"text": "twice b", "label": "pair"}]
+    path = write_rows(tmp_path / "tickets.csv", rows)
+    with pytest.raises(
+        DataError, match=r"5 of 9 labels have a single row.*data.min_label_rows=2 leaves them out"
+    ):
+        load_task_data(path)
+    td = load_task_data(path, data=DataConfig(min_label_rows=2))
+    assert td.label_names == sorted([*NAMES, "pair"])  # a label of 2 rows stays
+    assert sum(td.splits[s].num_rows for s in ("train", "validation", "test")) == 62
+    warned = [r.getMessage() for r in caplog.records if "data.min_label_rows=2 leaves out" in r.getMessage()]
+    assert (
+        len(warned) == 1
+        and "5 of 9 labels and their 5 train rows" in warned[0]
+        and "'tail0' (1)" in warned[0]
+    )
+    # a given test file's rows of those labels go too (they were "not in the train split's label set")
+    folder = tmp_path / "split"
+    write_rows(folder / "train.csv", rows)
+    write_rows(folder / "test.csv", [{"text": "rare test", "label": "tail3"}, *own_rows(9, seed=5)])
+    td = load_task_data(folder, data=DataConfig(min_label_rows=2))
+    assert td.splits["test"].num_rows == 9
+    with pytest.raises(DataError, match="would leave 0 of 9 labels"):
+        load_task_data(path, data=DataConfig(min_label_rows=21))
+    with pytest.raises(Exception, match="data.min_label_rows"):
+        build_config(["data.min_label_rows=-1"])

@@ -123,6 +123,7 @@ def validate_config(cfg: TrainConfig) -> None:
     _check(2 <= h.logreg_folds <= 100, "head.logreg_folds", h.logreg_folds, "an integer in [2, 100]")
     _check(0 < d.val_fraction < 1, "data.val_fraction", d.val_fraction, "0 < val_fraction < 1")
     _check(0 <= d.test_fraction < 1, "data.test_fraction", d.test_fraction, "0 <= test_fraction < 1")
+    _check(d.min_label_rows >= 0, "data.min_label_rows", d.min_label_rows, "an integer >= 0")
     for key in ("max_train_samples", "max_eval_samples"):
         value = getattr(d, key)
         _check(value is None or value >= 1, f"data.{key}", value, ">= 1 or null")

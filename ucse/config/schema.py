@@ -301,6 +301,10 @@ class DataConfig:
     figures in metrics.json are those held-out ones. ``false``: ship the models trained on train only."""
     drop_bad_rows: bool = False
     """Drop (and count) rows with empty/non-string text or unseen labels instead of failing."""
+    min_label_rows: int = 0
+    """Leave out labels with fewer train rows than this, with their rows in every split (named in a warning):
+    a long tail of labels with a row or two each otherwise fails where validation and test are carved from
+    the file (a label needs 2 rows there). 0 keeps every label."""
     merge_similar_labels: bool = False
     """Read label names that differ only in letter case, surrounding spaces or Unicode form ('Billing',
     'billing ', 'BILLING') as one label, spelled as most train rows spell it (ties: the first in sorted

@@ -90,8 +90,13 @@ def _from_memory(source: Any, text_column: str, label_column: str) -> tuple[dict
     )
 
 
-def _label_names(keys: list, class_names: list[str] | None, where: str, column: str) -> list[str]:
-    """Train's label names in id order: a ClassLabel's own order, else sorted (ids numerically)."""
+def _label_names(
+    keys: list, class_names: list[str] | None, where: str, column: str, left_out: set = frozenset()
+) -> list[str]:
+    """Train's label names in id order: a ClassLabel's own order, else sorted (ids numerically).
+
+    ``left_out``: labels ``data.min_label_rows`` left out, still compared for spellings alike.
+    """
     present = set(keys)
     names = [n for n in class_names if n in present] if class_names else [str(k) for k in sorted(present)]
     if not names:
@@ -101,7 +106,7 @@ def _label_names(keys: list, class_names: list[str] | None, where: str, column: 
             f"{where}: every train row has the label {names[0]!r}; a classifier needs at least two labels. "
             f"Check data.label_column={column!r}."
         )
-    _warn_similar(names, where)
+    _warn_similar(names + sorted(str(k) for k in left_out), where)
     _warn_joined(names, where, column)
     return names
 
@@ -118,7 +123,7 @@ def _warn_similar(names: list[str], where: str) -> None:
     similar = [g for g in groups.values() if len(g) > 1]
     if similar:
         logger.warning(
-            "%s: labels that differ only in letter case, surrounding spaces or Unicode form are trained as "
+            "%s: labels that differ only in letter case, surrounding spaces or Unicode form are read as "
             "different labels: %s. If they are one label, write them the same way in the file, or set "
             "data.merge_similar_labels=true.",
             where,
@@ -143,6 +148,30 @@ def _merge_similar(read: dict, where: str) -> dict:
             ),
         )
     return merged
+
+
+def _rare_labels(labels: list, least: int, where: str) -> set:
+    """The labels of fewer than ``least`` train rows (``data.min_label_rows``), named in a warning."""
+    counts = Counter(labels)
+    rare = {y for y, n in counts.items() if n < least}
+    if rare and len(rare) > len(counts) - 2:
+        raise DataError(
+            f"{where}: data.min_label_rows={least} would leave {len(counts) - len(rare)} of {len(counts)} "
+            "labels (a classifier needs two or more); lower it."
+        )
+    if rare:
+        named = sorted(rare, key=lambda y: (-counts[y], str(y)))
+        logger.warning(
+            "%s: data.min_label_rows=%d leaves out %d of %d labels and their %d train rows (and their rows "
+            "of any validation or test file): %s. Predictions never give them.",
+            where,
+            least,
+            len(rare),
+            len(counts),
+            sum(counts[y] for y in rare),
+            shown([f"{str(y)!r} ({counts[y]})" for y in named], limit=10),
+        )
+    return rare
 
 
 JOINERS = re.compile(r"\s*[,;|+]\s*")
@@ -220,16 +249,22 @@ def load_task_data(
     by_name = class_names is not None or label_kind(read["train"][1], raws["train"].typed)
     if data.merge_similar_labels and by_name and class_names is None:
         read = _merge_similar(read, raws["train"].where)
-    kept, dropped = {}, dict.fromkeys(ROLES, 0)
+    kept, dropped, rare = {}, dict.fromkeys(ROLES, 0), set()
     for role in ROLES:  # train first: its labels are the label set the other splits are checked against
         if role in raws:
-            allowed = None if role == "train" else set(kept["train"][1])
+            allowed = None if role == "train" else set(kept["train"][1]) | rare
             used = (text_column, read[role][3])  # a bad label is named in the column it was read from
             kept[role], dropped[role] = check_split(
                 raws[role], role, read[role][:2], used, by_name, allowed, data.drop_bad_rows
             )
+            if role == "train" and data.min_label_rows > 1:
+                rare = _rare_labels(kept["train"][1], data.min_label_rows, raws["train"].where)
+            if rare:  # left out with their rows, in every split
+                keep = [i for i, y in enumerate(kept[role][1]) if y not in rare]
+                kept[role] = ([kept[role][0][i] for i in keep], [kept[role][1][i] for i in keep])
         if role == "train":
-            label_names = _label_names(kept["train"][1], class_names, raws["train"].where, label_column)
+            where = raws["train"].where
+            label_names = _label_names(kept["train"][1], class_names, where, label_column, rare)
 
     name_to_id = {n: i for i, n in enumerate(label_names)}
     features = datasets.Features(

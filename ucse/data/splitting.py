@@ -53,7 +53,8 @@ def check_carvable(
         raise DataError(
             f"{where}: {len(single)} of {len(counts)} labels have a single row ({listed}), but validation "
             "and test rows are carved from this file, so each label needs at least 2 rows (enough to learn "
-            "it and to evaluate it). Add rows for these labels, merge them into others, or remove them."
+            "it and to evaluate it). Add rows for these labels, merge them into others, or remove them "
+            "(data.min_label_rows=2 leaves them out)."
         )
     few = [label_names[i] for i in sorted(counts) if counts[i] <= KEEP_WHOLE_ROWS]
     if few and len(few) < len(counts):
