@@ -55,7 +55,7 @@ from ucse.backbone.states import (
     gather_rows,
     right_pad,
 )
-from ucse.config import CacheDtype
+from ucse.config import CacheDtype, LongTexts
 
 __all__ = [
     "CACHE_FORMAT",
@@ -140,6 +140,8 @@ class HiddenStateCache:
         """Everything that determines the cached states (JSON-serialisable)."""
         cfg = backbone.cfg
         extra = {"skip_prompt_prefix": True} if cfg.skip_prompt_prefix else {}  # absent: old keys stay
+        if cfg.long_texts is LongTexts.windows:  # absent for truncate: old keys stay
+            extra["windows"] = cfg.max_windows
         if cfg.layer is not None:
             extra["layer"] = backbone.layer  # resolved to a non-negative index: -1 and L share an entry
         if getattr(backbone, "code_fingerprint", None):  # the model's own code, under trust_remote_code

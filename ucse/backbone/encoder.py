@@ -14,9 +14,10 @@ from ucse.backbone.loading import code_fingerprint, load_backbone, model_fingerp
 from ucse.backbone.pooling import first_token_index, pool
 from ucse.backbone.precision import effective_precision
 from ucse.backbone.tokenized import Tokenized, tokenize
+from ucse.backbone.windows import framing, stitch, window_rows
 from ucse.backbone.word_pieces import JUDGED_ENOUGH, split_words_message, word_pieces
 from ucse.blank_text import blank_problem, is_blank
-from ucse.config import BackboneConfig, Precision
+from ucse.config import BackboneConfig, LongTexts, Precision
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +103,11 @@ class FrozenBackbone:
         limits = [positions, self.tokenizer.model_max_length]
         self._model_limit = min([x for x in limits if isinstance(x, int) and 0 < x < 10**7], default=None)
         self.max_length = min(cfg.max_length, self._model_limit or cfg.max_length)
+        # long_texts=windows: each text up to max_windows windows of max_length tokens, framed alike
+        self._frame = framing(self.tokenizer) if cfg.long_texts is LongTexts.windows else None
+        self._read_limit = self.max_length
+        if self._frame is not None:
+            self._read_limit = sum(self._frame) + cfg.max_windows * (self.max_length - sum(self._frame))
         self._told_truncation = False
         self._told_unknown = False
         self._told_split = False
@@ -160,7 +166,7 @@ class FrozenBackbone:
         keys = ["input_ids", "attention_mask"] + (["token_type_ids"] if self._accepts_token_types else [])
         tok = tokenize(
             lambda chunk: self.tokenizer(
-                self.format(chunk), truncation=True, max_length=self.max_length, padding=False
+                self.format(chunk), truncation=True, max_length=self._read_limit, padding=False
             ),
             texts,
             keys,
@@ -184,23 +190,26 @@ class FrozenBackbone:
         A text is cut silently by the tokenizer; a user training on long documents should know that the
         head sees only their first ``max_length`` tokens (prompt and special tokens included).
         """
-        cut = int((lengths >= self.max_length).sum())
+        cut = int((lengths >= self._read_limit).sum())
         if not cut or self._told_truncation:
             return
         self._told_truncation = True
-        more = (
-            f"backbone.max_length={self.cfg.max_length} can go up to the model's {self._model_limit}"
-            if self._model_limit and self.max_length < self._model_limit
-            else f"{self.max_length} is the most the model's position table allows"
-        )
+        if self._frame is not None:
+            more = f"backbone.max_windows={self.cfg.max_windows} windows of {self.max_length} tokens"
+        elif self._model_limit and self.max_length < self._model_limit:
+            more = f"backbone.max_length={self.cfg.max_length} can go up to the model's {self._model_limit}"
+        else:
+            more = f"{self.max_length} is the most the model's position table allows"
+        if self._frame is None:
+            more += "; backbone.long_texts=windows reads long texts whole"
         log.warning(
             # "reach", not "are cut": the tokenizer truncates without saying whether a text was longer
             "%d of %d texts encoded together reach the %d-token limit, where longer ones are cut: what "
-            "follows is not read (%s; or split long texts into parts). Reported once per loaded backbone, "
-            "for the first texts encoded together that hold any (a large input is encoded in blocks).",
+            "follows is not read (%s). Reported once per loaded backbone, for the first texts encoded "
+            "together that hold any (a large input is encoded in blocks).",
             cut,
             len(lengths),
-            self.max_length,
+            self._read_limit,
             more,
         )
 
@@ -339,12 +348,18 @@ class FrozenBackbone:
         start = 0
         while start < len(order):
             # The batch's first text is its longest: cap texts x longest at max_batch_tokens.
-            take = max(1, min(bs, int(self.cfg.max_batch_tokens) // int(lengths[order[start]])))
+            take = max(1, min(bs, int(self.cfg.max_batch_tokens) // self._padded(int(lengths[order[start]]))))
             idx = order[start : start + take]
             start += take
             rows = [enc.row(i) for i in idx]
-            features = self.tokenizer.pad(rows, padding=True, return_tensors="pt")
-            hidden, mask = self._forward(dict(features))
+            if self._frame is not None and int(lengths[idx[0]]) > self.max_length:  # idx[0]: the longest
+                windows, owner = window_rows(rows, *self._frame, self.max_length)
+                features = self.tokenizer.pad(windows, padding=True, return_tensors="pt")
+                left = self.tokenizer.padding_side == "left"
+                hidden, mask = stitch(*self._forward(dict(features)), owner, *self._frame, left_pad=left)
+            else:
+                features = self.tokenizer.pad(rows, padding=True, return_tensors="pt")
+                hidden, mask = self._forward(dict(features))
             if bool(skip.any()):  # hide the prompt prefix: its first skip_i real tokens leave the mask
                 pos = torch.arange(mask.shape[1], device=mask.device)  # (T,)
                 first = first_token_index(mask).unsqueeze(1)  # (B, 1)
@@ -353,6 +368,13 @@ class FrozenBackbone:
                 mask = mask.masked_fill(hide, 0)
                 hidden = hidden.masked_fill(hide.unsqueeze(-1), 0.0)
             yield torch.as_tensor(idx, dtype=torch.long), hidden, mask
+
+    def _padded(self, length: int) -> int:
+        """Tokens the model reads for a text of ``length`` tokens: a window is padded to ``max_length``."""
+        if self._frame is None or length <= self.max_length:
+            return length
+        frame = sum(self._frame)
+        return -(-(length - frame) // (self.max_length - frame)) * self.max_length  # windows x max_length
 
     def token_states(self, texts: Sequence[str], batch_size: int | None = None) -> list[torch.Tensor]:
         """Per-text token states in input order, pads removed: a list of (T_i, H) float32 CPU tensors."""

@@ -12,7 +12,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from ucse.config.schema import ConfigError, Device, HeadType, Recipe, TrainConfig
+from ucse.config.schema import ConfigError, Device, HeadType, LongTexts, Recipe, TrainConfig
 from ucse.config.uncertainty import OodThreshold
 
 
@@ -106,6 +106,12 @@ def validate_config(cfg: TrainConfig) -> None:
     _check(b.batch_size is None or b.batch_size >= 1, "backbone.batch_size", b.batch_size, ">= 1 or null")
     _check(b.max_batch_tokens >= 1, "backbone.max_batch_tokens", b.max_batch_tokens, "an integer >= 1")
     _check("{text}" in b.prompt, "backbone.prompt", b.prompt, "a template containing {text}")
+    _check(b.max_windows >= 1, "backbone.max_windows", b.max_windows, "an integer >= 1")
+    if b.long_texts is LongTexts.windows and (b.prompt != "{text}" or b.skip_prompt_prefix):
+        raise ConfigError(
+            f"backbone.long_texts=windows reads each window on its own, but backbone.prompt={b.prompt!r} "
+            "would frame only the first one; use long_texts=truncate with this backbone, or prompt='{text}'."
+        )
     _check(math.isfinite(lo.temperature) and lo.temperature > 0, "loss.temperature", lo.temperature, "> 0")
     _check(0 <= lo.lcl_weight <= 1, "loss.lcl_weight", lo.lcl_weight, "0 <= lcl_weight <= 1")
     _check(math.isfinite(lo.kl_weight) and lo.kl_weight >= 0, "loss.kl_weight", lo.kl_weight, ">= 0")

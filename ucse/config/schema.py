@@ -43,6 +43,13 @@ class PaddingSide(str, Enum):
     right = "right"
 
 
+class LongTexts(str, Enum):
+    """What the backbone does with a text longer than ``max_length`` tokens."""
+
+    truncate = "truncate"  # read its first max_length tokens (a warning says how many texts reach it)
+    windows = "windows"  # read it whole, window by window (ucse/backbone/windows.py)
+
+
 class Precision(str, Enum):
     """Numeric precision (bf16: autocast on CPU; on a GPU the frozen backbone's weights are bf16 too)."""
 
@@ -180,7 +187,16 @@ class BackboneConfig:
     into the model's hidden states (0 = the embeddings, L = the last of L layers, negative counts from the
     end). A decoder LLM's middle layers often classify better than its last (SmolLM2, docs/RESULTS.md)."""
     max_length: int = 512
-    """Truncation length in tokens, prompt included (paper Sec. 5.3)."""
+    """Truncation length in tokens, prompt included (paper Sec. 5.3); with ``long_texts=windows``, the
+    length of each window."""
+    long_texts: LongTexts = LongTexts.truncate
+    """Texts longer than ``max_length`` tokens: ``truncate`` reads their first ``max_length`` tokens;
+    ``windows`` reads them whole in consecutive windows of ``max_length`` tokens (each framed by the model's
+    special tokens, read on its own, the states laid end to end), up to ``max_windows`` windows, for
+    documents whose deciding words may come late. Not with a prompt around ``{text}``, which only the first
+    window would hold."""
+    max_windows: int = 8
+    """With ``long_texts=windows``: the most windows read per text (what follows is cut, with a warning)."""
     batch_size: int | None = None
     """Texts per backbone forward pass (batches are length-sorted and dynamically padded); ``None`` means 64
     on CPU and 512 on a GPU, where small batches leave it idle (0.6B decoder on an H100: 40k tokens/s at 64,

@@ -30,6 +30,7 @@ _RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "max_batch_tokens": (lambda v: 1 <= v <= MAX_TOKENS, f"an integer in [1, {MAX_TOKENS}]"),
     "prompt": (lambda v: "{text}" in v, "a template containing {text}"),
     "layer": (lambda v: v is None or -1024 <= v <= 1024, "null or an integer in [-1024, 1024]"),
+    "max_windows": (lambda v: 1 <= v <= 4096, "an integer in [1, 4096]"),
 }
 
 
