@@ -27,18 +27,26 @@ def _windows(tiny_bert_dir, max_length=12, max_windows=8):
 
 
 def _by_hand(fb: FrozenBackbone, text: str, max_length: int) -> torch.Tensor:
-    """(T, H): every window built from the untruncated ids and read alone; framing kept once."""
-    tok = fb.tokenizer
-    ids = tok(text)["input_ids"]  # [CLS] content [SEP], untruncated
+    """(T, H): every window built from the untruncated ids and read alone; framing kept once.
+
+    Windows of ``max_length - 2`` content tokens from the start; the last one ends at the text's end and
+    its tokens that the window before it read are dropped.
+    """
+    ids = fb.tokenizer(text)["input_ids"]  # [CLS] content [SEP], untruncated
     content, step = ids[1:-1], max_length - 2
-    parts = []
-    for k, start in enumerate(range(0, len(content), step)):
+    if len(ids) <= max_length:
+        with torch.inference_mode():
+            return fb.model(input_ids=torch.tensor([ids])).last_hidden_state[0]
+    starts = list(range(0, len(content), step))
+    starts[-1] = len(content) - step  # end-aligned
+    read, parts = 0, []  # content tokens laid down so far
+    for k, start in enumerate(starts):
         window = [ids[0], *content[start : start + step], ids[-1]]
         with torch.inference_mode():
             out = fb.model(input_ids=torch.tensor([window])).last_hidden_state[0]  # (len, H)
-        first = k == 0
-        last = start + step >= len(content)
-        parts.append(out[(0 if first else 1) : (len(window) if last else len(window) - 1)])
+        new = out[1 + (read - start) : 1 + step]  # this window's content not laid down yet
+        parts += ([out[:1]] if k == 0 else []) + [new] + ([out[-1:]] if k == len(starts) - 1 else [])
+        read = start + step
     return torch.cat(parts)
 
 
@@ -85,21 +93,20 @@ def test_left_padding_and_the_max_windows_cut(tiny_bert_dir, caplog):
 
 def test_stitch_and_window_rows_on_a_hand_made_batch():
     rows = [{"input_ids": [101, 1, 2, 3, 4, 5, 102]}, {"input_ids": [101, 9, 102]}]
-    windows, owner = window_rows(rows, 1, 1, 4)  # 2 content tokens per window
-    assert [w["input_ids"] for w in windows] == [
-        [101, 1, 2, 102],
-        [101, 3, 4, 102],
-        [101, 5, 102],
-        [101, 9, 102],
-    ]
-    assert owner == [0, 0, 0, 1]
+    windows, owner, repeat = window_rows(rows, 1, 1, 4)  # 2 content tokens per window
+    # the last window ends at the text's end, reaching back over token 4 (never a lone token 5)
+    want = [[101, 1, 2, 102], [101, 3, 4, 102], [101, 4, 5, 102], [101, 9, 102]]
+    assert [w["input_ids"] for w in windows] == want
+    assert owner == [0, 0, 0, 1] and repeat == [0, 0, 1, 0]
     hidden = torch.zeros(4, 4, 1)
-    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 1, 0], [1, 1, 1, 0]])
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 1, 0]])
     for w, win in enumerate(windows):  # each state is its token id, tagged with its window
         hidden[w, : len(win["input_ids"]), 0] = torch.tensor(win["input_ids"], dtype=torch.float) + w / 10
-    out, out_mask = stitch(hidden, mask, owner, 1, 1, left_pad=False)
+    out, out_mask = stitch(hidden, mask, (owner, repeat), 1, 1, left_pad=False)
     assert out[0, :, 0].tolist() == pytest.approx([101.0, 1.0, 2.0, 3.1, 4.1, 5.2, 102.2])
     assert out_mask.tolist() == [[1] * 7, [1, 1, 1, 0, 0, 0, 0]]
+    # content an exact multiple of the step: no reaching back
+    assert window_rows([{"input_ids": [101, 1, 2, 3, 4, 102]}], 1, 1, 4)[2] == [0, 0]
     with pytest.raises(ValueError, match="no room"):
         window_rows(rows, 1, 1, 2)
 
@@ -129,6 +136,8 @@ def test_a_saved_heads_window_settings_are_checked_as_untrusted(tmp_path):
         stored_backbone({"backbone": {"max_windows": 0}}, tmp_path / "config.json")
     with pytest.raises(ValueError, match=r"meta.backbone.long_texts='slices' is invalid"):
         stored_backbone({"backbone": {"long_texts": "slices"}}, tmp_path / "config.json")
+    with pytest.raises(ValueError, match=r"meta.backbone.long_texts=windows with a prompt"):
+        stored_backbone({"backbone": {"long_texts": "windows", "prompt": "Q: {text}"}}, tmp_path / "x.json")
 
 
 def test_max_batch_tokens_counts_the_padded_windows(tiny_bert_dir):
@@ -141,3 +150,17 @@ def test_max_batch_tokens_counts_the_padded_windows(tiny_bert_dir):
     assert fb.token_lengths(texts).tolist() == [23] * 3
     sizes = [len(idx) for idx, hidden, mask in fb.iter_states(texts)]
     assert sizes == [2, 1]
+
+
+def test_a_decoders_last_window_never_reads_its_eos_alone(tiny_qwen3_dir):
+    # (a review) 13-token texts in windows of 12: the last window was the EOS alone, the same state for every
+    # text, so last-token pooling gave two different texts the same vector
+    fb = FrozenBackbone(make_tiny_qwen3_cfg(tiny_qwen3_dir, long_texts=LongTexts.windows, max_length=12))
+    texts = [_text(12), _text(12, 5)]
+    assert fb.token_lengths(texts).tolist() == [13, 13]
+    pooled = fb.pooled(texts)
+    assert not torch.allclose(pooled[0], pooled[1], atol=1e-3)
+    ids = fb.tokenizer(fb.format(texts[:1]))["input_ids"][0]
+    with torch.inference_mode():  # the last window: the text's last 12 tokens, EOS last
+        want = fb.model(input_ids=torch.tensor([ids[1:]])).last_hidden_state[0, -1]
+    torch.testing.assert_close(pooled[0], want, **TOL)

@@ -176,3 +176,13 @@ def test_rows_already_labelled_in_the_runs_label_column_are_no_candidates(tiny_c
         capsys.readouterr().err.strip()
         == "no text to label among the 4: left out 4 already labelled in 'label' (or copies of such)."
     )
+
+
+def test_predicts_own_output_is_a_pool_of_unlabelled_texts(tiny_clf_run, tmp_path, capsys):
+    # (a review) predict writes its answers under "label": every row looked labelled, nothing was offered
+    (tmp_path / "pool.txt").write_text("\n".join(_texts(12)) + "\n")
+    pred = tmp_path / "pred.jsonl"
+    assert main(["predict", f"run={tiny_clf_run}", f"input={tmp_path / 'pool.txt'}", f"out={pred}"]) == 0
+    out = tmp_path / "next.csv"
+    assert main(["suggest", f"run={tiny_clf_run}", f"input={pred}", "n=3", f"out={out}"]) == 0
+    assert len(list(csv.DictReader(io.StringIO(out.read_text())))) == 3

@@ -564,3 +564,20 @@ def test_min_label_rows_leaves_out_a_long_tail_of_labels_with_their_rows(tmp_pat
         load_task_data(path, data=DataConfig(min_label_rows=21))
     with pytest.raises(Exception, match="data.min_label_rows"):
         build_config(["data.min_label_rows=-1"])
+
+
+def test_rows_without_a_label_in_a_validation_file_or_parquet_are_said_as_such(tmp_path):
+    # (a review) a validation file's message offered to "train on" its rows and `ucse suggest` on it
+    folder = tmp_path / "split"
+    write_rows(folder / "train.csv", own_rows(30))
+    val = own_rows(8, seed=3)
+    val[2]["label"] = val[5]["label"] = ""
+    write_rows(folder / "validation.csv", val)
+    with pytest.raises(
+        DataError, match=r"2 of 8 rows .*\(lines 4, 7\).*drop_bad_rows=true to use the 6 labelled rows\.$"
+    ):
+        load_task_data(folder)
+    rows = own_rows(30)
+    rows[3]["label"] = rows[9]["label"] = None
+    with pytest.raises(DataError, match=r"\(rows 3, 9, 0-based\)"):
+        load_task_data(write_rows(tmp_path / "sheet.parquet", rows))

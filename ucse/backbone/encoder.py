@@ -353,10 +353,10 @@ class FrozenBackbone:
             start += take
             rows = [enc.row(i) for i in idx]
             if self._frame is not None and int(lengths[idx[0]]) > self.max_length:  # idx[0]: the longest
-                windows, owner = window_rows(rows, *self._frame, self.max_length)
+                windows, *layout = window_rows(rows, *self._frame, self.max_length)
                 features = self.tokenizer.pad(windows, padding=True, return_tensors="pt")
                 left = self.tokenizer.padding_side == "left"
-                hidden, mask = stitch(*self._forward(dict(features)), owner, *self._frame, left_pad=left)
+                hidden, mask = stitch(*self._forward(dict(features)), layout, *self._frame, left_pad=left)
             else:
                 features = self.tokenizer.pad(rows, padding=True, return_tensors="pt")
                 hidden, mask = self._forward(dict(features))

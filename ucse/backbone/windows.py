@@ -6,7 +6,9 @@ from 0; the windows' states are laid back end to end, the framing tokens kept on
 leading ones, the last window's trailing ones). A text's states then number exactly its untruncated tokens
 (up to ``max_windows`` windows), so the head reads the whole text: a TextCNN's max over time finds a
 phrase wherever it is, and mean pooling averages over every window. A window sees no context beyond its
-own edges (no overlap), which is what a model of ``max_length`` positions can read at once anyway.
+own edges, which is what a model of ``max_length`` positions can read at once anyway; the last window is
+end-aligned (it overlaps the one before rather than hold a few tokens alone). A pooling that reads one
+token (``last``, ``cls``) reads one window: the last one, or the first.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def framing(tokenizer) -> tuple[int, int]:
 
 def window_rows(
     rows: list[dict[str, list[int]]], lead: int, trail: int, max_length: int
-) -> tuple[list[dict[str, list[int]]], list[int]]:
+) -> tuple[list[dict[str, list[int]]], list[int], list[int]]:
     """Each text's unpadded tokenizer row cut into windows of at most ``max_length`` tokens.
 
     Args:
@@ -44,36 +46,50 @@ def window_rows(
         max_length: tokens per window, framing included (> lead + trail).
 
     Returns:
-        (the windows, in text order; ``owner``: for each window, the position of its text in ``rows``). A
-        text that fits is its own single window, unchanged.
+        (the windows, in text order; ``owner``: for each window, the position of its text in ``rows``;
+        ``repeat``: for each window, how many of its first content tokens the window before it holds). A
+        text that fits is its own single window, unchanged. A text's last window is always full: it ends at
+        the text's end and reaches back over the window before it (``repeat`` > 0) rather than hold a few
+        tokens alone (a lone EOS read by itself would be the same state for every text of that length).
     """
     step = max_length - lead - trail
     if step < 1:
         raise ValueError(f"max_length={max_length} leaves no room inside {lead} + {trail} special tokens")
     out: list[dict[str, list[int]]] = []
     owner: list[int] = []
+    repeat: list[int] = []
     for b, row in enumerate(rows):
         n = len(row["input_ids"])
         if n <= max_length:
             out.append(row)
             owner.append(b)
+            repeat.append(0)
             continue
-        for start in range(lead, n - trail, step):  # the content tokens, step at a time
-            stop = min(start + step, n - trail)
-            out.append({k: v[:lead] + v[start:stop] + v[n - trail :] for k, v in row.items()})
+        end = n - trail  # the content is row[lead:end], longer than one window's step
+        starts = list(range(lead, end, step))
+        last = end - step  # the last window, full and ending at the text's end
+        for i, start in enumerate(starts[:-1] + [last]):
+            out.append({k: v[:lead] + v[start : start + step] + v[end:] for k, v in row.items()})
             owner.append(b)
-    return out, owner
+            repeat.append(starts[-2] + step - last if i == len(starts) - 1 else 0)
+    return out, owner, repeat
 
 
 def stitch(
-    hidden: torch.Tensor, mask: torch.Tensor, owner: list[int], lead: int, trail: int, left_pad: bool
+    hidden: torch.Tensor,
+    mask: torch.Tensor,
+    windows: tuple[list[int], list[int]],
+    lead: int,
+    trail: int,
+    left_pad: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The windows' states laid back end to end per text: the framing once, every window's content.
 
     Args:
         hidden: (W, Tw, H) states of the windows, zeros at pads.
         mask: (W, Tw) 1 for real tokens.
-        owner: (W,) the text of each window (:func:`window_rows`), consecutive per text.
+        windows: (owner, repeat) of :func:`window_rows`: each window's text (consecutive per text) and its
+            first content tokens that the window before it holds (dropped: the earlier window's are kept).
         lead: special tokens before each window's content.
         trail: special tokens after each window's content.
         left_pad: pad the texts on the left (the tokenizer's side), else on the right.
@@ -82,7 +98,7 @@ def stitch(
         hidden (B, T, H) with zeros at pads and mask (B, T), T the longest text's total tokens.
     """
     keep = mask.bool()
-    owners = np.asarray(owner)
+    owners, repeat = np.asarray(windows[0]), windows[1]
     texts: list[torch.Tensor] = []
     for b in range(int(owners.max()) + 1 if len(owners) else 0):
         ws = np.flatnonzero(owners == b)
@@ -90,7 +106,7 @@ def stitch(
         if len(parts) == 1:
             texts.append(parts[0])
             continue
-        body = [p[lead : len(p) - trail] for p in parts]  # the content of each window
+        body = [p[lead + repeat[w] : len(p) - trail] for w, p in zip(ws, parts)]  # each window's new content
         texts.append(torch.cat([parts[0][:lead], *body, parts[-1][len(parts[-1]) - trail :]]))
     longest = max(len(t) for t in texts)
     out = hidden.new_zeros(len(texts), longest, hidden.shape[-1])  # (B, T, H)

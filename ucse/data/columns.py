@@ -159,7 +159,7 @@ def check_split(
     bad = text_value_problems(texts, columns[0]) + label_problems(labels, columns[1], by_name, allowed)
     lines = raw.lines() if bad else None  # the line map is computed only when there is something to show
     if not drop:
-        _refuse_unlabelled(raw, bad, len(texts), lines, columns[1], keys)
+        _refuse_unlabelled(raw, bad, len(texts), lines, columns[1], keys, role)
     keep = resolve_bad_rows(
         len(texts), bad, split=role, where=raw.where, drop=drop, lines=lines, drop_key=keys.drop
     )
@@ -189,7 +189,13 @@ def refuse_label_lists(raw: RawSplit, labels: list, column: str, keys: ColumnKey
 
 
 def _refuse_unlabelled(
-    raw: RawSplit, bad: list, rows: int, lines: list[int] | None, column: str, keys: ColumnKeys
+    raw: RawSplit,
+    bad: list,
+    rows: int,
+    lines: list[int] | None,
+    column: str,
+    keys: ColumnKeys,
+    role: str,
 ) -> None:
     """Fail in one line where the only bad rows are rows without a label among labelled ones.
 
@@ -202,15 +208,19 @@ def _refuse_unlabelled(
         return
     at = sorted(b.index for b in unlabelled)
     places = ", ".join(str(lines[i]) if lines else str(i) for i in at[:5]) + (", ..." if len(at) > 5 else "")
-    use = (
-        "train on the {n} labelled rows (`ucse suggest` on the same file then picks which of the others to "
-        "label first)"
-        if keys == TRAIN_KEYS
-        else "score the {n} labelled rows"
-    )
+    if keys != TRAIN_KEYS:
+        use = "score the {n} labelled rows"
+    elif role == "train":
+        use = (
+            "train on the {n} labelled rows (`ucse suggest` on the same file then picks which of the "
+            "others to label first)"
+        )
+    else:
+        use = "use the {n} labelled rows"
     raise DataError(
-        f"{raw.where}: {len(at)} of {rows} rows have no value in {column!r} ({'lines' if lines else 'rows'} "
-        f"{places}): label them, or set {keys.drop}=true to {use.format(n=rows - len(at))}."
+        f"{raw.where}: {len(at)} of {rows} rows have no value in {column!r} "
+        f"({f'lines {places}' if lines else f'rows {places}, 0-based'}): label them, or set {keys.drop}=true "
+        f"to {use.format(n=rows - len(at))}."
     )
 
 

@@ -157,6 +157,10 @@ def labelled_rows(source: str, label_column: str) -> np.ndarray | None:
     raw = read_file(Path(source).expanduser())
     if label_column not in raw.columns:
         return None
+    if {"confidence", "uncertainty", "abstain"} <= set(raw.columns):
+        # ``ucse predict``'s own output: its label column holds the model's answers, not labels
+        logger.info("%s: read as predictions (its %r column is the model's answer)", source, label_column)
+        return None
     from ucse.data.checks import none_if_na  # pandas: imported here
 
     values = [none_if_na(v) for v in raw.values(label_column)]

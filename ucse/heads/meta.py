@@ -134,6 +134,11 @@ def stored_backbone(meta: dict[str, Any], where: Path) -> dict[str, Any]:
             raise ValueError(
                 f"{where}: meta.backbone.{key}={value!r} is out of range (allowed: {allowed}); {REEXPORT}."
             )
+    if cfg.long_texts.value == "windows" and (cfg.prompt != "{text}" or cfg.skip_prompt_prefix):
+        raise ValueError(  # as the config check refuses it: only the first window would hold the prompt
+            f"{where}: meta.backbone.long_texts=windows with a prompt around {{text}} ({cfg.prompt!r}) is no "
+            f"setting ucse trains; {REEXPORT}."
+        )
     return dict(stored)
 
 
