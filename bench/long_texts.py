@@ -9,6 +9,7 @@ each run's own pooled vectors (``head=logreg``); test accuracy and the share of 
 sentence starts past the first window.
 
 Usage: UCSE_DATA_DIR=../shared/data python bench/long_texts.py [--labels 10] [--per-label 40] [--filler 60]
+       [--modes truncate windows]
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ def main() -> None:
     ap.add_argument("--test-per-label", type=int, default=20)
     ap.add_argument("--filler", type=int, default=60)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--modes", nargs="+", default=["truncate", "windows"], choices=["truncate", "windows"])
     args = ap.parse_args()
     import ucse
     from ucse.backbone.encoder import FrozenBackbone
@@ -81,7 +83,7 @@ def main() -> None:
     assert (lengths <= backbone.max_length).all()
     out = Path(tempfile.mkdtemp(prefix="ucse-long-"))
     print("| long_texts | head | test accuracy | train s |\n|---|---|---|---|")
-    for mode in ("truncate", "windows"):
+    for mode in args.modes:
         for head in ("auto", "logreg"):
             t0 = time.perf_counter()
             clf = ucse.UcseClassifier(
