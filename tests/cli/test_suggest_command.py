@@ -186,3 +186,14 @@ def test_predicts_own_output_is_a_pool_of_unlabelled_texts(tiny_clf_run, tmp_pat
     out = tmp_path / "next.csv"
     assert main(["suggest", f"run={tiny_clf_run}", f"input={pred}", "n=3", f"out={out}"]) == 0
     assert len(list(csv.DictReader(io.StringIO(out.read_text())))) == 3
+
+
+def test_a_strategy_given_as_a_string_is_that_strategy():
+    # (a review) "margin" and "random" as plain strings ran diverse_margin
+    from ucse.uncertainty.acquisition import Strategy, select_to_label
+
+    rng = np.random.default_rng(0)
+    p, f = rng.dirichlet(np.ones(3), 40), rng.normal(size=(40, 8))
+    for name in ("margin", "random", "diverse_margin"):
+        assert select_to_label(p, f, 4, name).tolist() == select_to_label(p, f, 4, Strategy(name)).tolist()
+    assert select_to_label(p, f, 4, "margin").tolist() == np.argsort(margins(p), kind="stable")[:4].tolist()

@@ -262,3 +262,15 @@ def test_a_label_written_in_another_case_is_read_as_the_runs_unless_two_run_labe
         DataError, match=r"(?s)2 bad row.*line 3: 'label' is not in the train split's label set"
     ):
         read_labelled_file(path, "text", "label", ["x", "y", "Y "], False)
+
+
+def test_an_integer_run_scores_the_ids_of_a_file_with_label_text_beside_them(tmp_path):
+    # (a review) the file's label_text names were read instead, and the error said to pass label_column=label
+    from ucse.data.labelled_file import read_labelled_file
+
+    path = tmp_path / "ids.csv"
+    path.write_text("text,label,label_text\na,3,billing\nb,7,login\nc,3,billing\n")
+    texts, ids, _ = read_labelled_file(path, "text", "label", ["3", "7", "11"], True)
+    assert ids.tolist() == [0, 1, 0]
+    _, ids, _ = read_labelled_file(path, "text", "label", ["billing", "login"], False)  # a run of names
+    assert ids.tolist() == [0, 1, 0]

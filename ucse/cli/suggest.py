@@ -88,9 +88,10 @@ def main(argv: list[str]) -> int:
             print(f"no text to label among the {len(texts)}: left out {', '.join(left)}.", file=sys.stderr)
         elif cfg.out != "-":
             span = f"margins {picks.margin.min():.3f}-{picks.margin.max():.3f}"
+            order = "in drawn order" if cfg.strategy.value == "random" else "the least sure first"
             print(
                 f"{len(picks.positions)} of {len(texts)} texts to label -> {cfg.out} ({cfg.strategy.value}; "
-                f"{span}, the least sure first{'; left out: ' + ', '.join(left) if left else ''}): fill in "
+                f"{span}, {order}{'; left out: ' + ', '.join(left) if left else ''}): fill in "
                 f"{written[1]!r}, add the rows to the training file and train again.",
                 file=sys.stderr,
             )

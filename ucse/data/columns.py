@@ -38,11 +38,17 @@ TRAIN_KEYS = ColumnKeys()
 
 
 def read_columns(
-    raw: RawSplit, text_column: str, label_column: str, keys: ColumnKeys = TRAIN_KEYS
+    raw: RawSplit,
+    text_column: str,
+    label_column: str,
+    keys: ColumnKeys = TRAIN_KEYS,
+    names_beside_ids: bool = True,
 ) -> tuple[list, list, list[str] | None, str]:
     """(texts, labels, ClassLabel names or None, the column the labels came from) of one split.
 
     A missing column fails listing those found, and names the setting to pass by its ``keys`` spelling.
+    ``names_beside_ids``: an integer label column beside a ``label_text`` column is read by those names
+    (false for a run of integer labels, which scores the ids).
     """
     wanted = ((text_column, keys.text), (label_column, keys.label))
     missing = [(c, k) for c, k in wanted if c not in raw.columns]
@@ -67,7 +73,7 @@ def read_columns(
         raise DataError(f"{raw.where} has no column {named}; its columns are {raw.columns}. Set {fix}.{hint}")
     labels = raw.values(label_column)
     names = raw.class_names(label_column)
-    if names is None and "label_text" in raw.columns and label_column != "label_text":
+    if names_beside_ids and names is None and "label_text" in raw.columns and label_column != "label_text":
         if all(v is None or is_int_literal(v) or type(v) is int for v in labels):
             # The ../shared/data layout: integer ids plus their names; train on the names.
             return raw.values(text_column), raw.values("label_text"), names, "label_text"

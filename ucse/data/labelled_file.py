@@ -58,7 +58,8 @@ def read_labelled_file(
     if not p.exists():
         raise FileNotFoundError(f"input={path}: no such file.")
     raw = read_file(p.resolve())
-    texts, labels, _, used = read_columns(raw, text_column, label_column, EVAL_KEYS)
+    # a run of integer labels scores the ids themselves, not the label_text names beside them
+    texts, labels, _, used = read_columns(raw, text_column, label_column, EVAL_KEYS, not integer_labels)
     refuse_label_lists(raw, labels, used, EVAL_KEYS)
     if (
         not integer_labels

@@ -40,7 +40,7 @@ def select_to_label(
     probs: np.ndarray,
     features: np.ndarray,
     n: int,
-    strategy: Strategy = Strategy.diverse_margin,
+    strategy: Strategy | str = Strategy.diverse_margin,
     seed: int = 0,
 ) -> np.ndarray:
     """The rows to label next, the least sure first.
@@ -57,6 +57,7 @@ def select_to_label(
     """
     if n < 1:
         raise ValueError(f"n={n}: pick at least one text.")
+    strategy = Strategy(strategy)  # a plain string too: 'margin' is Strategy.margin
     m = margins(probs)  # (N,)
     total = len(m)
     if strategy is Strategy.random:
