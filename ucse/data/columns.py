@@ -246,6 +246,14 @@ def spellings(labels: list) -> dict[str, str]:
     return best
 
 
+def unambiguous_spellings(names: list[str]) -> dict[str, str]:
+    """``similar_key`` -> the one name of ``names`` with that key (keys shared by two names are left out)."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(similar_key(name), []).append(name)
+    return {k: alike[0] for k, alike in groups.items() if len(alike) == 1}
+
+
 def respell(labels: list, canon: dict[str, str]) -> tuple[list, Counter]:
     """``labels`` with each name replaced by its key's spelling in ``canon``; and how often each was replaced.
 

@@ -20,7 +20,7 @@ from ucse.data.columns import (
     read_columns,
     refuse_label_lists,
     respell,
-    similar_key,
+    unambiguous_spellings,
 )
 from ucse.data.files import read_file
 from ucse.data.tasks import DataError
@@ -61,13 +61,9 @@ def read_labelled_file(
     # a run of integer labels scores the ids themselves, not the label_text names beside them
     texts, labels, _, used = read_columns(raw, text_column, label_column, EVAL_KEYS, not integer_labels)
     refuse_label_lists(raw, labels, used, EVAL_KEYS)
-    if (
-        not integer_labels
-    ):  # 'billing ' for the run's 'Billing': read as it, where no other run label is alike
-        groups: dict[str, list[str]] = {}
-        for name in label_names:
-            groups.setdefault(similar_key(name), []).append(name)
-        labels, changed = respell(labels, {k: names[0] for k, names in groups.items() if len(names) == 1})
+    # a name alike to exactly one run label ('billing ' for 'Billing') is read as that label
+    if not integer_labels:
+        labels, changed = respell(labels, unambiguous_spellings(list(label_names)))
         if changed:
             logger.info(
                 "%s: read %s as the run's labels (they differ only in letter case, spaces or Unicode form)",

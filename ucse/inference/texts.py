@@ -74,8 +74,9 @@ def as_labels(y: Any, n_texts: int) -> tuple[np.ndarray, np.ndarray, list[Any]]:
     several = (
         "several labels per text (multi-label classification) are not supported: give one label per text"
     )
-    lists = (list, tuple, set, frozenset, np.ndarray)
-    if getattr(y, "ndim", 1) == 1 and hasattr(y, "__len__") and any(isinstance(v, lists) for v in y):
+    from ucse.data.checks import LISTS, none_if_na  # the data layer's label rules (pandas: imported here)
+
+    if getattr(y, "ndim", 1) == 1 and hasattr(y, "__len__") and any(isinstance(v, LISTS) for v in y):
         # lists of labels: np.asarray fails on ragged ones with numpy's own words, hashing on sets
         raise ValueError(f"y holds lists of labels; {several}, or fit one yes/no classifier per label.")
     given, labels = np.asarray(y), np.asarray(y, dtype=object)
@@ -87,8 +88,6 @@ def as_labels(y: Any, n_texts: int) -> tuple[np.ndarray, np.ndarray, list[Any]]:
         raise ValueError(f"y has shape {labels.shape}, a column per label; {several} (one column of y).")
     if labels.ndim != 1 or len(labels) != n_texts:
         raise ValueError(f"y has shape {labels.shape}; fit needs one label per text ({n_texts} texts).")
-    from ucse.data.checks import none_if_na  # the data layer's missing markers (pandas: imported here)
-
     missing = [i for i, v in enumerate(labels) if none_if_na(v) is None]
     if missing:
         raise ValueError(
