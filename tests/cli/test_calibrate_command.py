@@ -320,9 +320,8 @@ def test_a_target_prior_multiplies_the_probabilities_by_the_target_over_the_trai
     assert _profile(run) == saved
     shares = "uncertainty.calibration.target_shares.music=0.6"  # money and pets share the other 0.4
     assert main(["calibrate", f"run={run}", *prior, shares]) == 0
-    assert "class prior: train -> target (held-out rows weighted to the target mix: macro-F1 " in (
-        capsys.readouterr().out
-    )
+    out = capsys.readouterr().out
+    assert "class prior: train -> target (held-out rows weighted to the target mix: macro-F1 " in out
     after = load_uncertainty_profile(run / "head")
     counts = np.asarray(after.info["class_prior"]["counts"], dtype=np.float64)
     pi = counts / counts.sum()
@@ -330,6 +329,12 @@ def test_a_target_prior_multiplies_the_probabilities_by_the_target_over_the_trai
     rest = np.array(names) != "music"
     q[rest] = 0.4 * counts[rest] / counts[rest].sum()
     np.testing.assert_allclose(after.info["class_prior"]["target_shares"], q)
+    # The shares in force are printed: the given one, and the others' resolved shares.
+    (mix,) = [line for line in out.splitlines() if line.startswith("target mix in force: ")]
+    assert mix.startswith("target mix in force: music 0.6 (given); "), mix
+    for name, share in zip(names, q, strict=True):
+        if name != "music":
+            assert f"{name} {share:.3g}" in mix, (name, mix)
     logits = torch.randn(50, len(counts), dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     want = before.calibrator.probs(logits) * torch.as_tensor(q / pi)
     torch.testing.assert_close(after.calibrator.probs(logits), want / want.sum(1, keepdim=True))
@@ -346,6 +351,7 @@ def test_a_target_prior_multiplies_the_probabilities_by_the_target_over_the_trai
     assert main(["calibrate", f"run={run}", new]) == 0, capsys.readouterr().err
     assert dict(from_yaml(run / "config.yaml").uncertainty.calibration.target_shares) == {"pets": 0.5}
     assert main(["calibrate", f"run={run}", "uncertainty.calibration.target_shares.music=0.2"]) == 0
+    assert "target mix in force: pets 0.5, music 0.2 (given); money 0.3 (the rest" in capsys.readouterr().out
     assert dict(from_yaml(run / "config.yaml").uncertainty.calibration.target_shares) == {
         "pets": 0.5,
         "music": 0.2,

@@ -12,8 +12,9 @@ Usage:
 The head's outputs come from the hidden states the run cached, so this takes seconds; the calibration,
 default score, abstention threshold and conformal quantile are refitted on the validation split (the
 out-of-fold outputs for a head chosen by cross-validation) and replace the old profile in ``head/``; the
-run's ``config.yaml`` records the new ``uncertainty`` settings (a ``target_shares`` given replaces the
-recorded mix, and another ``prior`` drops it). Besides ``run=``: ``data_root=`` (the data
+run's ``config.yaml`` records the new ``uncertainty`` settings (``target_shares={...}`` replaces the
+recorded mix, ``target_shares.<label>=`` changes that label's share and keeps the others', another ``prior``
+drops them; the shares in force are printed). Besides ``run=``: ``data_root=`` (the data
 moved since training), ``trust_remote_code=true`` (the backbone's own model code; only from you).
 """
 
@@ -83,6 +84,31 @@ def _prior(before: UncertaintyProfile, after: UncertaintyProfile) -> str:
     return f"{old} -> {new}{figures}"
 
 
+def _mix(run: str, after: UncertaintyProfile) -> str | None:
+    """``target mix in force: music 0.6 (given); money 0.27, pets 0.13 (the rest, as trained)``.
+
+    Read back from the run's ``config.yaml`` (what later calls merge into) and the profile's resolved mix, so
+    a user sees which shares stand after several calls; ``None`` when the prior is not ``target``.
+    """
+    from ucse.config import from_yaml
+    from ucse.config.run_layout import RunFolder
+    from ucse.heads.saved_config import read_config
+
+    shares = (after.info.get("class_prior") or {}).get("target_shares")
+    if after.calibrator.prior.value != "target" or not isinstance(shares, list):
+        return None
+    folder = RunFolder(run)
+    given = from_yaml(folder.config).uncertainty.calibration.target_shares or {}
+    names = read_config(folder.head / "config.json")[0]["meta"].get("label_names")  # checked there
+    if not isinstance(names, list) or len(names) != len(shares):
+        names = [str(i) for i in range(len(shares))]
+    given = {str(k): float(v) for k, v in dict(given).items()}
+    named = ", ".join(f"{k} {v:.3g}" for k, v in given.items())
+    rest = [f"{n} {v:.3g}" for n, v in zip(names, shares, strict=True) if str(n) not in given]
+    shown = ", ".join(rest[:8]) + (f", ... ({len(rest)} labels)" if len(rest) > 8 else "")
+    return f"target mix in force: {named} (given)" + (f"; {shown} (the rest, as trained)" if rest else "")
+
+
 def main(argv: list[str]) -> int:
     """Parse ``run=`` and ``uncertainty.*`` tokens, refit, print what changed."""
     if wants_help(argv):
@@ -110,6 +136,9 @@ def main(argv: list[str]) -> int:
             before, after = refit_run_profile(own["run"], rest, own.get("data_root"), trust == "true")
         print(f"run: {own['run']}")
         print(f"class prior: {_prior(before, after)}")
+        mix = _mix(own["run"], after)
+        if mix:
+            print(mix)
         print(f"abstention: {_threshold(before)} -> {_threshold(after)}")
         print(f"out-of-scope flag: {_flag(before)} -> {_flag(after)}")
         print(f"score: {before.score.value} -> {after.score.value}; profile saved in {own['run']}/head")
