@@ -471,9 +471,36 @@ def test_lists_of_labels_fail_in_one_line_saying_multi_label(tmp_path, fmt):
         load_task_data(write_rows(tmp_path / f"tags.{fmt}", rows))
     msg = str(err.value)
     assert "\n" not in msg and "multi-label" in msg and "30 of 30 rows" in msg
-    assert ("line 1" if fmt == "jsonl" else "row 0") in msg and "['login']" in msg
+    # the first row with several labels shows what the file holds (row 0 has one)
+    assert ("line 2" if fmt == "jsonl" else "row 1") in msg and "['billing', 'refund']" in msg
     with pytest.raises(DataError, match="multi-label"):  # in memory too
         load_task_data(([r["text"] for r in rows], [r["label"] for r in rows]))
+
+
+@pytest.mark.parametrize("spelling", [str, json.dumps])
+def test_lists_written_as_text_in_a_csv_fail_like_lists(tmp_path, caplog, spelling):
+    # a multi-label export to CSV ("['billing', 'refund']") trained each combination as a label of its own
+    tags = [["billing", "refund"], ["login"], ["refund"]]
+    rows = [{"text": f"text {i}", "label": spelling(tags[i % 3])} for i in range(30)]
+    with pytest.raises(DataError) as err:
+        load_task_data(write_rows(tmp_path / "tags.csv", rows))
+    msg = str(err.value)
+    assert "\n" not in msg and "multi-label" in msg and "written as text" in msg and "30 of 30 rows" in msg
+    assert "tags.csv line 2" in msg and repr(spelling(tags[0])) in msg
+    # every list holds one label: the fix is to write it alone
+    single = [{"text": r["text"], "label": spelling(tags[i % 3][:1])} for i, r in enumerate(rows)]
+    with pytest.raises(DataError) as err:
+        load_task_data(write_rows(tmp_path / "one.csv", single))
+    msg = str(err.value)
+    assert "one-item list written as text" in msg and "write the label alone ('billing')" in msg
+    assert "multi-label" not in msg
+    # a few among plain labels: trained as they are, named in the joined-labels warning
+    few = own_rows(60) + [{"text": f"both {i}", "label": spelling([NAMES[0], NAMES[1]])} for i in range(3)]
+    few += [{"text": f"odd {i}", "label": "[draft]"} for i in range(3)]  # brackets, but no list
+    td = load_task_data(write_rows(tmp_path / "few.csv", few))
+    assert spelling([NAMES[0], NAMES[1]]) in td.label_names and "[draft]" in td.label_names
+    warned = [r.getMessage() for r in caplog.records if "joined by a separator" in r.getMessage()]
+    assert len(warned) == 1 and "1 label(s)" in warned[0] and "draft" not in warned[0]
 
 
 def test_labels_that_join_other_labels_are_named_and_others_left_alone(tmp_path, caplog):

@@ -7,6 +7,8 @@ labels the same way; each names its settings in its own spelling (``data.text_co
 
 from __future__ import annotations
 
+import ast
+import json
 import re
 import shlex
 import unicodedata
@@ -173,22 +175,62 @@ def check_split(
     return kept, len(texts) - len(keep)
 
 
+def list_in_text(value: Any) -> list | None:
+    """The labels of a label cell that is a list written as text (``"['billing', 'refund']"``), else None.
+
+    A multi-label export to CSV writes Python's or JSON's spelling of a list; read as it is, each combination
+    would be a label of its own. Parsed with ``json`` or ``ast.literal_eval`` (literals only, never code),
+    and only for short bracketed cells.
+    """
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if not (text.startswith("[") and text.endswith("]")) or len(text) > 2000:
+        return None
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        try:
+            parsed = ast.literal_eval(text)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            return None
+    if not isinstance(parsed, list) or not all(isinstance(p, (str, int)) for p in parsed):
+        return None
+    return parsed
+
+
 def refuse_label_lists(raw: RawSplit, labels: list, column: str, keys: ColumnKeys) -> None:
     """Fail in one line where most labels are lists: several labels per text (multi-label data).
 
     Each such row would otherwise be reported as a bad label one by one, and dropping them (the fix that
-    message offers) drops the data. A stray list among single labels stays a bad row of its own.
+    message offers) drops the data. A stray list among single labels stays a bad row of its own. Lists
+    written as text (a CSV export's ``"['billing', 'refund']"``) count as lists; where every one of them holds
+    a single label, the fix is to write the label alone.
     """
-    lists = [i for i, v in enumerate(labels) if isinstance(v, LISTS)]
+    parsed = [
+        v.tolist() if isinstance(v, np.ndarray) else v if isinstance(v, LISTS) else list_in_text(v)
+        for v in labels
+    ]
+    lists = [i for i, v in enumerate(parsed) if v is not None]
     if not lists or 2 * len(lists) < len(labels):
         return
     lines = raw.lines()
-    first = lists[0]
+    several = [i for i in lists if len(parsed[i]) > 1]
+    first = (several or lists)[0]  # a row with several labels shows what the file holds
     place = f"line {lines[first]}" if lines else f"row {first}"
     value = labels[first].tolist() if isinstance(labels[first], np.ndarray) else labels[first]
+    as_text = " written as text" if isinstance(value, str) else ""
+    shown_value = repr(value) if as_text else str(value)
+    if not several:
+        alone = str(list(parsed[first])[0])
+        raise DataError(
+            f"{raw.where} {place}: {column!r} holds each label as a one-item list{as_text} "
+            f"({shown_value[:80]}; {len(lists)} of {len(labels)} rows do): write the label alone "
+            f"({alone!r}) in each row; ucse trains one label per text."
+        )
     raise DataError(
-        f"{raw.where} {place}: {column!r} holds a list of labels ({str(value)[:80]}; {len(lists)} of "
-        f"{len(labels)} rows do): ucse trains one label per text, so several labels per text (multi-label "
+        f"{raw.where} {place}: {column!r} holds a list of labels{as_text} ({shown_value[:80]}; {len(lists)} "
+        f"of {len(labels)} rows do): ucse trains one label per text, so several labels per text (multi-label "
         f"classification) are not supported. Keep one label per row, or train one yes/no classifier per "
         f"label (a yes/no column for each, passed as {keys.label}=<column>)."
     )

@@ -31,7 +31,15 @@ import pandas as pd
 
 from ucse.config import DataConfig, TaskConfig, default_task_name
 from ucse.data.checks import none_if_na, shown
-from ucse.data.columns import check_split, label_kind, read_columns, respell, similar_key, spellings
+from ucse.data.columns import (
+    check_split,
+    label_kind,
+    list_in_text,
+    read_columns,
+    respell,
+    similar_key,
+    spellings,
+)
 from ucse.data.duplicates import text_groups, text_key
 from ucse.data.files import SPLIT_FILES, RawSplit, read_path
 from ucse.data.splitting import KEEP_WHOLE_ROWS, assemble, carve, check_carvable
@@ -188,7 +196,9 @@ def _warn_joined(names: list[str], where: str, column: str) -> None:
     known = {n.strip().casefold() for n in names}
     joined = []
     for n in names:
-        parts = [p.casefold() for p in JOINERS.split(n.strip()) if p]
+        written = list_in_text(n)  # "['billing', 'refund']": a list written as text
+        split = [str(p).strip() for p in written] if written is not None else JOINERS.split(n.strip())
+        parts = [p.casefold() for p in split if p]
         if len(parts) > 1 and all(p in known for p in parts):
             joined.append(n)
     if joined:
