@@ -133,8 +133,15 @@ def review_note(review: dict) -> str:
     doubted, rows, below = review.get("doubted"), review.get("rows"), pct(review.get("below"))
     if doubted == 0:
         return f"none of {rows} held-out texts gets under {below} for its own label"
+    cut = review.get("doubted_cut")
+    cut = (
+        f"; {cut} of them read only up to the token limit (column 'cut')"
+        if isinstance(cut, int) and cut > 0
+        else ""
+    )
     return (
-        f"{doubted} of {rows} held-out texts get under {below} for their own label: check those labels first"
+        f"{doubted} of {rows} held-out texts get under {below} for their own label: check those labels "
+        f"first{cut}"
     )
 
 

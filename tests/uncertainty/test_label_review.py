@@ -58,10 +58,18 @@ def test_the_file_reads_back_row_for_row_and_is_never_replaced(tmp_path):
             "p_label": f"{p[i]:.4f}",
             "suggested": names[s],
             "p_suggested": f"{probs[i, s]:.4f}",
+            "cut": "",
         }
     best_other = [max(probs[i, c] for c in range(3) if c != y[i]) for i in range(30)]
     doubted = sum(p[i] < DOUBT and p[i] < best_other[i] for i in range(30))
-    assert record == {"rows": 30, "doubted": doubted, "below": DOUBT} and doubted > 0
+    assert record == {"rows": 30, "doubted": doubted, "below": DOUBT, "doubted_cut": 0} and doubted > 0
+    # texts the backbone read only in part are marked, and counted among the doubted
+    cut = np.arange(30) % 2 == 0
+    record = write_label_review(tmp_path / "cut.csv", texts, y, probs, names, cut)
+    assert [r["cut"] for r in _read(tmp_path / "cut.csv")] == ["yes" if cut[i] else "" for i in order]
+    assert record["doubted_cut"] == sum(p[i] < DOUBT and p[i] < best_other[i] and cut[i] for i in range(30))
+    with pytest.raises(ValueError, match="30 texts and"):
+        write_label_review(tmp_path / "short.csv", texts, y, probs, names, cut[:3])
     before = path.read_bytes()
     with pytest.raises(FileExistsError):
         write_label_review(path, texts[:1], y[:1], probs[:1], names)
@@ -87,6 +95,9 @@ def test_near_uniform_probabilities_doubt_no_row_whose_own_label_leads(tmp_path)
 def test_the_summary_note_asks_for_a_check_only_when_a_text_is_doubted():
     some = review_note({"doubted": 3, "rows": 48, "below": 0.1})
     assert some == "3 of 48 held-out texts get under 10.00 % for their own label: check those labels first"
+    cut = review_note({"doubted": 3, "rows": 48, "below": 0.1, "doubted_cut": 2})
+    assert cut == some + "; 2 of them read only up to the token limit (column 'cut')"
+    assert review_note({"doubted": 3, "rows": 48, "below": 0.1, "doubted_cut": 0}) == some
     none = review_note({"doubted": 0, "rows": 48, "below": 0.1})
     assert none == "none of 48 held-out texts gets under 10.00 % for its own label"
 
@@ -134,14 +145,20 @@ def test_a_run_ranks_its_planted_mislabelled_rows_first(tmp_path, tiny_bert_dir)
 
 
 def test_a_single_heads_review_is_its_validation_rows_at_predicts_probabilities(tmp_path, tiny_bert_dir):
+    from transformers import AutoTokenizer
+
     from ucse.inference.classifier import UcseClassifier
 
-    train_rows(tmp_path, tiny_bert_dir, own_rows(300, seed=11), "head=logreg")
+    # 10 tokens: some texts are cut there, and the file says which (a tokenizer's count as the reference)
+    train_rows(tmp_path, tiny_bert_dir, own_rows(300, seed=11), "head=logreg", "backbone.max_length=10")
     run = tmp_path / "run"
     review = _read(run / "label_review.csv")
     cfg = from_yaml(run / "config.yaml")
     data = load_classification(cfg.task, cfg.data, cfg.seed)
     assert sorted(r["text"] for r in review) == sorted(data.texts("validation"))
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    want = ["yes" if len(tok(r["text"])["input_ids"]) >= 10 else "" for r in review]
+    assert [r["cut"] for r in review] == want and 0 < want.count("yes") < len(want)
     clf = UcseClassifier.from_pretrained(run, device="cpu")
     probs = clf.predict_proba([r["text"] for r in review])
     given = [list(clf.classes_).index(r["label"]) for r in review]

@@ -300,6 +300,10 @@ class FrozenBackbone:
         tok = self._encode(texts) if tokenized is None else tokenized
         return tok.lengths() - self._prefix_skip(tok)
 
+    def cut(self, texts: Sequence[str]) -> np.ndarray:
+        """(N,) True where a text reaches the token limit: its end may be unread (one that long counts)."""
+        return self._encode(texts).lengths() >= self._read_limit
+
     def _forward(self, features: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """Run one padded batch; return fp32 hidden (B, T, H) with zeroed pads and mask (B, T)."""
         inputs = {k: v.to(self.device) for k, v in features.items()}

@@ -262,14 +262,11 @@ def fit_for_run(
             tune = ocfg.threshold is not OodThreshold.tpr  # tpr keeps the guarantee, reports the examples
             apply_examples(profile.ood, encoder, profile.calibrator, examples, tune)
     if review and not folder.label_review.exists():  # the rows the held-out outputs belong to (see above)
-        rows = (
-            data.texts("train") + data.texts("validation")
-            if heldout is not None
-            else data.texts("validation")
-        )
+        rows = data.texts("validation") if heldout is None else data.texts("train") + data.texts("validation")
         texts = rows[len(rows) - len(val_labels) :]
+        cut = encoder.backbone.cut(texts)  # the rows the backbone read only up to its token limit
         profile.info["label_review"] = write_label_review(
-            folder.label_review, texts, val_labels, probs.numpy(), data.label_names
+            folder.label_review, texts, val_labels, probs.numpy(), data.label_names, cut
         )
     profile.save(folder.head)
     return profile

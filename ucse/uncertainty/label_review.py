@@ -32,9 +32,10 @@ DOUBT = 0.1
 calibrated model, texts given that probability carry that label about 1 time in 10) and another label is more
 probable: with many labels and near-uniform probabilities (2 rows per label), every row fell under 10 % and
 was counted, its own label often the most probable one."""
-COLUMNS = ("rank", "text", "label", "p_label", "suggested", "p_suggested")
+COLUMNS = ("rank", "text", "label", "p_label", "suggested", "p_suggested", "cut")
 """``label_review.csv``'s columns: the row's text and given label, the probability the held-out models give
-that label, and their most probable other label with its probability."""
+that label, their most probable other label with its probability, and ``yes`` where the backbone read the
+text only up to its token limit (a label that rests on the unread end looks wrong to the models)."""
 
 
 def review_order(probs: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -59,6 +60,7 @@ def write_label_review(
     labels: np.ndarray,
     probs: np.ndarray,
     names: Sequence[str],
+    cut: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """Write the review file (a new file; an existing one is left alone) and say what it holds.
 
@@ -68,13 +70,19 @@ def write_label_review(
         labels: (N,) their given labels.
         probs: (N, C) their calibrated held-out probabilities.
         names: the label names, in id order.
+        cut: (N,) True where the backbone read the text only up to its token limit, or ``None`` (unknown:
+            the column is left empty).
 
     Returns:
         ``{"rows": N, "doubted": rows whose own label gets < DOUBT and less than another label, "below":
-        DOUBT}`` (saved in the profile's ``info["label_review"]`` for the summary).
+        DOUBT, "doubted_cut": the doubted rows that were cut}`` (saved in the profile's
+        ``info["label_review"]`` for the summary).
     """
     if len(texts) != len(labels) or len(labels) != len(probs):
         raise ValueError(f"{len(texts)} texts, {len(labels)} labels and {len(probs)} probability rows")
+    cut = np.zeros(len(texts), dtype=bool) if cut is None else np.asarray(cut, dtype=bool)
+    if cut.shape != (len(texts),):
+        raise ValueError(f"{len(texts)} texts and {cut.shape} cut flags")
     p = np.asarray(probs, dtype=np.float64)
     order, p_label = review_order(p, labels)
     others = p.copy()
@@ -87,8 +95,21 @@ def write_label_review(
     for rank, i in enumerate(order, start=1):
         s = int(suggested[i])
         out.writerow(
-            [rank, texts[i], names[int(labels[i])], f"{p_label[i]:.4f}", names[s], f"{p_suggested[i]:.4f}"]
+            [
+                rank,
+                texts[i],
+                names[int(labels[i])],
+                f"{p_label[i]:.4f}",
+                names[s],
+                f"{p_suggested[i]:.4f}",
+                "yes" if cut[i] else "",
+            ]
         )
     atomic.write_text(path, buf.getvalue(), replace=False)
     doubted = (p_label < DOUBT) & (p_label < p_suggested)
-    return {"rows": len(order), "doubted": int(doubted.sum()), "below": DOUBT}
+    return {
+        "rows": len(order),
+        "doubted": int(doubted.sum()),
+        "below": DOUBT,
+        "doubted_cut": int((doubted & cut).sum()),
+    }

@@ -114,7 +114,7 @@ def review_run(
         )
         c_value = info["C"]
     probs, t, k = cross_fitted_probs(x, y, c_value, folds, cfg.seed, cfg.head.logreg_max_iter, groups)
-    info = write_label_review(target, texts, y, probs, list(data.label_names))
+    info = write_label_review(target, texts, y, probs, list(data.label_names), encoder.backbone.cut(texts))
     return target, {**info, "C": c_value, "folds": k, "temperature": t}
 
 
