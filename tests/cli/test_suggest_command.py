@@ -109,20 +109,46 @@ def test_diverse_picks_and_copies_offered_once(tiny_clf_run, tmp_path, capsys):
     [
         (["n=0"], "n=0 must be >= 1"),
         (["strategy=entropy"], r"expected one of \[diverse_margin, margin, random\]"),
-        (["id_column=guess"], "The column name 'guess' would appear twice in the output"),
+        (["id_column=text"], "id_column=text: the output's text column is named 'text' .* pick another"),
         (["text_column=body"], "text_column=body: input=.* is one text per line"),
     ],
 )
 def test_bad_arguments_are_one_line(tiny_clf_run, tmp_path, capsys, extra, said):
     (tmp_path / "pool.txt").write_text("a text\nanother\n")
     input_ = tmp_path / "pool.txt"
-    if "id_column=guess" in extra:
+    if "id_column=text" in extra:
         input_ = tmp_path / "pool.csv"
-        pd.DataFrame({"guess": [1, 2], "text": ["a text", "another"]}).to_csv(input_, index=False)
+        pd.DataFrame({"body": [1, 2], "text": ["a text", "another"]}).to_csv(input_, index=False)
     assert main(["suggest", f"run={tiny_clf_run}", f"input={input_}", *extra]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert re.search(said, err)
+
+
+def test_an_id_column_named_like_an_added_field_keeps_its_name_and_the_field_gives_way(
+    tiny_clf_run, tmp_path, capsys
+):
+    # it failed with "rename it in the input": the user's ids are called "guess" in their own sheet
+    from ucse.inference.suggest import field_names
+
+    texts = _texts(6)
+    pd.DataFrame({"guess": [f"g{i}" for i in range(6)], "text": texts}).to_csv(
+        tmp_path / "p.csv", index=False
+    )
+    out = tmp_path / "next.csv"
+    args = [f"run={tiny_clf_run}", f"input={tmp_path / 'p.csv'}", "id_column=guess", "n=3", f"out={out}"]
+    assert main(["suggest", *args]) == 0
+    rows = list(csv.DictReader(io.StringIO(out.read_text())))
+    assert list(rows[0]) == ["guess", "text", "label", "suggest_guess", "confidence", "margin", "line"]
+    assert all(r["guess"] == f"g{int(r['line']) - 1}" and r["suggest_guess"] in NAMES for r in rows)
+    assert "fields renamed beside columns of that name: guess -> suggest_guess" in capsys.readouterr().err
+    # the run's own columns win too, and a renamed field never lands on another taken name
+    assert field_names(("line", "suggest_line")) == {
+        "guess": "guess",
+        "confidence": "confidence",
+        "margin": "margin",
+        "line": "suggest_suggest_line",
+    }
 
 
 def test_an_existing_output_is_never_replaced(tiny_clf_run, tmp_path, capsys):
@@ -176,6 +202,10 @@ def test_rows_already_labelled_in_the_runs_label_column_are_no_candidates(tiny_c
         capsys.readouterr().err.strip()
         == "no text to label among the 4: left out 4 already labelled in 'label' (or copies of such)."
     )
+    # to a file: none is written (an empty one had to be replaced by the next call, with overwrite=true)
+    empty = tmp_path / "none.csv"
+    assert main(["suggest", f"run={tiny_clf_run}", f"input={full}", f"out={empty}"]) == 0
+    assert not empty.exists() and f"; nothing written to {empty}." in capsys.readouterr().err
 
 
 def test_predicts_own_output_is_a_pool_of_unlabelled_texts(tiny_clf_run, tmp_path, capsys):

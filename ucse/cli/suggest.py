@@ -8,9 +8,10 @@ The run's model reads every text once; the picks are the texts it is least sure 
 its two likeliest labels), one per cluster of similar texts, the least sure first. Each row: [the id,] the
 text and an empty label under the run's own column names (fill it in, then add the rows to the training file
 and train again), ``guess`` (the label the model would answer), ``confidence``, ``margin`` and ``line`` (the
-text's position in the input). Rows of a table input that already hold a value in the run's label column are
-no candidates (one sheet, some rows labelled). ``strategy=random`` picks at random: the baseline, to
-measure what the uncertainty buys on your data.
+text's position in the input; ``suggest_<field>`` where the run's columns or the id column have that name).
+Where nothing is left to pick, no file is written. Rows of a table input that already hold a value in the
+run's label column are no candidates (one sheet, some rows labelled). ``strategy=random`` picks at random:
+the baseline, to measure what the uncertainty buys on your data.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import sys
 from ucse.cli import run_cli
 from ucse.cli.help import format_fields, show, wants_help
 from ucse.cli.predict import check_run_and_files, loaded_classifier, trained_text_column
-from ucse.inference.config import SUGGEST_FIELDS, SuggestConfig, build_suggest_config
+from ucse.inference.config import SuggestConfig, build_suggest_config
+from ucse.inference.suggest import field_names
 
 
 def help_text() -> str:
@@ -56,13 +58,15 @@ def main(argv: list[str]) -> int:
         head_dir, run = check_run_and_files(cfg)
         column = cfg.text_column or trained_text_column(run, cfg.input)  # the one read
         written = _output_columns(run)
-        taken = [c for c in written if c in SUGGEST_FIELDS]
-        if cfg.id_column in (*SUGGEST_FIELDS, *written) or taken:
-            clash = cfg.id_column if cfg.id_column in (*SUGGEST_FIELDS, *written) else taken[0]
+        if cfg.id_column in written:
+            role = "text" if cfg.id_column == written[0] else "label"
             raise ConfigError(
-                f"The column name {clash!r} would appear twice in the output (its fields: text and label "
-                f"columns, {', '.join(SUGGEST_FIELDS)}); rename it in the input, or pick another id_column."
+                f"id_column={cfg.id_column}: the output's {role} "
+                f"column is named {cfg.id_column!r} (the run's own name, kept so the rows can go back into "
+                f"the training file); pick another id_column."
             )
+        fields = field_names((*written, *((cfg.id_column,) if cfg.id_column else ())))
+        renamed = [f"{f} -> {n}" for f, n in fields.items() if f != n]
         texts, ids = read_texts_and_ids(cfg.input, column, cfg.id_column, sole_column=cfg.text_column is None)
         from ucse.data.texts import labelled_rows
         from ucse.inference.suggest import suggest_to_label, suggestion_rows
@@ -74,7 +78,9 @@ def main(argv: list[str]) -> int:
             clf, texts, cfg.n, cfg.strategy, cfg.seed, cfg.include_out_of_scope, progress, labelled
         )
         with_ids = None if ids is None else (cfg.id_column, ids)
-        write_predictions(suggestion_rows(texts, picks, written, with_ids), cfg.out, cfg.overwrite)
+        if len(picks.positions) or cfg.out == "-":  # no empty file that a later call would have to replace
+            rows = suggestion_rows(texts, picks, written, with_ids, fields)
+            write_predictions(rows, cfg.out, cfg.overwrite)
         copies = f"{picks.copies} cop{'y' if picks.copies == 1 else 'ies'} of earlier texts"
         left = (
             [f"{picks.labelled} already labelled in {written[1]!r} (or copies of such)"]
@@ -85,14 +91,18 @@ def main(argv: list[str]) -> int:
         if picks.out_of_scope:
             left.append(f"{picks.out_of_scope} flagged out of scope (include_out_of_scope=true keeps them)")
         if not len(picks.positions):  # on stderr, even with out=-: an empty answer is never silent
-            print(f"no text to label among the {len(texts)}: left out {', '.join(left)}.", file=sys.stderr)
+            kept = "" if cfg.out == "-" else f"; nothing written to {cfg.out}"
+            print(
+                f"no text to label among the {len(texts)}: left out {', '.join(left)}{kept}.", file=sys.stderr
+            )
         elif cfg.out != "-":
+            said = f" (fields renamed beside columns of that name: {', '.join(renamed)})" if renamed else ""
             span = f"margins {picks.margin.min():.3f}-{picks.margin.max():.3f}"
             order = "in drawn order" if cfg.strategy.value == "random" else "the least sure first"
             print(
                 f"{len(picks.positions)} of {len(texts)} texts to label -> {cfg.out} ({cfg.strategy.value}; "
                 f"{span}, {order}{'; left out: ' + ', '.join(left) if left else ''}): fill in "
-                f"{written[1]!r}, add the rows to the training file and train again.",
+                f"{written[1]!r}, add the rows to the training file and train again{said}.",
                 file=sys.stderr,
             )
         return 0

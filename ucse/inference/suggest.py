@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ucse.data.duplicates import text_key
+from ucse.inference.config import SUGGEST_FIELDS
 from ucse.uncertainty.acquisition import Strategy, margins, select_to_label
 
 if TYPE_CHECKING:
@@ -115,6 +116,7 @@ def suggestion_rows(
     picks: Suggestions,
     columns: tuple[str, str],
     ids: tuple[str, list[Any]] | None = None,
+    fields: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """The rows ``ucse suggest`` writes, least sure first.
 
@@ -123,11 +125,13 @@ def suggestion_rows(
         picks: :func:`suggest_to_label`'s answer.
         columns: the run's (text column, label column) names: the label column is left empty to fill in.
         ids: ``(id column, one id per input text)`` to copy into each row first, or ``None``.
+        fields: the added fields' names (:func:`field_names`); ``None``: their own.
 
     Returns:
         Per pick: [the id,] the text, an empty label, ``guess``, ``confidence`` and ``margin`` (to 4
         decimals: a file for people), ``line`` (the text's 1-based position in the input).
     """
+    name = fields or {f: f for f in SUGGEST_FIELDS}
     guesses = picks.guess.tolist()  # Python values: ints stay ints, names strings
     rows = []
     for k, i in enumerate(picks.positions.tolist()):
@@ -135,10 +139,27 @@ def suggestion_rows(
         row |= {
             columns[0]: texts[i],
             columns[1]: "",
-            "guess": guesses[k],
-            "confidence": round(float(picks.confidence[k]), 4),
-            "margin": round(float(picks.margin[k]), 4),
-            "line": i + 1,
+            name["guess"]: guesses[k],
+            name["confidence"]: round(float(picks.confidence[k]), 4),
+            name["margin"]: round(float(picks.margin[k]), 4),
+            name["line"]: i + 1,
         }
         rows.append(row)
     return rows
+
+
+def field_names(own: tuple[str, ...]) -> dict[str, str]:
+    """The added fields' names in the output: their own, or ``suggest_<field>`` where a column has it.
+
+    ``own``: the run's text and label columns and the id column. The run's column names are fixed by the
+    training file the rows go back to, so the added fields give way.
+    """
+    taken = set(own)
+    out = {}
+    for f in SUGGEST_FIELDS:
+        new = f
+        while new in taken:
+            new = f"suggest_{new}"
+        out[f] = new
+        taken.add(new)
+    return out
