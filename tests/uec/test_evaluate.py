@@ -146,6 +146,8 @@ def test_run_ensemble_end_to_end_on_tiny_sts(tiny_bert_dir, tmp_path):
     )
     report = _run_sts(tmp_path, "tiny.yaml")
     assert (tmp_path / "out" / "ensemble.md").is_file() and (tmp_path / "out" / "weights.png").is_file()
+    # out= given: nothing is written beside it (the per-task weight summary went to its parent folder)
+    assert not (tmp_path / "weights_by_task.png").exists()
     rows = report["results"]
     expected_rows = {
         "uec",

@@ -79,7 +79,8 @@ def fit_procrustes(source: torch.Tensor, target: torch.Tensor, member: str = "?"
         raise AlignmentError(
             f"member {member}: cannot align a {x.shape[1]}-d space to a {y.shape[1]}-d one from "
             f"{len(x)} texts; an orthogonal map needs >= {need} fitting texts (use more train texts, "
-            "or members of one space)"
+            "members of one space, or `align: blocks` in the ensemble config: each member in its own block, "
+            "no map)"
         )
     if not (bool(torch.isfinite(x).all()) and bool(torch.isfinite(y).all())):
         raise AlignmentError(f"member {member}: non-finite means in the alignment texts")
@@ -92,7 +93,8 @@ def fit_procrustes(source: torch.Tensor, target: torch.Tensor, member: str = "?"
     if rank < (need + 1) // 2:
         raise AlignmentError(
             f"member {member}: the cross-covariance of the two spaces is rank-deficient (rank {rank} of "
-            f"{need}; singular values {float(s[0]):.3g} ... {float(s[-1]):.3g}); the spaces cannot be aligned"
+            f"{need}; singular values {float(s[0]):.3g} ... {float(s[-1]):.3g}); the spaces cannot be "
+            "aligned (`align: blocks` in the ensemble config keeps each member in its own block, with no map)"
         )
     rotation = u @ vh  # (D_k, D)
     resid = float((x @ rotation - y).norm() / y.norm())

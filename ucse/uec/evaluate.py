@@ -304,8 +304,9 @@ def run_ensemble(cfg: EvalConfig) -> dict:
     write_json(out / "ensemble.json", report)
     write_text(out / "ensemble.md", _markdown(report))
     plot_weight_heatmap(torch.stack(list(heat.values())), list(heat), ens.member_ids, out / "weights.png")
-    try:
-        write_weight_summary(out.parent, ens_cfg.name)
+    try:  # beside the default layout's task folders only: a folder given as out= holds only what it asked
+        if not cfg.out:
+            write_weight_summary(out.parent, ens_cfg.name)
     except ValueError as err:  # a by-product: never fail the finished evaluation over it
         logger.warning("no weights_by_task.png in %s: %s", out.parent, err)
     return {
