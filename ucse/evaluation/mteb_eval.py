@@ -8,6 +8,7 @@ The official task object is kept (metadata, protocol: logistic-regression probe,
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -279,14 +280,18 @@ def load_hub_task(task_name: str, eval_splits: Sequence[str] | None = None) -> A
 def _task_result(model: AbsEncoder, task: AbsTask, batch_size: int) -> Any:
     """The ``TaskResult`` of ``model`` on ``task`` from mteb, evaluated afresh (no result cache)."""
     # cache=None: otherwise results go to ~/.cache/mteb and a rerun silently returns the old score.
-    res = mteb.evaluate(
-        model,
-        [task],
-        cache=None,
-        encode_kwargs={"batch_size": batch_size},
-        show_progress_bar=False,
-        co2_tracker=False,
-    )
+    with warnings.catch_warnings():
+        # The task versions are the papers' (MTEB(eng, v2) as the UCSE paper's Table 1 runs them), chosen on
+        # purpose: mteb's "superseded by ... .v2" advice would repeat on every evaluation.
+        warnings.filterwarnings("ignore", message=r"The task .* is superseded by", category=UserWarning)
+        res = mteb.evaluate(
+            model,
+            [task],
+            cache=None,
+            encode_kwargs={"batch_size": batch_size},
+            show_progress_bar=False,
+            co2_tracker=False,
+        )
     return res.task_results[0]
 
 
