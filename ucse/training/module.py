@@ -9,7 +9,7 @@ from typing import Any
 import lightning as L
 import numpy as np
 import torch
-from torchmetrics import MeanMetric, MetricCollection
+from torchmetrics import MetricCollection, SumMetric
 from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionMatrix, MulticlassF1Score
 from transformers import get_linear_schedule_with_warmup
 
@@ -102,7 +102,11 @@ class UcseModule(L.LightningModule):
         self.test_metrics = metrics.clone(prefix="test/")
         # per-label figures of the test split (metrics.json's test_per_label): counted on the device
         self.test_confusion = MulticlassConfusionMatrix(num_classes, ignore_index=LENT)
-        self.val_ce = MeanMetric()  # the validation NLL, per text (lent copies weigh 0)
+        # The validation NLL per text (lent copies weigh 0), as a sum and a count: MeanMetric's default
+        # nan_strategy drops NaN rows (a broken epoch would read as finite) and reads the host every step,
+        # and its "disable" drops the weights (torchmetrics issue 3434).
+        self.val_ce = SumMetric(nan_strategy="disable")
+        self.val_rows = SumMetric(nan_strategy="disable")
         self.test_confusion_counts: np.ndarray | None = None  # (C, C) after a test pass
         self._finite_record: torch.Tensor | None = None  # (7,) first non-finite step, on the device
         self._epoch_sums: torch.Tensor | None = None  # (6,) batch-weighted sums of TRAIN_TERMS this epoch
@@ -306,15 +310,22 @@ class UcseModule(L.LightningModule):
         self.val_metrics.update(logits, y)
         kept = y != LENT  # (B,) no host read: the copies are weighed 0, not dropped
         ce = cross_entropy_rows(logits, y.clamp(min=0))  # (B,)
-        self.val_ce.update(ce, weight=kept.to(ce.dtype))
+        w = kept.to(ce.dtype)
+        self.val_ce.update((ce * w).sum())
+        self.val_rows.update(w.sum())
+
+    def val_nll(self) -> torch.Tensor:
+        """The validation NLL per text so far (NaN where a row's was: a broken epoch is never kept)."""
+        return self.val_ce.compute() / self.val_rows.compute()
 
     def on_validation_epoch_end(self) -> None:
         """Log and reset validation metrics (``val/acc`` selects the best checkpoint)."""
         # compute() already reduced over ranks; sync_dist marks the values as global (no-op on one process).
-        scores = self.val_metrics.compute() | {"val/ce": self.val_ce.compute()}
+        scores = self.val_metrics.compute() | {"val/ce": self.val_nll()}
         self.log_dict(scores, prog_bar=True, sync_dist=True)
         self.val_metrics.reset()
         self.val_ce.reset()
+        self.val_rows.reset()
 
     def test_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> None:
         """Deterministic (mu-based) test metrics."""
