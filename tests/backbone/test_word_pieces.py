@@ -14,7 +14,7 @@ from toy_tasks import REAL_ROOT
 from transformers import PreTrainedTokenizerFast
 
 from ucse.backbone.encoder import FrozenBackbone
-from ucse.backbone.word_pieces import HEAD_CHARS, split_words_message, word_pieces
+from ucse.backbone.word_pieces import HEAD_CHARS, _prose, split_words_message, word_pieces
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 GERMAN = [
@@ -113,6 +113,24 @@ def test_german_among_english_is_said(minilm_tokenizer):
     message = split_words_message(word_pieces(minilm_tokenizer, texts), "minilm-l6")
     assert message is not None and message.startswith("21 of 81 texts are cut into 1.5 or more pieces")
     assert "plain English text: 1.00" in message  # the same tokenizer reads the reference whole
+
+
+def test_code_urls_and_identifiers_in_english_are_not_said_to_be_another_language(minilm_tokenizer):
+    # a ticket queue of stack traces: 9 of 30 were over 1.5 pieces per word, and the warning fired
+    tickets = [
+        "Build fails with NullPointerException in com.acme.payments.InvoiceService.render()",
+        "the getUserById endpoint returns 500 when user_id is null",
+        "webhook from stripe returns 401 invalid signature whsec_abc123",
+        "See https://github.com/acme/payments/issues/4821 for the stack trace",
+        "Error: ENOENT: no such file or directory, open '/var/log/app/config.yaml'",
+    ]
+    found = word_pieces(minilm_tokenizer, tickets * 6)
+    assert found.judged == 30 and found.split == 0 and split_words_message(found, "minilm-l6") is None
+    # the words around the code are still measured; a sentence without ASCII letters is kept whole
+    assert _prose(tickets[1]) == "the endpoint returns 500 when is null"
+    assert _prose("我有3个问题") == "我有3个问题" and _prose("Ich habe 2 Karten.") == "Ich habe 2 Karten."
+    german = word_pieces(minilm_tokenizer, [f"{t} (Ticket JIRA-{i})" for i, t in enumerate(GERMAN * 3)])
+    assert german.split == 21 and split_words_message(german, "minilm-l6") is not None
 
 
 def test_the_encoder_says_it_once_per_backbone(wordpiece, caplog):
