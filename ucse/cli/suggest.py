@@ -22,7 +22,6 @@ from ucse.cli import run_cli
 from ucse.cli.help import format_fields, show, wants_help
 from ucse.cli.predict import check_run_and_files, loaded_classifier, trained_text_column
 from ucse.inference.config import SuggestConfig, build_suggest_config
-from ucse.inference.suggest import field_names
 
 
 def help_text() -> str:
@@ -54,6 +53,7 @@ def main(argv: list[str]) -> int:
         cfg = build_suggest_config(argv)
         from ucse.config import ConfigError
         from ucse.inference.files import read_texts_and_ids, write_predictions
+        from ucse.inference.suggest import field_names, suggest_to_label, suggestion_rows
 
         head_dir, run = check_run_and_files(cfg)
         column = cfg.text_column or trained_text_column(run, cfg.input)  # the one read
@@ -69,7 +69,6 @@ def main(argv: list[str]) -> int:
         renamed = [f"{f} -> {n}" for f, n in fields.items() if f != n]
         texts, ids = read_texts_and_ids(cfg.input, column, cfg.id_column, sole_column=cfg.text_column is None)
         from ucse.data.texts import labelled_rows
-        from ucse.inference.suggest import suggest_to_label, suggestion_rows
 
         labelled = labelled_rows(cfg.input, written[1])  # rows of a table that already carry a label
         clf = loaded_classifier(head_dir, cfg)
