@@ -144,13 +144,18 @@ def test_a_run_ranks_its_planted_mislabelled_rows_first(tmp_path, tiny_bert_dir)
     assert (run / "label_review.csv").read_text() == "mine\n"
 
 
-def test_a_single_heads_review_is_its_validation_rows_at_predicts_probabilities(tmp_path, tiny_bert_dir):
+def test_a_single_heads_review_is_its_validation_rows_at_predicts_probabilities(
+    tmp_path, tiny_bert_dir, caplog
+):
     from transformers import AutoTokenizer
 
     from ucse.inference.classifier import UcseClassifier
 
     # 10 tokens: some texts are cut there, and the file says which (a tokenizer's count as the reference)
-    train_rows(tmp_path, tiny_bert_dir, own_rows(300, seed=11), "head=logreg", "backbone.max_length=10")
+    with caplog.at_level("WARNING", logger="ucse.backbone.encoder"):
+        train_rows(tmp_path, tiny_bert_dir, own_rows(300, seed=11), "head=logreg", "backbone.max_length=10")
+    # said once: the review's re-read of the texts it marks does not repeat the warning
+    assert sum("reach the 10-token limit" in r.getMessage() for r in caplog.records) == 1
     run = tmp_path / "run"
     review = _read(run / "label_review.csv")
     cfg = from_yaml(run / "config.yaml")

@@ -161,7 +161,7 @@ class FrozenBackbone:
         template = self.cfg.prompt.replace("{instruction}", self.instruction)
         return [template.replace("{text}", t) + self._eos_suffix for t in validate_texts(texts)]
 
-    def _encode(self, texts: Sequence[str]) -> Tokenized:
+    def _encode(self, texts: Sequence[str], tell: bool = True) -> Tokenized:
         """Tokenise (truncated, unpadded), held flat; with an appended EOS, truncation keeps the EOS last."""
         keys = ["input_ids", "attention_mask"] + (["token_type_ids"] if self._accepts_token_types else [])
         tok = tokenize(
@@ -177,9 +177,10 @@ class FrozenBackbone:
             raise TextValidationError(
                 f"texts[{empty[0]}] = {texts[empty[0]]!r} tokenises to no tokens; drop or fix that row."
             )
-        self._tell_truncation(lengths)
-        self._tell_unknown(tok, texts)
-        self._tell_split_words(texts)
+        if tell:  # cut / unknown / split texts, once per backbone (off: a re-read of a run's texts)
+            self._tell_truncation(lengths)
+            self._tell_unknown(tok, texts)
+            self._tell_split_words(texts)
         if self._eos_suffix:  # truncated texts lost the appended EOS: it replaces their last token
             tok.flat["input_ids"][tok.offsets[1:] - 1] = self.tokenizer.eos_token_id
         return tok
@@ -302,7 +303,7 @@ class FrozenBackbone:
 
     def cut(self, texts: Sequence[str]) -> np.ndarray:
         """(N,) True where a text reaches the token limit: its end may be unread (one that long counts)."""
-        return self._encode(texts).lengths() >= self._read_limit
+        return self._encode(texts, tell=False).lengths() >= self._read_limit
 
     def _forward(self, features: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """Run one padded batch; return fp32 hidden (B, T, H) with zeroed pads and mask (B, T)."""

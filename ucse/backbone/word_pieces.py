@@ -75,9 +75,7 @@ def _prose(text: str) -> str:
     still measured as it is.
     """
     kept = [
-        c
-        for c in text.split()
-        if not (ASCII_LETTER.search(c) and TECHNICAL.search(c.strip(".,;:!?'\"()")))
+        c for c in text.split() if not (ASCII_LETTER.search(c) and TECHNICAL.search(c.strip(".,;:!?'\"()")))
     ]
     return " ".join(kept)
 
