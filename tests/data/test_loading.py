@@ -180,3 +180,20 @@ def test_jsonl_with_blank_trailing_line_and_unicode(tmp_path):
     td = load_classification(toy_task(), toy_data(tmp_path), seed=0)
     assert "caf\u00e9 \u2603" in td.splits["test"]["text"]
     assert json.loads(path.read_text().splitlines()[-2])["text"] == "caf\u00e9 \u2603"
+
+
+def test_a_task_folder_is_read_without_a_progress_bar_or_a_cache_left_behind(tmp_path, monkeypatch, capfd):
+    # a researcher's trial: "Generating train split" bars on every run, and Arrow caches piling up in
+    # <tmp>/ucse-datasets (355 entries), which no ucse command cleans
+    import tempfile
+
+    from ucse.data.loading import read_jsonl
+
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    path = write_jsonl(tmp_path / "train.jsonl", [{"text": f"row {i}", "label": i % 2} for i in range(50)])
+    ds = read_jsonl(path)
+    assert ds.num_rows == 50 and ds["label"][:3] == [0, 1, 0]
+    assert list(temp.iterdir()) == []
+    assert "Generating" not in capfd.readouterr().err

@@ -153,7 +153,7 @@ def _position(raw: bytes, offset: int) -> tuple[int, int]:
     return raw[:offset].count(b"\n") + 1, offset - (raw.rfind(b"\n", 0, offset) + 1) + 1
 
 
-def _load(builder: str, path: Path, **kwargs: Any) -> datasets.Dataset:
+def load_in_memory(builder: str, path: Path, **kwargs: Any) -> datasets.Dataset:
     """``load_dataset(builder, data_files=path)`` into memory, with a throw-away Arrow cache."""
     with tempfile.TemporaryDirectory(prefix="ucse-read-") as cache, _quiet():
         return datasets.load_dataset(
@@ -181,7 +181,7 @@ def read_file(path: Path) -> RawSplit:
         return RawSplit(str(path), columns, line_map=lambda: rows)
     if builder == "parquet":
         try:
-            return RawSplit(str(path), _load("parquet", path))
+            return RawSplit(str(path), load_in_memory("parquet", path))
         except Exception as err:  # Arrow/OS errors of a damaged or mislabelled file
             cause = _root_cause(err)
             raise DataError(f"{path} is not a readable Parquet file ({cause}). {expected}") from None
@@ -199,7 +199,7 @@ def read_file(path: Path) -> RawSplit:
             # labels as missing; only empty cells are missing. Integer labels are recognised later, once,
             # from the whole train split.
             features = datasets.Features({name: datasets.Value("string") for name in header})
-            ds = _load(
+            ds = load_in_memory(
                 "csv", path, delimiter=delimiter, features=features, keep_default_na=False, na_values=[""]
             )
         except Exception as err:  # pandas ParserError / datasets errors
@@ -209,7 +209,7 @@ def read_file(path: Path) -> RawSplit:
             raise DataError(f"{path} {csv_problem(cause)}. {expected}") from None
         return RawSplit(str(path), ds, typed=False, line_map=lambda: csv_lines(text, delimiter))
     try:
-        ds: datasets.Dataset | dict[str, list] = _load("json", path)
+        ds: datasets.Dataset | dict[str, list] = load_in_memory("json", path)
     except Exception as err:  # Arrow JSON errors name a chunk-relative row or none at all
         problem = json_problem(text) if suffix == ".json" or is_json_array(text) else None
         problem = problem or jsonl_problem(text)

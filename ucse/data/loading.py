@@ -9,7 +9,6 @@ stratified, seeded ``Dataset.train_test_split`` calls.
 from __future__ import annotations
 
 import logging
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,15 +17,12 @@ import datasets
 
 from ucse.config import DataConfig, TaskConfig, TaskType
 from ucse.data.checks import label_problems, normalise_label, resolve_bad_rows, text_problems
-from ucse.data.files import read_file
+from ucse.data.files import load_in_memory, read_file
 from ucse.data.sources import load_task_data
 from ucse.data.splitting import assemble, check_fraction, slice_name, split_by_text, stratified_split
 from ucse.data.tasks import DATA_ENV, LAYOUT_HINT, DataError, TaskData, resolve_data_root, task_folder
 
 logger = logging.getLogger(__name__)
-
-CACHE_DIR = Path(tempfile.gettempdir()) / "ucse-datasets"
-"""Arrow cache for local jsonl reads: kept out of the (possibly read-only) data folder."""
 
 
 def hub_id(task: TaskConfig) -> str:
@@ -57,22 +53,16 @@ def load_hub(task: TaskConfig) -> datasets.DatasetDict:
 
 
 def read_jsonl(path: Path) -> datasets.Dataset:
-    """Read one jsonl file into an in-memory ``Dataset`` (Arrow cache under the system temp dir).
+    """Read one jsonl file into an in-memory ``Dataset`` (a throw-away Arrow cache: nothing is left on disk).
 
     Raises:
         DataError: the file cannot be read, naming it and the line at fault (as for ``data.path``).
     """
-    level = datasets.utils.logging.get_verbosity()
-    datasets.utils.logging.set_verbosity(datasets.utils.logging.CRITICAL)  # its error log: a second line
-    try:
-        return datasets.load_dataset(
-            "json", data_files=str(path), split="train", cache_dir=str(CACHE_DIR), keep_in_memory=True
-        )
+    try:  # no progress bar, no error log (a second line), and no Arrow cache left behind
+        return load_in_memory("json", path)
     except Exception as err:  # noqa: BLE001 - Arrow's DatasetGenerationError names no line
         read_file(path)  # re-reads only the failed file, to raise the DataError naming its line
         raise DataError(f"{path} could not be read as JSON Lines ({type(err).__name__}: {err}).") from None
-    finally:
-        datasets.utils.logging.set_verbosity(level)
 
 
 def _standardise_columns(ds: datasets.Dataset, data: DataConfig, where: str) -> datasets.Dataset:

@@ -11,7 +11,8 @@ import numpy as np
 
 from ucse.config import DataConfig, TaskConfig, TaskType
 from ucse.data.checks import resolve_bad_rows, score_problems, text_problems
-from ucse.data.loading import CACHE_DIR, hub_id, load_hub, read_jsonl
+from ucse.data.files import load_in_memory
+from ucse.data.loading import hub_id, load_hub, read_jsonl
 from ucse.data.tasks import DATA_ENV, DataError, resolve_data_root, task_folder
 
 STS_COLUMNS = ("sentence1", "sentence2", "score")
@@ -128,11 +129,10 @@ def load_retrieval(
     query_ds = read_jsonl(folder / "queries.jsonl")
     all_queries = {str(i): t for i, t in zip(query_ds["_id"], query_ds["text"])}
     # Ids stay strings even when numeric: BEIR ids are opaque and may have leading zeros.
-    qrels_ds = datasets.load_dataset(
+    qrels_ds = load_in_memory(
         "csv",
-        data_files=str(qrels_path),
+        qrels_path,
         delimiter="\t",
-        split="train",
         features=datasets.Features(
             {
                 "query-id": datasets.Value("string"),
@@ -140,8 +140,6 @@ def load_retrieval(
                 "score": datasets.Value("int64"),
             }
         ),
-        cache_dir=str(CACHE_DIR),
-        keep_in_memory=True,
     )
     qrels: dict[str, dict[str, int]] = defaultdict(dict)
     for qid, did, score in zip(qrels_ds["query-id"], qrels_ds["corpus-id"], qrels_ds["score"]):
