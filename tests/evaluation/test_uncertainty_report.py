@@ -64,7 +64,8 @@ def test_the_headline_scores_the_probabilities_predict_returns():
     report = {"task": "t", "split": "test", "n": 12, "metrics": metrics, "calibration": calibration}
     head = eval_summary(report, None).splitlines()[0]
     assert head.endswith(
-        "AUROC n/a  ECE 0.1157  NLL 0.3557 (calibrated, as predict gives them; softmax 0.2235 / 0.4428)"
+        "AUROC n/a  ECE 0.1157  NLL 0.3557 (calibrated, as predict gives them: eval.json's calibration; "
+        "the head's softmax ECE 0.2235 / NLL 0.4428: its metrics)"
     )
     report["calibration"]["ece_floor_after"] = 0.0412  # beside the ECE: what perfect calibration would show
     head = eval_summary(report, None).splitlines()[0]
@@ -105,3 +106,28 @@ def test_error_among_answered_texts_is_undefined_when_every_text_abstains():
     s = actionable_report(profile, test, yt)["selective"]
     pred = profile.calibrator.probs(test.logits).numpy().argmax(1)
     assert s["test_coverage"] == 1.0 and s["test_error"] == pytest.approx((pred != yt).mean())
+
+
+def test_difficulty_bins_that_hold_every_text_are_said_with_thresholds_that_split_them(caplog):
+    # a researcher's trial: sigma 0.94-0.97 on every text, so the paper's [0.8, 1.0] put all in "Semi-hard"
+    from ucse.core.encoder import EncodedBatch
+    from ucse.evaluation.evaluate import uncertainty_report
+
+    rng = np.random.default_rng(0)
+    n = 60
+    sigma = rng.uniform(0.94, 0.97, n)  # var = sigma^2 in every dimension: each text's sigma exactly
+    out = EncodedBatch(
+        mean=rng.normal(size=(n, 4)), var=np.repeat(sigma[:, None] ** 2, 4, 1), logits=rng.normal(size=(n, 3))
+    )
+    labels = rng.integers(0, 3, n)
+    with caplog.at_level("WARNING", logger="ucse.evaluation.evaluate"):
+        report, _ = uncertainty_report(out, labels, [0.8, 1.0])
+    assert report["difficulty_bins"]["Semi-hard"]["count"] == n
+    (said,) = [r.getMessage() for r in caplog.records]
+    lo, hi = np.quantile(sigma, [1 / 3, 2 / 3])
+    assert f"all {n} texts fall in the Semi-hard difficulty bin" in said
+    assert f"sigma_thresholds=[{lo:.3g},{hi:.3g}] splits them in thirds" in said
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="ucse.evaluation.evaluate"):
+        report, _ = uncertainty_report(out, labels, [float(lo), float(hi)])
+    assert not caplog.records and all(b["count"] >= n // 4 for b in report["difficulty_bins"].values())

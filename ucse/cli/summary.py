@@ -19,10 +19,13 @@ def eval_summary(report: dict, written: Path | None) -> str:
         ece, nll, floor = cal.get("ece_after"), cal.get("nll_after"), cal.get("ece_floor_after")
         probs = f"ECE {m['ece']:.4f}  NLL {m['nll']:.4f}"
         if ece is not None and nll is not None:
-            own = f"{m['ece']:.4f} / {m['nll']:.4f}"
+            own = f"ECE {m['ece']:.4f} / NLL {m['nll']:.4f}"
             # the ECE a perfectly calibrated model would show on these n texts: what ECE can resolve
             below = "" if floor is None else f" (a perfectly calibrated model: {floor:.4f})"
-            probs = f"ECE {ece:.4f}{below}  NLL {nll:.4f} (calibrated, as predict gives them; softmax {own})"
+            probs = (
+                f"ECE {ece:.4f}{below}  NLL {nll:.4f} (calibrated, as predict gives them: eval.json's "
+                f"calibration; the head's softmax {own}: its metrics)"
+            )
         lines.append(
             f"{report.get('task')} {report.get('split')} (n={report.get('n')}): "
             f"accuracy {m['accuracy']:.4f}  macro-F1 {m['f1_macro']:.4f}  "

@@ -117,6 +117,19 @@ def uncertainty_report(out: EncodedBatch, labels: np.ndarray, thresholds: list[f
         }
         report["difficulty_bins"] = difficulty_bins(sigma, correct, tuple(thresholds))
         report["thresholds"] = list(thresholds)
+        full = [name for name, b in report["difficulty_bins"].items() if b["count"] == len(sigma)]
+        if full and len(sigma) > 1:  # the paper's thresholds are its backbones' scale, not every head's
+            thirds = np.quantile(sigma, [1 / 3, 2 / 3])
+            log.warning(
+                "all %d texts fall in the %s difficulty bin (sigma %.3g-%.3g, sigma_thresholds=%s): the bins "
+                "say nothing here; sigma_thresholds=[%.3g,%.3g] splits them in thirds.",
+                len(sigma),
+                full[0],
+                float(sigma.min()),
+                float(sigma.max()),
+                list(thresholds),
+                *map(float, thirds),
+            )
     report["arc"] = {
         name: {"rates": r.tolist(), "accuracy": a.tolist(), "area": arc_area(r, a)}
         for name, (r, a) in curves.items()
