@@ -1,4 +1,5 @@
 import json
+import logging
 import warnings
 import zlib
 from pathlib import Path
@@ -180,15 +181,19 @@ def test_official_eval_splits_when_none_are_named(tmp_path: Path) -> None:
     assert list(task.eval_splits) == ["test"]
 
 
-def test_score_matches_independent_probe(tmp_path: Path) -> None:
+def test_score_matches_independent_probe(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     _write_task(tmp_path, "Banking77Classification")
     task = load_local_task("Banking77Classification", tmp_path)
     encoder = HashedBow()
-    with warnings.catch_warnings(record=True) as seen:
+    with warnings.catch_warnings(record=True) as seen, caplog.at_level("INFO"):
         warnings.simplefilter("always")
         res = evaluate_classification(encoder, task, batch_size=16)
     # the paper's task version, on purpose: mteb's "superseded by ... .v2" advice is not repeated
     assert not [w for w in seen if "superseded" in str(w.message)]
+    # nor mteb's INFO lines (six per evaluation) nor its logged copy of that advice; its level is restored
+    assert not [r for r in caplog.records if r.name.startswith("mteb") and r.levelno < logging.WARNING]
+    assert not [r for r in caplog.records if "superseded" in r.getMessage()]
+    assert logging.getLogger("mteb").level == logging.NOTSET
     assert res["task_name"] == "Banking77Classification"
     assert 0.0 <= res["main_score"] <= 1.0
     assert res["main_score"] == pytest.approx(res["scores"]["test"][0]["accuracy"])

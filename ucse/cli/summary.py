@@ -55,7 +55,10 @@ def eval_summary(report: dict, written: Path | None) -> str:
         shown = "  ".join(f"{k} {v:.4f}" for k, v in areas.items())
         lines.append(f"accuracy-rejection area: {shown}")
     for name, res in (report.get("mteb") or {}).items():
-        lines.append(f"MTEB {res.get('task_name')} {name}: main score {res['main_score']:.4f}")
+        lines.append(
+            f"MTEB {res.get('task_name')} {name}: main score {res['main_score']:.4f} (mteb's own protocol on "
+            "its whole test split: a probe fitted on the embeddings, not this head's predictions)"
+        )
     if written is not None:
         lines.append(f"full report: {written}" + (" (MTEB scores included)" if report.get("mteb") else ""))
     for plot in report.get("plots", []):

@@ -8,6 +8,7 @@ The official task object is kept (metadata, protocol: logistic-regression probe,
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,6 +25,7 @@ from torch.utils.data import DataLoader
 
 from ucse import json_read
 from ucse.blank_text import blank_problem, is_blank
+from ucse.config import debug_mode
 from ucse.evaluation.encoder_protocol import TextEncoder
 
 # The paper evaluates the English portion of multilingual tasks; mteb names that subset "en".
@@ -277,21 +279,35 @@ def load_hub_task(task_name: str, eval_splits: Sequence[str] | None = None) -> A
     return task
 
 
+def _not_superseded(record: logging.LogRecord) -> bool:
+    """A logging filter: drops mteb's "is superseded by" advice (see :func:`_task_result`)."""
+    return "is superseded by" not in record.getMessage()
+
+
 def _task_result(model: AbsEncoder, task: AbsTask, batch_size: int) -> Any:
     """The ``TaskResult`` of ``model`` on ``task`` from mteb, evaluated afresh (no result cache)."""
     # cache=None: otherwise results go to ~/.cache/mteb and a rerun silently returns the old score.
+    mteb_log, task_log = logging.getLogger("mteb"), logging.getLogger("mteb.abstasks.abstask")
+    level = mteb_log.level
+    if not debug_mode():  # mteb's INFO lines: six per evaluation, ~100 for an ensemble
+        mteb_log.setLevel(logging.WARNING)
+    task_log.addFilter(_not_superseded)  # its warning is logged as well as warned
     with warnings.catch_warnings():
         # The task versions are the papers' (MTEB(eng, v2) as the UCSE paper's Table 1 runs them), chosen on
         # purpose: mteb's "superseded by ... .v2" advice would repeat on every evaluation.
         warnings.filterwarnings("ignore", message=r"The task .* is superseded by", category=UserWarning)
-        res = mteb.evaluate(
-            model,
-            [task],
-            cache=None,
-            encode_kwargs={"batch_size": batch_size},
-            show_progress_bar=False,
-            co2_tracker=False,
-        )
+        try:
+            res = mteb.evaluate(
+                model,
+                [task],
+                cache=None,
+                encode_kwargs={"batch_size": batch_size},
+                show_progress_bar=False,
+                co2_tracker=False,
+            )
+        finally:
+            mteb_log.setLevel(level)
+            task_log.removeFilter(_not_superseded)
     return res.task_results[0]
 
 
