@@ -197,3 +197,34 @@ def test_a_task_folder_is_read_without_a_progress_bar_or_a_cache_left_behind(tmp
     assert ds.num_rows == 50 and ds["label"][:3] == [0, 1, 0]
     assert list(temp.iterdir()) == []
     assert "Generating" not in capfd.readouterr().err
+
+
+def test_an_unreachable_hub_fails_at_once_with_the_local_copy_hint(monkeypatch, tmp_path):
+    # a researcher's trial without data.root: 23 s of huggingface_hub retries, each line printed twice
+    import socket
+
+    import ucse.data.loading as loading
+    from ucse.config import TaskConfig
+
+    def no_dns(host, port, *args, **kwargs):
+        raise socket.gaierror(-2, "Name or service not known")
+
+    def never(*args, **kwargs):
+        raise AssertionError("the hub was asked")
+
+    for name in loading.OFFLINE_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(socket, "getaddrinfo", no_dns)
+    monkeypatch.setattr(datasets, "load_dataset", never)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", "/nonexistent/ucse-test")
+    task = TaskConfig(name="Odd", hf_path="mteb/odd")
+    with pytest.raises(DataError) as err:
+        loading.load_hub(task)
+    assert "huggingface.co cannot be reached" in str(err.value) and "set data.root=<folder>" in str(err.value)
+    # a dataset the library holds a copy of is its to read (it falls back to the copy), and so is offline mode
+    (tmp_path / "mteb___odd").mkdir()
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path))
+    with pytest.raises(DataError, match="the hub was asked"):
+        loading.load_hub(task)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert loading.hub_unreachable() is None

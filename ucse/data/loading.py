@@ -9,9 +9,12 @@ stratified, seeded ``Dataset.train_test_split`` calls.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import datasets
 
@@ -23,6 +26,9 @@ from ucse.data.splitting import assemble, check_fraction, slice_name, split_by_t
 from ucse.data.tasks import DATA_ENV, LAYOUT_HINT, DataError, TaskData, resolve_data_root, task_folder
 
 logger = logging.getLogger(__name__)
+
+OFFLINE_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+"""The libraries' offline switches: with one on, a hub task is read from their cache, no network asked."""
 
 
 def hub_id(task: TaskConfig) -> str:
@@ -43,13 +49,35 @@ def load_hub(task: TaskConfig) -> datasets.DatasetDict:
             f"json, parquet, or a save_to_disk folder), or data.root=<folder> (env {DATA_ENV}) with "
             f"{LAYOUT_HINT}, or task.hf_path=<hub dataset id>."
         )
+    local = f"Without hub access, set data.root=<folder> (or env {DATA_ENV}) to a local copy: {LAYOUT_HINT}."
+    cached = Path(datasets.config.HF_DATASETS_CACHE) / task.hf_path.replace("/", "___")
+    host = None if cached.exists() else hub_unreachable()  # a cached copy: datasets falls back to it
+    if host is not None:  # else huggingface_hub retries for ~23 s, printing each retry twice
+        raise DataError(f"Could not load task '{task.name}' from the hub ({hub_id(task)}): {host}\n{local}")
     try:
         return datasets.load_dataset(task.hf_path, task.hf_subset, revision=task.hf_revision)
     except Exception as err:  # offline mode, network and hub errors all surface differently
         raise DataError(
             f"Could not load task '{task.name}' from the hub ({hub_id(task)}): {type(err).__name__}: {err}\n"
-            f"Without hub access, set data.root=<folder> (or env {DATA_ENV}) to a local copy: {LAYOUT_HINT}."
+            f"{local}"
         ) from err
+
+
+def hub_unreachable() -> str | None:
+    """Why the hub cannot be reached, or ``None`` (it may be, or the libraries' offline mode reads a cache).
+
+    One name lookup of the hub's host: where it fails (no network, no DNS), the hub client would retry for
+    ~23 s before failing anyway. Offline mode (``HF_HUB_OFFLINE`` / ``HF_DATASETS_OFFLINE``) is left to the
+    libraries, which then read their local cache.
+    """
+    if any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on") for v in OFFLINE_ENV):
+        return None
+    host = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co").hostname or "huggingface.co"
+    try:
+        socket.getaddrinfo(host, 443)
+    except OSError as err:
+        return f"{host} cannot be reached ({err})"
+    return None
 
 
 def read_jsonl(path: Path) -> datasets.Dataset:
