@@ -434,6 +434,10 @@ def test_relative_data_path_is_made_absolute(tmp_path, monkeypatch):
     cfg = build_config(["data.path=d.csv", "data.exclude_labels=[pets]"])
     assert cfg.data.path == str(tmp_path / "d.csv") and cfg.data.exclude_labels == ["pets"]
     assert build_config(["data.path=d.csv", "data.exclude_labels=0.25"]).data.exclude_labels == 0.25
+    # data.root too: a run trained with data.root=../shared/data is evaluated from any folder
+    (tmp_path / "tasks").mkdir()
+    monkeypatch.chdir(tmp_path / "tasks")
+    assert build_config(["data.root=..", "task=Banking77Classification"]).data.root == str(tmp_path)
 
 
 def test_task_without_any_source_fails_clearly():

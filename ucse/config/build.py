@@ -210,9 +210,11 @@ def build_config(
         if groups[g]:
             cfg = _merge(cfg, load_group(g, groups[g]), str(group_path(g, groups[g])))
     cfg = _merge(cfg, parse_dotlist(dotlist), source)
+    # Absolute, so eval.py finds the data again from the run's config.yaml wherever it is run.
     if cfg.data.path is not None:
-        # Absolute, so eval.py finds the data again from the run's config.yaml wherever it is run.
         cfg.data.path = str(Path(cfg.data.path).expanduser().resolve())
+    if cfg.data.root:  # (a relative data.root=../shared/data failed from another folder)
+        cfg.data.root = str(Path(cfg.data.root).expanduser().resolve())
     if own_data and "task.name" not in keys:
         cfg.task.name = default_task_name(cfg.data.path)
     from ucse.config.checks import leaf_keys, validate_config

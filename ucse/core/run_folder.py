@@ -77,3 +77,10 @@ def refuse_memory_data(run: Path, cfg: TrainConfig, data_root: str | None, comma
             f"run={run} was trained on data passed in memory, which {command} cannot read back; {fix}, or "
             "retrain from a file (data.path=...)."
         )
+    root = data_root or cfg.data.root
+    if cfg.data.path is None and root and not Path(root).expanduser().is_dir():  # relative, or moved
+        given = f"data_root={data_root}" if data_root else f"the run's config.yaml records data.root={root}"
+        raise ConfigError(
+            f"{given}, which is not a folder from here ({Path.cwd()}); pass data_root=<the folder of the "
+            "task data>."
+        )
