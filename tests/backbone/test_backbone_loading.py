@@ -114,7 +114,7 @@ def test_the_model_code_keys_the_cache_where_it_runs_not_the_weights_identity(ti
     # the old states. The weights' fingerprint, which heads record, stays as it was (heads trained before
     # still load).
     from ucse.backbone.cache import HiddenStateCache
-    from ucse.backbone.loading import code_fingerprint
+    from ucse.backbone.code_fingerprint import code_fingerprint
 
     folder = tmp_path / "remote"
     shutil.copytree(tiny_bert_dir, folder)
@@ -347,3 +347,29 @@ def test_reading_bf16_weights_gives_the_bits_of_fp32_weights_cast(
     assert got.keys() == want.keys()
     for k, v in got.items():
         assert v.dtype == torch.bfloat16 and torch.equal(v, want[k]), k
+
+
+def test_a_hub_backbone_without_network_fails_at_once(monkeypatch, tmp_path):
+    # a researcher's trial: backbone=qwen3-embedding-0.6b offline took ~45 s of retries, each printed twice
+    import socket
+
+    from huggingface_hub import constants
+
+    from ucse.backbone.loading import BackboneLoadError, load_backbone
+    from ucse.config import BackboneConfig
+
+    def no_dns(host, port, *args, **kwargs):
+        raise socket.gaierror(-2, "Name or service not known")
+
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(socket, "getaddrinfo", no_dns)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    with pytest.raises(BackboneLoadError) as err:
+        load_backbone(BackboneConfig(model="Org/Some-Model"), "cpu")
+    msg = str(err.value)
+    assert "hub id 'Org/Some-Model' is not in the local cache and huggingface.co cannot be reached" in msg
+    from ucse.hub import model_unreachable
+
+    (tmp_path / "models--Org--Some-Model").mkdir()  # a cached copy is transformers' to read
+    assert model_unreachable("Org/Some-Model") is None

@@ -204,6 +204,7 @@ def test_an_unreachable_hub_fails_at_once_with_the_local_copy_hint(monkeypatch, 
     import socket
 
     import ucse.data.loading as loading
+    import ucse.hub as hub
     from ucse.config import TaskConfig
 
     def no_dns(host, port, *args, **kwargs):
@@ -212,7 +213,7 @@ def test_an_unreachable_hub_fails_at_once_with_the_local_copy_hint(monkeypatch, 
     def never(*args, **kwargs):
         raise AssertionError("the hub was asked")
 
-    for name in loading.OFFLINE_ENV:
+    for name in hub.OFFLINE_ENV:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(socket, "getaddrinfo", no_dns)
     monkeypatch.setattr(datasets, "load_dataset", never)
@@ -227,4 +228,4 @@ def test_an_unreachable_hub_fails_at_once_with_the_local_copy_hint(monkeypatch, 
     with pytest.raises(DataError, match="the hub was asked"):
         loading.load_hub(task)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    assert loading.hub_unreachable() is None
+    assert hub.hub_unreachable() is None

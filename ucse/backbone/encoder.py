@@ -10,7 +10,8 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import torch
 
-from ucse.backbone.loading import code_fingerprint, load_backbone, model_fingerprint
+from ucse.backbone.code_fingerprint import code_fingerprint
+from ucse.backbone.loading import load_backbone, model_fingerprint
 from ucse.backbone.pooling import first_token_index, pool
 from ucse.backbone.precision import effective_precision
 from ucse.backbone.tokenized import Tokenized, tokenize

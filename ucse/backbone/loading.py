@@ -22,6 +22,7 @@ from ucse.backbone.gguf import load_dequantised, save_dequantised
 from ucse.backbone.precision import effective_precision
 from ucse.backbone.split_package import PARTS_PREFIX, SplitPackageError, resolve_parts_spec
 from ucse.config import BackboneConfig, PaddingSide, Precision
+from ucse.hub import model_unreachable
 
 if TYPE_CHECKING:  # transformers is imported where a model is loaded: `import ucse` stays light (~2.5 s less)
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -97,7 +98,7 @@ def _looks_local(path: str) -> bool:
     return Path(path).expanduser().exists() or path.startswith(("/", ".", "~")) or path.count("/") > 1
 
 
-def _check_local(cfg: BackboneConfig, path: str) -> Path | None:
+def check_local(cfg: BackboneConfig, path: str) -> Path | None:
     """Validate a local model folder and its GGUF file; return the folder (None for hub ids)."""
     if not _looks_local(path):
         return None
@@ -203,7 +204,10 @@ def load_backbone(
     from transformers.utils import logging as hf_logging
 
     path = resolve_model_path(cfg.model)
-    folder = _check_local(cfg, path)
+    folder = check_local(cfg, path)
+    why = model_unreachable(path) if folder is None else None  # else ~45 s of retries, then this
+    if why is not None:
+        raise BackboneLoadError(f"Could not load backbone.model='{cfg.model}': {why}; use a local folder.")
     common: dict = {"revision": cfg.revision, "trust_remote_code": cfg.trust_remote_code}
     dtype = weights_dtype(cfg, device)
     if cfg.gguf_file is not None:
@@ -345,30 +349,6 @@ def _hub_commit(repo: str, cfg: BackboneConfig) -> str | None:
     return Path(found).parent.name if isinstance(found, str) else None  # .../snapshots/<commit>/<file>
 
 
-def code_fingerprint(cfg: BackboneConfig) -> str | None:
-    """``sha256:<hex>`` over a local model folder's ``*.py`` files where ``trust_remote_code`` runs them.
-
-    With remote code the folder's ``modeling_*.py`` is what the model computes: the token-state cache keys
-    on it (an edited file served the old states). ``None`` without remote code (transformers ignores the
-    files), for hub ids, and for a folder without Python files. Kept out of :func:`model_fingerprint`, which
-    heads record at training: a head's weights identity does not change with the recipe of this key.
-    """
-    if not cfg.trust_remote_code:
-        return None
-    folder = _check_local(cfg, resolve_model_path(cfg.model))
-    if folder is None:
-        return None
-    files = sorted(p for p in folder.glob("*.py") if p.is_file())
-    if not files:
-        return None
-    digest = hashlib.sha256()
-    for path in files:
-        data = path.read_bytes()
-        digest.update(f"{path.name}\0{len(data)}\0".encode())
-        digest.update(data)
-    return f"sha256:{digest.hexdigest()}"
-
-
 def model_fingerprint(cfg: BackboneConfig) -> str:
     """Stable identity of the weights and tokenizer a config loads, for cache keys.
 
@@ -385,7 +365,7 @@ def model_fingerprint(cfg: BackboneConfig) -> str:
         The fingerprint string.
     """
     path = resolve_model_path(cfg.model)
-    folder = _check_local(cfg, path)
+    folder = check_local(cfg, path)
     if folder is None:
         suffix = f"#{cfg.gguf_file}" if cfg.gguf_file else ""
         return f"hub:{path}@{_hub_commit(path, cfg) or cfg.revision or 'main'}{suffix}"

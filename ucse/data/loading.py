@@ -9,12 +9,9 @@ stratified, seeded ``Dataset.train_test_split`` calls.
 from __future__ import annotations
 
 import logging
-import os
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 import datasets
 
@@ -24,11 +21,9 @@ from ucse.data.files import load_in_memory, read_file
 from ucse.data.sources import load_task_data
 from ucse.data.splitting import assemble, check_fraction, slice_name, split_by_text, stratified_split
 from ucse.data.tasks import DATA_ENV, LAYOUT_HINT, DataError, TaskData, resolve_data_root, task_folder
+from ucse.hub import hub_unreachable
 
 logger = logging.getLogger(__name__)
-
-OFFLINE_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
-"""The libraries' offline switches: with one on, a hub task is read from their cache, no network asked."""
 
 
 def hub_id(task: TaskConfig) -> str:
@@ -61,23 +56,6 @@ def load_hub(task: TaskConfig) -> datasets.DatasetDict:
             f"Could not load task '{task.name}' from the hub ({hub_id(task)}): {type(err).__name__}: {err}\n"
             f"{local}"
         ) from err
-
-
-def hub_unreachable() -> str | None:
-    """Why the hub cannot be reached, or ``None`` (it may be, or the libraries' offline mode reads a cache).
-
-    One name lookup of the hub's host: where it fails (no network, no DNS), the hub client would retry for
-    ~23 s before failing anyway. Offline mode (``HF_HUB_OFFLINE`` / ``HF_DATASETS_OFFLINE``) is left to the
-    libraries, which then read their local cache.
-    """
-    if any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on") for v in OFFLINE_ENV):
-        return None
-    host = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co").hostname or "huggingface.co"
-    try:
-        socket.getaddrinfo(host, 443)
-    except OSError as err:
-        return f"{host} cannot be reached ({err})"
-    return None
 
 
 def read_jsonl(path: Path) -> datasets.Dataset:
