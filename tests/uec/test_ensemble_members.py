@@ -92,3 +92,27 @@ def test_align_members_maps_other_widths_and_refuses_none():
     torch.testing.assert_close(out[1].encode(texts[:5]).mean, ref[:5], rtol=0, atol=1e-5)
     with pytest.raises(AlignmentError, match="set align: auto or procrustes"):
         align_members([_Fixed("ref", ref), wide], AlignMode.none, texts)
+
+
+def test_same_label_pairs_hold_out_rows_of_every_label_not_whole_labels():
+    # held out by group, two labels held one out: every fit pair had one label, every in-batch negative was
+    # masked as a known positive, and the Laplace fit's loss and gradient were exactly zero
+    import datasets
+
+    texts = [f"text {i}" for i in range(43)]
+    labels = [i % 2 for i in range(40)] + [7] * 3  # too few rows to hold any out: fit pairs only
+    ds = datasets.Dataset.from_dict({"text": texts, "label": labels})
+    split = FitPairs.by_rows(ds, 0.25, seed=0, max_pairs=None)
+    label = dict(zip(texts, labels))
+    assert {label[a] for a, _ in split.fit} == {0, 1, 7}
+    assert {label[a] for a, _ in split.heldout} == {0, 1}
+    assert all(label[a] == label[b] for a, b in split.fit + split.heldout)  # same-label pairs
+    held_texts = {t for pair in split.heldout for t in pair}
+    assert not held_texts & {t for pair in split.fit for t in pair}  # no held-out text in a fit pair
+    assert len(held_texts) == 10  # ceil(25 % of 20) rows of each label
+    # group ids: one per label, the same in both parts, so same-label partners are excluded as positives
+    ids = {0: 0, 1: 1, 7: 2}
+    assert [ids[label[a]] for a, _ in split.fit] == split.fit_groups
+    assert [ids[label[a]] for a, _ in split.heldout] == split.heldout_groups
+    negatives, groups = split.negatives()
+    assert [ids[label[t]] for t in negatives] == groups and len(set(negatives)) == len(negatives)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import random
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -90,9 +91,37 @@ class FitPairs:
         self.heldout = [p for p, g in zip(pairs, groups) if g in held]
         self.heldout_groups = [g for g in groups if g in held]
 
-    def negatives(self, limit: int = 256) -> list[str]:
-        """Partner texts of fit pairs: other groups than every held-out pair's, so never a known positive."""
-        return list(dict.fromkeys(b for _, b in self.fit))[:limit]
+    @classmethod
+    def by_rows(cls, ds: Any, fraction: float, seed: int, max_pairs: int | None) -> FitPairs:
+        """Same-label pairs, with a share of each label's rows held out and paired among themselves.
+
+        Holding whole groups out, as for STS and retrieval, would hold out whole labels: on two labels the
+        fit kept one, every in-batch negative was a known positive, and the fit's loss and gradient were
+        exactly zero (the posterior was the prior). Each held-out text appears in no fit pair.
+        """
+        labels = list(ds["label"])
+        rng = random.Random(seed)
+        held: list[int] = []
+        for label in dict.fromkeys(labels):
+            rows = [i for i, y in enumerate(labels) if y == label]
+            rng.shuffle(rows)
+            take = math.ceil(fraction * len(rows)) if fraction and len(rows) >= 4 else 0
+            held += rows[:take]
+        fit_rows = sorted(set(range(len(labels))) - set(held))
+        cap = None if max_pairs is None else max(1, math.ceil(fraction * max_pairs))
+        out = cls.__new__(cls)
+        ids = {y: i for i, y in enumerate(dict.fromkeys(labels))}  # one group id per label, in both parts
+        out.fit, out.fit_groups = _label_pairs(ds.select(fit_rows), seed, max_pairs, ids)
+        out.heldout, out.heldout_groups = _label_pairs(ds.select(sorted(held)), seed + 1, cap, ids)
+        if len(out.fit) < 4:
+            raise ValueError(f"the ensemble's fit split gives {len(out.fit)} positive pairs; 4 are needed")
+        return out
+
+    def negatives(self, limit: int = 256) -> tuple[list[str], list[int]]:
+        """Partner texts of fit pairs, and their groups (a held-out pair's only in a split by rows)."""
+        first = dict(zip((b for _, b in self.fit), self.fit_groups))  # text -> group, first seen order
+        texts = list(first)[:limit]
+        return texts, [first[t] for t in texts]
 
     def texts(self, limit: int = 4000) -> list[str]:
         """Unique texts of the fit pairs (for alignment), at most ``limit``."""
@@ -116,11 +145,14 @@ def fit_pairs(fit: FitConfig, task: TaskConfig, root: Path, task_of: Any) -> Fit
         groups = shared_text_groups(pairs)
     else:
         ds = read_jsonl(folder / f"{fit.split}.jsonl")
-        label_of = dict(zip(ds["text"], ds["label"]))
-        pairs = label_positive_pairs(ds, fit.seed, fit.max_pairs)
-        ids: dict[Any, int] = {}
-        groups = [ids.setdefault(label_of[a], len(ids)) for a, _ in pairs]  # same label = known positive
+        return FitPairs.by_rows(ds, fit.heldout_fraction, fit.seed, fit.max_pairs)
     return FitPairs(pairs, groups, fit.heldout_fraction)
+
+
+def _label_pairs(ds: Any, seed: int, cap: int | None, ids: dict) -> tuple[list[tuple[str, str]], list[int]]:
+    """Same-label pairs of ``ds`` and each pair's group id ``ids[label]`` (one label: known positives)."""
+    label_of = dict(zip(ds["text"], ds["label"]))
+    return (pairs := label_positive_pairs(ds, seed, cap)), [ids[label_of[a]] for a, _ in pairs]
 
 
 def backbone_config(member: MemberConfig) -> BackboneConfig:
@@ -142,7 +174,7 @@ def _scale(member: Any, pairs: FitPairs, method: ScaleFit = ScaleFit.pairs) -> t
     else:
         # Candidates: every held-out partner (another anchor's positive is a negative unless it shares the
         # anchor's group) and partners of fit pairs (other groups, so always negatives).
-        negatives = pairs.negatives()
+        negatives, neg_groups = pairs.negatives()
         cand = b
         if negatives:
             neg = member.encode(negatives)
@@ -151,6 +183,7 @@ def _scale(member: Any, pairs: FitPairs, method: ScaleFit = ScaleFit.pairs) -> t
         n = len(g)
         exclude = torch.zeros(n, cand.n, dtype=torch.bool)
         exclude[:, :n] = (g[:, None] == g[None]) & ~torch.eye(n, dtype=torch.bool)
+        exclude[:, n:] = g[:, None] == torch.tensor(neg_groups, dtype=g.dtype)[None]  # same-label partners
         positive = torch.arange(n)
         s = fit_contrastive_scale(a, cand, positive, exclude)
         info["candidates"] = cand.n
