@@ -161,6 +161,14 @@ def test_run_ensemble_end_to_end_on_tiny_sts(tiny_bert_dir, tmp_path):
         "member_probit:cls",
     }
     assert set(rows) == expected_rows | {"concat", "weighted_concat"}  # borda / rrf are retrieval-only
+    # ... and said so, in the report and its table (they were dropped without a word)
+    assert {k: v for k, v in report["skipped"].items() if k in ("borda", "rrf")} == {
+        "borda": "rank fusion is for retrieval",
+        "rrf": "rank fusion is for retrieval",
+    }
+    md = (tmp_path / "out" / "ensemble.md").read_text()
+    assert "Not run here: borda (rank fusion is for retrieval); rrf (rank fusion is for retrieval)" in md
+    assert "`cosine_spearman` = cosine of the returned embedding" in md  # the STS footnote, on STS
     # Independent recomputation of the UEC row: probit of the convolution of the cached members' Gaussians.
     from ucse.uec.ensemble_members import build_member, fit_pairs
     from ucse.uec.ensemble_task import task_config

@@ -45,9 +45,12 @@ def ensemble_summary(report: dict) -> str:
         f"{name}: " + "  ".join(f"{m} {v:.4f}" for m, v in scores.items() if v is not None)
         for name, scores in report["results"].items()
     ]
-    return "\n".join(
-        [*lines, f"full report: {Path(report['out']) / 'ensemble.json'} (+ ensemble.md, weights.png)"]
-    )
+    if report.get("skipped"):
+        lines.append("not run here: " + "; ".join(f"{k} ({v})" for k, v in report["skipped"].items()))
+    lines.append(f"full report: {Path(report['out']) / 'ensemble.json'} (+ ensemble.md, weights.png)")
+    if report.get("weights_by_task"):
+        lines.append(f"mean weights of every task run so far: {report['weights_by_task']}")
+    return "\n".join(lines)
 
 
 def main(argv: list[str], command: str = "eval") -> int:

@@ -123,6 +123,33 @@ def _scorers(
     return out
 
 
+def _skipped(cfg: EnsembleConfig, task: EnsembleTask, n_members: int, ran: dict) -> dict[str, str]:
+    """The configured variants and merges that did not run here, each with why (none is dropped unsaid)."""
+    why: dict[str, str] = {}
+    no_tuning = (
+        "no validation split here to choose it on"
+        if task.type is not TaskType.classification
+        else "classification is scored by mteb's probe, with nothing chosen on validation"
+    )
+    for choice in cfg.variants:
+        v = Variant(choice)
+        if v in RANK_VARIANTS and task.type is not TaskType.retrieval:
+            why[v.value] = "rank fusion is for retrieval"
+        elif v in WEIGHTED_VARIANTS and v.value not in ran:
+            why[v.value] = "one member" if n_members < 2 else no_tuning
+    for m in cfg.merges:
+        name = f"merge_{m}" if m != "task_arithmetic" else m
+        if name in ran:
+            continue
+        if task.type is TaskType.retrieval and not cfg.merge_retrieval:
+            why[name] = "merges skip retrieval (merge_retrieval=false)"
+        elif m != "uniform" and not task.has_validation:
+            why[name] = no_tuning
+        else:
+            why[name] = "parameter merging needs two or more backbone (Laplace) members of one architecture"
+    return why
+
+
 def _markdown(report: dict) -> str:
     metrics = report["metrics"]
     lines = [
@@ -136,10 +163,20 @@ def _markdown(report: dict) -> str:
     for name, row in report["results"].items():
         vals = " | ".join(f"{100 * row['scores'].get(m, float('nan')):.2f}" for m in metrics)
         lines.append(f"| {name} | {vals} | {row['note']} |")
+    sts = "sts" in str(report.get("task_type", "")).lower()
     lines += [
         "",
-        "Scores x100, from mteb's evaluators (STS: `spearman` = the variant's own similarity, "
-        "`cosine_spearman` = cosine of the returned embedding, the fused mean).",
+        "Scores x100, from mteb's evaluators"
+        + (
+            " (`spearman` = the variant's own similarity, `cosine_spearman` = cosine of the returned "
+            "embedding, the fused mean)."
+            if sts
+            else "."
+        ),
+    ]
+    if report.get("skipped"):
+        lines += ["", "Not run here: " + "; ".join(f"{k} ({v})" for k, v in report["skipped"].items()) + "."]
+    lines += [
         "",
         "| member | kind | prior precision | variance scale | mean tr(var) (unit space, scaled) "
         "| mean UEC weight |",
@@ -298,19 +335,24 @@ def run_ensemble(cfg: EvalConfig) -> dict:
         "results": results,
         "weights_per_row": {r: w.tolist() for r, w in heat.items()},
         "weight_signal": signal,
+        "skipped": _skipped(ens_cfg, task, len(members), results),
+        "task_type": task.type.value,
         "timings": timings,
         "device": str(device),
     }
     write_json(out / "ensemble.json", report)
     write_text(out / "ensemble.md", _markdown(report))
     plot_weight_heatmap(torch.stack(list(heat.values())), list(heat), ens.member_ids, out / "weights.png")
+    summary = None
     try:  # beside the default layout's task folders only: a folder given as out= holds only what it asked
         if not cfg.out:
-            write_weight_summary(out.parent, ens_cfg.name)
+            summary = write_weight_summary(out.parent, ens_cfg.name)
     except ValueError as err:  # a by-product: never fail the finished evaluation over it
         logger.warning("no weights_by_task.png in %s: %s", out.parent, err)
     return {
         "out": str(out),
         "ranked_by": task.ranked_by,
         "results": {n: {m: r["scores"].get(m) for m in task.metrics} for n, r in results.items()},
+        "skipped": report["skipped"],
+        "weights_by_task": None if summary is None else str(summary),
     }
