@@ -40,3 +40,21 @@ def test_class_gaussians_read_in_blocks_equal_the_whole_matrix_fit(monkeypatch):
     for g in (whole, blocks):
         np.testing.assert_allclose(g.means.numpy(), means, rtol=0, atol=1e-12)
         np.testing.assert_allclose(g.precision.numpy(), pinvh(ref.covariance_), rtol=1e-9, atol=1e-9)
+
+
+def test_one_training_row_per_label_reads_distances_as_euclidean_with_a_warning(caplog):
+    # a researcher's trial (Banking77, 50 rows for 77 labels): every residual was zero, the covariance too,
+    # and the density score came out NaN for every text, which stopped the run
+    from ucse.uncertainty.density import fit_class_gaussians, mahalanobis, neg_log_density
+
+    rng = np.random.default_rng(0)
+    means = rng.normal(size=(5, 3))
+    x = rng.normal(size=(7, 3))
+    with caplog.at_level("WARNING", logger="ucse.uncertainty.density"):
+        g = fit_class_gaussians(means, np.arange(5), 6)  # one row for each of five labels, one label without
+    assert "one row per label" in caplog.text
+    brute = ((x[:, None, :] - means[None]) ** 2).sum(-1).min(1)  # squared Euclidean to the nearest mean
+    np.testing.assert_allclose(mahalanobis(x, g).numpy(), brute, rtol=1e-12)
+    density = neg_log_density(x, g).numpy()
+    log_mix = np.log(np.exp(-0.5 * ((x[:, None, :] - means[None]) ** 2).sum(-1)).mean(1))  # equal priors
+    np.testing.assert_allclose(density, 1.5 * np.log(2 * np.pi) - log_mix, rtol=1e-10)

@@ -11,6 +11,7 @@ per-class covariances (Mukhoti et al. 2023) are ``class_mahalanobis`` in :mod:`u
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -80,6 +81,14 @@ class LedoitWolfSums:
         s, n, d = self.s, self.n, self.s.shape[0]
         emp = s / n  # (D, D) empirical covariance (assume_centered)
         mu = float(torch.trace(emp)) / d
+        if mu == 0.0:
+            # No spread within any label (each has one training row): no covariance to estimate, and a zero
+            # one made every density score NaN. The identity reads Mahalanobis as squared Euclidean distance.
+            logging.getLogger(__name__).warning(
+                "the labels' training rows show no spread (one row per label): the class Gaussians use an "
+                "identity covariance, so the density and Mahalanobis scores are squared Euclidean distances"
+            )
+            return torch.eye(d, dtype=torch.float64), 0.0
         if d == 1:  # scikit-learn: no shrinkage for one feature
             shrinkage = 0.0
         else:
