@@ -29,6 +29,24 @@ def test_summary_means_spreads_and_average(tmp_path):
     assert s["average"]["textcnn-both"]["complete"] and not s["average"]["linear-base"]["complete"]
     md = to_markdown(s)
     assert "**92.00 ± 2.00**" in md and "81.00 ± 1.41" in md and "| B | — |" in md and "(1 tasks)" in md
+    assert "| B | — | **50.00** |" in md  # one seed: no spread printed (it was "± 0.00")
+
+
+def test_cells_equal_as_printed_are_both_bold(tmp_path):
+    # a trial's sweep: 81.50 and **81.50**, the head's float32 accuracy 0.81999999 against the probe's 0.82
+    for seed, (a, b) in enumerate([(0.8199999928474426, 0.82), (0.81, 0.81)]):
+        _write(tmp_path, "A", "textcnn-base", seed, a)
+        _write(tmp_path, "A", "logreg", seed, b)
+    _write(tmp_path, "A", "linear-base", 0, 0.7)
+    _write(tmp_path, "A", "linear-base", 1, 0.7)
+    row = next(
+        line
+        for line in to_markdown(
+            summarise(collect(tmp_path), ["textcnn-base", "logreg", "linear-base"])
+        ).splitlines()
+        if line.startswith("| A |")
+    )
+    assert row == "| A | **81.50 ± 0.71** | **81.50 ± 0.71** | 70.00 ± 0.00 |"
 
 
 def test_write_ablation_files(tmp_path):

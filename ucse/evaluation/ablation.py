@@ -85,10 +85,11 @@ def _cells(row: dict[str, dict], variants: list[str], text) -> list[str]:
     easier) tasks is not comparable.
     """
     best = max((c["mean"] for c in row.values() if c.get("complete", True)), default=None)
+    shown = None if best is None else f"{best:.2f}"  # ties as printed: float32 accuracies differ by 1e-7
     cells = []
     for v in variants:
         c = row.get(v)
-        bold = c is not None and c.get("complete", True) and c["mean"] == best
+        bold = c is not None and c.get("complete", True) and f"{c['mean']:.2f}" == shown
         cells.append("—" if c is None else f"**{text(c)}**" if bold else text(c))
     return cells
 
@@ -98,7 +99,9 @@ def to_markdown(summary: dict) -> str:
     variants = summary["variants"]
     lines = ["| task | " + " | ".join(variants) + " |", "|---|" + "---|" * len(variants)]
     for task, row in summary["tasks"].items():
-        cells = _cells(row, variants, lambda c: f"{c['mean']:.2f} ± {c['std']:.2f}")
+        cells = _cells(
+            row, variants, lambda c: f"{c['mean']:.2f}" + (f" ± {c['std']:.2f}" if c["seeds"] > 1 else "")
+        )
         lines.append(f"| {task} | " + " | ".join(cells) + " |")
     cells = _cells(
         summary["average"],
