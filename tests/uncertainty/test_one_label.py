@@ -20,3 +20,6 @@ def test_one_answer_for_texts_of_several_labels_is_warned_of(caplog):
     assert not warn_if_one_label(constant, np.zeros(20, dtype=int), None)  # one label held out: right
     assert not warn_if_one_label(constant[:9], labels[:9], None)  # too few texts to say
     assert caplog.text == ""
+    # the run is named: a sweep trains many, and the warning came between their lines
+    assert warn_if_one_label(constant, labels, ["no", "yes"], "sweep/A/linear-base/seed0")
+    assert "sweep/A/linear-base/seed0: the head answers 'no'" in caplog.text

@@ -98,7 +98,7 @@ def fit_profile(
         The fitted :class:`UncertaintyProfile` (not yet saved).
     """
     check_uncertainty_config(cfg)
-    warn_if_one_label(val.logits, val_labels, label_names)
+    warn_if_one_label(val.logits, val_labels, label_names, run)
     c = val.logits.shape[1]
     base = fit_calibrator(val.logits, val_labels, cfg.calibration.method)  # for the training mix
     if counts is None:
