@@ -131,3 +131,26 @@ def test_difficulty_bins_that_hold_every_text_are_said_with_thresholds_that_spli
     with caplog.at_level("WARNING", logger="ucse.evaluation.evaluate"):
         report, _ = uncertainty_report(out, labels, [float(lo), float(hi)])
     assert not caplog.records and all(b["count"] >= n // 4 for b in report["difficulty_bins"].values())
+
+
+def test_evaluating_the_rows_a_refitted_head_trained_on_says_they_are_in_sample(
+    tmp_path, tiny_bert_dir, caplog
+):
+    # a researcher's trial: split=validation of a default run scored AUROC 0.897 against ~0.79 on test,
+    # without a word that head=auto had refitted on those rows
+    import json
+
+    from toy_tasks import own_rows, train_rows
+
+    from ucse.cli.main import main
+
+    train_rows(tmp_path, tiny_bert_dir, own_rows(240, seed=5))
+    run = tmp_path / "run"
+    assert json.loads((run / "metrics.json").read_text())["val"]["estimate"] == "cross-validated"
+    with caplog.at_level("WARNING", logger="ucse.evaluation.evaluate"):
+        assert main(["eval", f"run={run}", "split=validation", "plots=false"]) == 0
+        said = [r.getMessage() for r in caplog.records if "in-sample" in r.getMessage()]
+        assert len(said) == 1 and said[0].startswith("split=validation: the shipped head was refitted")
+        caplog.clear()
+        assert main(["eval", f"run={run}", "plots=false", "overwrite=true"]) == 0  # test: held out, no word
+        assert not [r for r in caplog.records if "in-sample" in r.getMessage()]

@@ -11,7 +11,7 @@ import torch
 
 from ucse import atomic
 from ucse.config import TrainConfig, from_yaml
-from ucse.config.run_layout import RunFolder
+from ucse.config.run_layout import RunFolder, read_run_metrics
 from ucse.core.encoder import EncodedBatch, UcseEncoder
 from ucse.core.run_folder import check_same_splits, finished_run, refuse_memory_data
 from ucse.data import TaskData, load_classification
@@ -235,6 +235,14 @@ def evaluate_run(cfg: EvalConfig) -> dict:
         raise ValueError(f"The run {run} has no {cfg.split} rows (its training carved none){hint}.")
     check_label_names(encoder.label_names, list(data.label_names), folder.head)
     check_same_splits(run, data, (cfg.split,), refuse=False)
+    trained_on = ("cross-validated", "held-out, before refit")  # metrics.json's val.estimate after a refit
+    val = read_run_metrics(run, "no in-sample note").get("val") if cfg.split != "test" else None
+    if isinstance(val, dict) and val.get("estimate") in trained_on:
+        log.warning(
+            "split=%s: the shipped head was refitted on train + validation, so these rows trained it and "
+            "the figures are in-sample; split=test is held out.",
+            cfg.split,
+        )
     states = attach_run_states(encoder, train_cfg, data)
     out = encoder.run_states(states[cfg.split])
     labels = data.labels(cfg.split)
