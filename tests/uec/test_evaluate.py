@@ -299,6 +299,9 @@ def test_unknown_task_fails_in_one_line(tmp_path):
     with pytest.raises(DataError, match="neither a configs/task file nor a data folder") as err:
         run_ensemble(cfg)
     assert "\n" not in str(err.value)
+    # a typo of a task name: the name, not an own-data folder, is the fix (train says so too)
+    with pytest.raises(DataError, match="Did you mean 'STSBenchmark'"):
+        run_ensemble(EvalConfig(ensemble="minilm-pair", task="STSBenchmrk", data_root=str(tmp_path / "data")))
     (tmp_path / "data" / "Odd").mkdir()
     (tmp_path / "data" / "Odd" / "test.jsonl").write_text('{"question": "x"}\n')
     with pytest.raises(DataError, match=r"line 1 has keys \['question'\]"):

@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 from scipy.stats import spearmanr
 
 from ucse import json_read
-from ucse.config import ConfigError, TaskConfig, TaskType, load_group
+from ucse.config import ConfigError, TaskConfig, TaskType, did_you_mean, group_choices, load_group
 from ucse.data.pairs import doc_text, load_retrieval, load_sts
 from ucse.data.tasks import DataError, task_folder
 
@@ -38,11 +38,13 @@ def task_config(name: str, root: Path | None = None) -> TaskConfig:
         node = load_group("task", name).get("task", {})
     except ConfigError:
         if root is None or not (root / name).is_dir():
+            known = group_choices("task") + ([p.name for p in root.iterdir() if p.is_dir()] if root else [])
+            hint = did_you_mean(name, known)  # a typo of a task's name, before an own-data folder
             raise DataError(
                 f"task '{name}' is neither a configs/task file nor a data folder under data_root "
-                f"({root}); add {root}/{name}/ in an own-data format (retrieval corpus.jsonl + "
-                "queries.jsonl + qrels/, STS <split>.jsonl with sentence1/sentence2/score, or <split>.jsonl "
-                "with text/label)"
+                f"({root}).{hint} For data of your own, add {root}/{name}/ in an own-data format (retrieval "
+                "corpus.jsonl + queries.jsonl + qrels/, STS <split>.jsonl with sentence1/sentence2/score, or "
+                "<split>.jsonl with text/label)."
             ) from None
         return TaskConfig(name=name, type=infer_type(root / name))
     return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TaskConfig), node))  # type: ignore[return-value]
