@@ -17,7 +17,7 @@ import ucse
 ROOT = Path(ucse.__file__).resolve().parent
 
 LAYERS: list[set[str]] = [
-    {"json_read", "blank_text"},  # JSON read back from disk; what is a blank text (the standard library only)
+    {"json_read", "blank_text", "hub"},  # JSON read from disk; a blank text; can the hub be reached
     {"atomic", "interrupt", "config", "version"},  # foundations: file writes, signals, config, version
     {"backbone", "data"},  # the frozen model and its states; task data
     {"heads", "losses"},  # what is trained on the states
