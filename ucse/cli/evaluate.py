@@ -39,12 +39,30 @@ def check_mteb_task(cfg: EvalConfig) -> None:
     check_known_task(train_cfg.task.name)
 
 
+def _uec_note(results: dict) -> list[str]:
+    """One line where UEC scores below the uniform average or the best single member (first metric)."""
+    first = lambda r: next((v for v in r.values() if v is not None), None)  # noqa: E731
+    uec = first(results.get("uec", {}))
+    others = {n: first(r) for n, r in results.items() if n == "uniform" or n.startswith("member:")}
+    others = {n: v for n, v in others.items() if v is not None}
+    if uec is None or not others:
+        return []
+    best = max(others, key=others.get)
+    if uec >= others[best]:
+        return []
+    return [
+        f"note: uec ({uec:.4f}) is below {best} ({others[best]:.4f}) on this task (ensemble.md: each "
+        "member's mean weight, and how the weights follow member quality)"
+    ]
+
+
 def ensemble_summary(report: dict) -> str:
     """One line per ensemble variant with its scores, then where the full report is."""
     lines = [
         f"{name}: " + "  ".join(f"{m} {v:.4f}" for m, v in scores.items() if v is not None)
         for name, scores in report["results"].items()
     ]
+    lines += _uec_note(report["results"])
     if report.get("skipped"):
         lines.append("not run here: " + "; ".join(f"{k} ({v})" for k, v in report["skipped"].items()))
     lines.append(f"full report: {Path(report['out']) / 'ensemble.json'} (+ ensemble.md, weights.png)")
