@@ -117,6 +117,7 @@ def test_mteb_classification_offline_on_the_tiny_run(tiny_run):
     # must land well above chance (1/3) for both; their order is an empirical question, not asserted.
     assert 0.53 < raw <= 1.0 and 0.53 < trained <= 1.0
     assert mteb["trained_encoder_mu"]["task_name"] == "Banking77Classification"
+    assert "note" not in mteb["trained_encoder_mu"]  # a trained embedding (only a probe head's is noted)
 
 
 def test_efficiency_runs_the_backbone_in_both_timed_paths(tiny_run, tmp_path):

@@ -154,3 +154,18 @@ def test_evaluating_the_rows_a_refitted_head_trained_on_says_they_are_in_sample(
         caplog.clear()
         assert main(["eval", f"run={run}", "plots=false", "overwrite=true"]) == 0  # test: held out, no word
         assert not [r for r in caplog.records if "in-sample" in r.getMessage()]
+
+
+def test_the_mteb_lines_say_whose_protocol_and_a_probe_heads_note():
+    from ucse.cli.summary import eval_summary
+
+    note = "a logistic-regression head: its embedding is the frozen pooled vector"
+    report = {
+        "mteb": {
+            "trained_encoder_mu": {"task_name": "T", "main_score": 0.6363, "note": note},
+            "raw_backbone_pooled": {"task_name": "T", "main_score": 0.6210},
+        }
+    }
+    lines = eval_summary(report, None).splitlines()
+    assert lines[0].startswith("MTEB T trained_encoder_mu: main score 0.6363 (mteb's own protocol")
+    assert lines[0].endswith(f"; {note}") and not lines[1].endswith(note)

@@ -58,6 +58,7 @@ def eval_summary(report: dict, written: Path | None) -> str:
         lines.append(
             f"MTEB {res.get('task_name')} {name}: main score {res['main_score']:.4f} (mteb's own protocol on "
             "its whole test split: a probe fitted on the embeddings, not this head's predictions)"
+            + (f"; {res['note']}" if res.get("note") else "")
         )
     if written is not None:
         lines.append(f"full report: {written}" + (" (MTEB scores included)" if report.get("mteb") else ""))

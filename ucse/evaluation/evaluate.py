@@ -211,6 +211,13 @@ def mteb_report(encoder: UcseEncoder, cfg: TrainConfig, batch_size: int) -> dict
         )
         results[name] = evaluate_classification(enc, task, batch_size=batch_size)
         log.info("MTEB %s %s: %.4f", cfg.task.name, name, results[name]["main_score"])
+    from ucse.heads.probe import ProbeHead
+
+    if isinstance(encoder.head, ProbeHead):  # its "mu" is the pooled vector, normalised: nothing trained
+        results["trained_encoder_mu"]["note"] = (
+            "a logistic-regression head: its embedding is the frozen pooled vector, L2-normalised, so the "
+            "gap to raw_backbone_pooled is that normalisation, not training"
+        )
     return results
 
 
