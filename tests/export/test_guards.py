@@ -267,3 +267,18 @@ def test_a_head_without_variance_is_refused_before_the_texts_are_encoded(
         and "(it has no variance branch)" in err
         and "Train with head.gaussian=true" in err
     )
+
+
+def test_an_export_of_a_capped_runs_split_says_it_is_the_runs_slice(run, tmp_path, capsys):
+    # a trial: export=test of a run trained with data.max_eval_samples=200 exported 200 of 670 texts as "test"
+    copy = tmp_path / "capped"
+    shutil.copytree(run, copy)
+    text = (copy / "config.yaml").read_text()
+    assert "max_eval_samples: null" in text
+    (copy / "config.yaml").write_text(text.replace("max_eval_samples: null", "max_eval_samples: 5", 1))
+    assert _eval_main()([f"run={copy}", "export=test", f"out={tmp_path / 'o'}"]) == 0
+    meta = json.loads((tmp_path / "o" / "meta.json").read_text())
+    assert meta["count"] == 5 and meta["slice"] == "the run's data.max_eval_samples=5 rows (seed 0)"
+    assert "exported 5 texts (the run's data.max_eval_samples=5 rows (seed 0))" in capsys.readouterr().out
+    assert _eval_main()([f"run={run}", "export=test", f"out={tmp_path / 'whole'}"]) == 0
+    assert "slice" not in json.loads((tmp_path / "whole" / "meta.json").read_text())

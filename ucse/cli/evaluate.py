@@ -102,7 +102,9 @@ def main(argv: list[str], command: str = "eval") -> int:
             from ucse.export.export import export_run
 
             report = export_run(cfg)
-            print(f"exported {report['count']} texts ({report['dim']}-d mean + variance) to {report['out']}")
+            of = f" ({report['slice']})" if report.get("slice") else ""
+            dim = f"{report['dim']}-d mean + variance"
+            print(f"exported {report['count']} texts{of} ({dim}) to {report['out']}")
         else:
             if cfg.mteb:
                 check_mteb_task(cfg)

@@ -112,6 +112,10 @@ def export_run(cfg: EvalConfig) -> dict:
             data.texts(cfg.export),
             {"task": train_cfg.task.name, "split": cfg.export},
         )
+        cap = train_cfg.data.max_train_samples if cfg.export == "train" else train_cfg.data.max_eval_samples
+        if cap is not None and len(texts) >= cap:  # the run's seeded slice, not the whole split
+            key = "max_train_samples" if cfg.export == "train" else "max_eval_samples"
+            origin["slice"] = f"the run's data.{key}={cap} rows (seed {train_cfg.seed})"
     out = encoder.encode_gaussian(texts)
     assert out.var is not None  # as the one text's above
     meta = {
