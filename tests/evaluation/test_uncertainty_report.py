@@ -154,6 +154,11 @@ def test_evaluating_the_rows_a_refitted_head_trained_on_says_they_are_in_sample(
         caplog.clear()
         assert main(["eval", f"run={run}", "plots=false", "overwrite=true"]) == 0  # test: held out, no word
         assert not [r for r in caplog.records if "in-sample" in r.getMessage()]
+    # with plots: a head without a variance branch says why it drew no difficulty bins
+    with caplog.at_level("INFO", logger="ucse.evaluation.evaluate"):
+        assert main(["eval", f"run={run}", "overwrite=true"]) == 0
+    said = any(r.getMessage().startswith("no difficulty.png") for r in caplog.records)
+    assert said != (run / "difficulty.png").exists()
 
 
 def test_the_mteb_lines_say_whose_protocol_and_a_probe_heads_note():

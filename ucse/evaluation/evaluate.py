@@ -277,6 +277,8 @@ def evaluate_run(cfg: EvalConfig) -> dict:
             report["plots"].append(str(tsne))
         if "difficulty_bins" in unc:
             report["plots"].append(str(plot_difficulty(unc["difficulty_bins"], run / "difficulty.png")))
+        else:  # the sigma bins need a variance branch
+            log.info("no difficulty.png: the head has no variance branch (head=textcnn has one)")
         report["plots"] += extra_plots
     if cfg.efficiency:
         report["efficiency"] = efficiency_report(
