@@ -105,7 +105,7 @@ class RawSplit:
 
 
 @contextlib.contextmanager
-def _quiet() -> Iterator[None]:
+def quiet_datasets() -> Iterator[None]:
     """Silence ``datasets``' progress bars and its error log (our error names the file and the line)."""
     bars = datasets.is_progress_bar_enabled()
     level = datasets.utils.logging.get_verbosity()
@@ -155,7 +155,7 @@ def _position(raw: bytes, offset: int) -> tuple[int, int]:
 
 def load_in_memory(builder: str, path: Path, **kwargs: Any) -> datasets.Dataset:
     """``load_dataset(builder, data_files=path)`` into memory, with a throw-away Arrow cache."""
-    with tempfile.TemporaryDirectory(prefix="ucse-read-") as cache, _quiet():
+    with tempfile.TemporaryDirectory(prefix="ucse-read-") as cache, quiet_datasets():
         return datasets.load_dataset(
             builder, data_files=str(path), split="train", cache_dir=cache, keep_in_memory=True, **kwargs
         )
@@ -245,7 +245,7 @@ def _split_role(name: str) -> str | None:
 def read_saved(path: Path) -> dict[str, RawSplit]:
     """Read a ``save_to_disk`` folder: a ``DatasetDict`` (its splits by role) or one ``Dataset`` (train)."""
     try:
-        with _quiet():
+        with quiet_datasets():
             saved = datasets.load_from_disk(str(path), keep_in_memory=True)
     except Exception as err:  # damaged Arrow files or metadata
         cause = _root_cause(err)

@@ -11,7 +11,7 @@ import numpy as np
 
 from ucse.config import DataConfig, TaskConfig, TaskType
 from ucse.data.checks import resolve_bad_rows, score_problems, text_problems
-from ucse.data.files import load_in_memory
+from ucse.data.files import load_in_memory, quiet_datasets
 from ucse.data.loading import hub_id, load_hub, read_jsonl
 from ucse.data.tasks import DATA_ENV, DataError, resolve_data_root, task_folder
 
@@ -61,13 +61,14 @@ def load_sts(source: str | Path | TaskConfig, split: str, data: DataConfig | Non
     bad = text_problems(ds, "sentence1") + text_problems(ds, "sentence2") + score_problems(ds, "score")
     drop = data.drop_bad_rows if data is not None else False
     keep = resolve_bad_rows(len(ds), bad, split=split, where=where, drop=drop)
-    ds = ds.select_columns(list(STS_COLUMNS)).select(keep).flatten_indices(keep_in_memory=True)
     features = datasets.Features(
         sentence1=datasets.Value("string"),
         sentence2=datasets.Value("string"),
         score=datasets.Value("float64"),
     )
-    return ds.cast(features)
+    with quiet_datasets():  # "Flattening the indices" and "Casting the dataset" bars, twice a split
+        ds = ds.select_columns(list(STS_COLUMNS)).select(keep).flatten_indices(keep_in_memory=True)
+        return ds.cast(features)
 
 
 @dataclass

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import datasets
 import mteb
 import numpy as np
 import torch
@@ -292,6 +293,8 @@ def _task_result(model: AbsEncoder, task: AbsTask, batch_size: int) -> Any:
     if not debug_mode():  # mteb's INFO lines: six per evaluation, ~100 for an ensemble
         mteb_log.setLevel(logging.WARNING)
     task_log.addFilter(_not_superseded)  # its warning is logged as well as warned
+    bars = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()  # mteb's "Flattening the indices" / "Casting the dataset" bars
     with warnings.catch_warnings():
         # The task versions are the papers' (MTEB(eng, v2) as the UCSE paper's Table 1 runs them), chosen on
         # purpose: mteb's "superseded by ... .v2" advice would repeat on every evaluation.
@@ -308,6 +311,8 @@ def _task_result(model: AbsEncoder, task: AbsTask, batch_size: int) -> Any:
         finally:
             mteb_log.setLevel(level)
             task_log.removeFilter(_not_superseded)
+            if bars:
+                datasets.enable_progress_bars()
     return res.task_results[0]
 
 
