@@ -17,15 +17,9 @@ from ucse.backbone.encoder import FrozenBackbone
 from ucse.backbone.word_pieces import HEAD_CHARS, _prose, split_words_message, word_pieces
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
-GERMAN = [
-    "Ich habe meine Karte verloren und brauche dringend eine neue.",
-    "Warum wurde meine Überweisung noch nicht gutgeschrieben?",
-    "Die Lieferung kam beschädigt an, ich möchte mein Geld zurück.",
-    "Wie kann ich mein Passwort ändern, wenn ich keinen Zugriff mehr habe?",
-    "Das Produkt ist großartig, die Qualität hat mich wirklich überzeugt.",
-    "Leider funktioniert die Fernbedienung nach zwei Wochen nicht mehr.",
-    "Stell den Wecker auf sieben Uhr morgen früh.",
-]
+WRITTEN = json.loads((Path(__file__).resolve().parents[2] / "bench" / "word_pieces_texts.json").read_text())
+"""The sentences ``bench/word_pieces.py`` measures (docs/RESULTS.md section 9), by kind."""
+GERMAN = WRITTEN["German"]
 
 
 @pytest.fixture(scope="module")
@@ -117,17 +111,11 @@ def test_german_among_english_is_said(minilm_tokenizer):
 
 def test_code_urls_and_identifiers_in_english_are_not_said_to_be_another_language(minilm_tokenizer):
     # a ticket queue of stack traces: 9 of 30 were over 1.5 pieces per word, and the warning fired
-    tickets = [
-        "Build fails with NullPointerException in com.acme.payments.InvoiceService.render()",
-        "the getUserById endpoint returns 500 when user_id is null",
-        "webhook from stripe returns 401 invalid signature whsec_abc123",
-        "See https://github.com/acme/payments/issues/4821 for the stack trace",
-        "Error: ENOENT: no such file or directory, open '/var/log/app/config.yaml'",
-    ]
-    found = word_pieces(minilm_tokenizer, tickets * 6)
+    tickets = WRITTEN["English support tickets with code, URLs and identifiers"]
+    found = word_pieces(minilm_tokenizer, tickets * 3)
     assert found.judged == 30 and found.split == 0 and split_words_message(found, "minilm-l6") is None
     # the words around the code are still measured; a sentence without ASCII letters is kept whole
-    assert _prose(tickets[1]) == "the endpoint returns 500 when is null"
+    assert _prose(tickets[3]) == "the endpoint returns 500 when is null"
     assert _prose("我有3个问题") == "我有3个问题" and _prose("Ich habe 2 Karten.") == "Ich habe 2 Karten."
     german = word_pieces(minilm_tokenizer, [f"{t} (Ticket JIRA-{i})" for i, t in enumerate(GERMAN * 3)])
     assert german.split == 21 and split_words_message(german, "minilm-l6") is not None
