@@ -10,6 +10,7 @@ English rows read the shared tasks' training texts.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from pathlib import Path
@@ -33,13 +34,8 @@ TASKS = (
 def _train_texts(task: str, n: int) -> list[str]:
     """The first ``n`` training texts of a shared task."""
     root = Path(os.environ.get("UCSE_DATA_DIR", "../shared/data"))
-    out: list[str] = []
     with (root / task / "train.jsonl").open() as fh:
-        for line in fh:
-            out.append(json.loads(line)["text"])
-            if len(out) == n:
-                break
-    return out
+        return [json.loads(line)["text"] for line in itertools.islice(fh, n)]
 
 
 def main() -> None:
