@@ -64,7 +64,10 @@ def test_the_listing_names_what_each_entry_holds_and_what_is_not_an_entry(cache_
     assert [e.bytes for e in entries] == [_bytes(paths[t]) for t in ("Big", "Small", "Mid")]
     assert all(e.model.startswith("sha256:") for e in entries)
     not_entries = [root / "notes.txt", root / "gguf", *(root / (c * 64) for c in "abd")]
-    assert other == sum(_bytes(p) if p.is_dir() else p.stat().st_size for p in not_entries)
+    want = {}
+    for p in not_entries:  # by name, a folder as "name/"
+        want[f"{p.name}/" if p.is_dir() else p.name] = _bytes(p) if p.is_dir() else p.stat().st_size
+    assert other == want
 
 
 def test_reading_an_entry_marks_it_used(cache_with_three, tiny_bert_backbone):
@@ -132,6 +135,12 @@ def test_the_command_lists_dry_runs_prunes_and_refuses_bad_options(cache_with_th
     assert main(["cache", f"dir={root}"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("last used (UTC)") and "Big" in out[1] and "3 entries" in out[-1]
+    # what the other files are, largest first (a trial found 88.6 MiB "never pruned" and no word what)
+    (root / "uec" / "laplace").mkdir(parents=True)
+    (root / "uec" / "laplace" / "fit.safetensors").write_bytes(b"x" * 3_000_000)
+    assert main(["cache", f"dir={root}"]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert "(never pruned: uec/ 2.9 MiB (ensembles' member caches: rebuilt when missing" in last
     assert main(["cache", f"dir={root / 'none'}"]) == 0
     assert "no cache folder" in capsys.readouterr().out and not (root / "none").exists()
     assert main(["cache", "prune", "unused_days=30", "dry_run=true", f"dir={root}"]) == 0

@@ -90,20 +90,23 @@ def _entry(folder: Path) -> CacheEntry | None:
     )
 
 
-def list_entries(root: Path) -> tuple[list[CacheEntry], int]:
-    """The entries under ``root``, least recently used first, and the bytes of everything else there."""
+def list_entries(root: Path) -> tuple[list[CacheEntry], dict[str, int]]:
+    """The entries under ``root``, least recently used first, and the bytes of everything else, by name.
+
+    A folder is named ``name/``.
+    """
     if not root.is_dir():
-        return [], 0
-    entries, other = [], 0
+        return [], {}
+    entries, other = [], {}
     for child in sorted(root.iterdir()):
         entry = _entry(child)
         if entry is not None:
             entries.append(entry)
         elif child.is_dir() and not child.is_symlink():
-            other += files_bytes(child)
+            other[f"{child.name}/"] = files_bytes(child)
         else:
             try:
-                other += child.lstat().st_size
+                other[child.name] = child.lstat().st_size
             except OSError:
                 continue
     entries.sort(key=lambda e: (e.used, e.path.name))

@@ -23,6 +23,11 @@ from ucse.cli.help import show, wants_help
 from ucse.config import ConfigError, did_you_mean
 
 KEYS = ("dir", "unused_days", "max_gb", "dry_run")
+OTHER = {
+    "uec/": " (ensembles' member caches: rebuilt when missing, so the folder may be deleted)",
+    "gguf/": " (dequantised GGUF copies: rebuilt when missing)",
+}
+"""What the cache folder's known non-entry folders hold, for the listing."""
 
 
 def _number(opts: dict[str, str], key: str) -> float | None:
@@ -90,9 +95,12 @@ def main(argv: list[str]) -> int:
         for entry in entries:
             print(describe(entry))
         total = human_bytes(sum(e.bytes for e in entries))
+        big = sorted(other.items(), key=lambda kv: -kv[1])[:4]
+        parts = ", ".join(f"{name} {human_bytes(n)}{OTHER.get(name, '')}" for name, n in big)
         print(
-            f"{root}: {len(entries)} entries, {total}; other files {human_bytes(other)} (never "
-            "pruned). Remove unused entries: `ucse cache prune unused_days=30` or max_gb=N (dry_run=true)."
+            f"{root}: {len(entries)} entries, {total}; other files {human_bytes(sum(other.values()))} (never "
+            f"pruned{': ' + parts if parts else ''}). Remove unused entries: `ucse cache prune "
+            "unused_days=30` or max_gb=N (dry_run=true)."
         )
         return 0
 
