@@ -498,6 +498,10 @@ def test_lists_written_as_text_in_a_csv_fail_like_lists(tmp_path, caplog, spelli
     msg = str(err.value)
     assert "one-item list written as text" in msg and "write the label alone ('billing')" in msg
     assert "multi-label" not in msg
+    # empty lists (an export of rows without labels): said, not an IndexError
+    empty = [{"text": r["text"], "label": spelling([])} for r in rows]
+    with pytest.raises(DataError, match="holds empty lists of labels written as text"):
+        load_task_data(write_rows(tmp_path / "none.csv", empty))
     # a few among plain labels: trained as they are, named in the joined-labels warning
     few = own_rows(60) + [{"text": f"both {i}", "label": spelling([NAMES[0], NAMES[1]])} for i in range(3)]
     few += [{"text": f"odd {i}", "label": "[draft]"} for i in range(3)]  # brackets, but no list

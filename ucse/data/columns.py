@@ -221,8 +221,13 @@ def refuse_label_lists(raw: RawSplit, labels: list, column: str, keys: ColumnKey
     value = labels[first].tolist() if isinstance(labels[first], np.ndarray) else labels[first]
     as_text = " written as text" if isinstance(value, str) else ""
     shown_value = repr(value) if as_text else str(value)
+    if not any(len(parsed[i]) for i in lists):  # "[]" in every such row: an export of no labels
+        raise DataError(
+            f"{raw.where} {place}: {column!r} holds empty lists of labels{as_text} ({shown_value[:80]}; "
+            f"{len(lists)} of {len(labels)} rows do): give each row its label."
+        )
     if not several:
-        alone = str(list(parsed[first])[0])
+        alone = str(next(list(parsed[i])[0] for i in lists if len(parsed[i])))
         raise DataError(
             f"{raw.where} {place}: {column!r} holds each label as a one-item list{as_text} "
             f"({shown_value[:80]}; {len(lists)} of {len(labels)} rows do): write the label alone "
