@@ -129,3 +129,15 @@ def test_few_labelled_rows_per_label_offer_ucse_suggest(tmp_path, train, validat
     hint = f"ucse suggest run={tmp_path} input=<unlabelled.txt> n=6 (to label next)"
     assert (hint in last) is offered
     assert "suggest" not in train_summary(tmp_path, {}, None)  # no sizes read back: nothing offered
+
+
+def test_a_run_that_capped_its_training_rows_is_not_told_to_label_more(tmp_path):
+    # a researcher's trial: Banking77 capped at 50 rows was told `ucse suggest ... n=154 (to label next)`
+    from ucse.config import build_config, to_yaml
+
+    data = {"num_classes": 3, "sizes": {"train": 60, "validation": 10, "test": 40}}
+    cfg = build_config(["data.max_train_samples=60", f"output_dir={tmp_path}"])
+    (tmp_path / "config.yaml").write_text(to_yaml(cfg))
+    assert "ucse suggest" not in train_summary(tmp_path, {"data": data}, None)
+    (tmp_path / "config.yaml").write_text(to_yaml(build_config([f"output_dir={tmp_path}"])))
+    assert "ucse suggest" in train_summary(tmp_path, {"data": data}, None)
