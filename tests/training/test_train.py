@@ -90,12 +90,16 @@ def test_same_seed_same_result(tiny_run_cfg, tmp_path):
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
 
 
-def test_resume_from_last_checkpoint(tiny_run_cfg):
+def test_resume_from_last_checkpoint(tiny_run_cfg, caplog):
     one = train(tiny_run_cfg("optim.epochs=1"))
     steps_one = torch.load(one.run_dir / "checkpoints" / "last.ckpt", weights_only=True)["global_step"]
     two = train(tiny_run_cfg("optim.epochs=2", "ckpt_path=last"))
     ckpt = torch.load(two.run_dir / "checkpoints" / "last.ckpt", weights_only=True)
     assert ckpt["epoch"] == 1 and ckpt["global_step"] == 2 * steps_one
+    assert "nothing was trained" not in caplog.text
+    # resuming the finished run trains nothing, and says so (it silently rewrote the head and metrics)
+    train(tiny_run_cfg("optim.epochs=2", "ckpt_path=last"))
+    assert f"had finished (step {2 * steps_one}), so nothing was trained" in caplog.text
 
 
 def test_exported_head_encodes_like_the_trained_module(tiny_run_cfg, tiny_task_root):

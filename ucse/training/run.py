@@ -47,6 +47,8 @@ from ucse.training.run_folder import (
     checkpoint_path,
     missing_best,
     read_checkpoint,
+    tell_no_last_checkpoint,
+    tell_nothing_resumed,
 )
 from ucse.training.run_lock import hold_run_folder
 from ucse.training.stops import StopWhenSignalled
@@ -350,11 +352,7 @@ def _fit_lightning(
     module.data_fingerprints = fingerprints
     resume = checkpoint_path(cfg, run_dir)
     if resume is None and cfg.ckpt_path == "last":  # said: a mistyped output_dir trained afresh in silence
-        log.warning(
-            "ckpt_path=last: %s holds no last.ckpt (a new folder, or a run stopped before its first "
-            "checkpoint): training from the start.",
-            RunFolder(run_dir).checkpoints,
-        )
+        tell_no_last_checkpoint(run_dir)
     if resume is not None:
         checkpoint = read_checkpoint(resume)
         check_checkpoint_fits(checkpoint, module, resume)
@@ -365,6 +363,8 @@ def _fit_lightning(
         t_fit = time.perf_counter()
         trainer.fit(module, datamodule=dm, ckpt_path=resume, weights_only=True)
         fit_s = time.perf_counter() - t_fit
+        if resume is not None and trainer.global_step == int(checkpoint["global_step"]):
+            tell_nothing_resumed(run_dir, trainer.global_step)
         best = ckpt.best_model_path or None
         if best and not Path(best).is_file():
             # Resumed from a run trained under another folder name (overwrite=true trains in a temporary

@@ -6,6 +6,7 @@ Lightning's checkpoint I/O and callback live in ``ucse.training.checkpoints``.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,9 @@ _MAY_GROW = {"optim": ("epochs",)}
 _SCHEDULED = {"optim": ("epochs", "batch_size")}
 """Under ``recipe=auto`` the run sets these itself from the data size (``run.schedule``, written into its
 config.yaml): the command's own values are not the run's, so they are not compared."""
+
+
+log = logging.getLogger(__name__)
 
 
 def holds_results(run_dir: Path) -> bool:
@@ -278,4 +282,23 @@ def missing_best(name: str, checkpoints: Path) -> ConfigError:
     return ConfigError(
         f"The best checkpoint this run recorded ({name or 'none'}) is not in {checkpoints}; its weights "
         "cannot be shipped. Train the run again with overwrite=true."
+    )
+
+
+def tell_no_last_checkpoint(run_dir: Path) -> None:
+    """Warn that ``ckpt_path=last`` found no checkpoint (a mistyped folder trained afresh, unsaid)."""
+    log.warning(
+        "ckpt_path=last: %s holds no last.ckpt (a new folder, or a run stopped before its first checkpoint): "
+        "training from the start.",
+        RunFolder(run_dir).checkpoints,
+    )
+
+
+def tell_nothing_resumed(run_dir: Path, step: int) -> None:
+    """Warn that a resumed run had finished: allowed (a resume may add epochs), but it trained nothing."""
+    log.warning(
+        "ckpt_path=last: the run in %s had finished (step %d), so nothing was trained; its head and figures "
+        "are written again from its best state (an eval.json or plots beside them are older).",
+        run_dir,
+        step,
     )
