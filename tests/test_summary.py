@@ -133,11 +133,7 @@ def test_few_labelled_rows_per_label_offer_ucse_suggest(tmp_path, train, validat
 
 def test_a_run_that_capped_its_training_rows_is_not_told_to_label_more(tmp_path):
     # a researcher's trial: Banking77 capped at 50 rows was told `ucse suggest ... n=154 (to label next)`
-    from ucse.config import build_config, to_yaml
-
-    data = {"num_classes": 3, "sizes": {"train": 60, "validation": 10, "test": 40}}
-    cfg = build_config(["data.max_train_samples=60", f"output_dir={tmp_path}"])
-    (tmp_path / "config.yaml").write_text(to_yaml(cfg))
+    data = {"num_classes": 3, "sizes": {"train": 60, "validation": 10, "test": 40}, "train_capped": True}
     assert "ucse suggest" not in train_summary(tmp_path, {"data": data}, None)
-    (tmp_path / "config.yaml").write_text(to_yaml(build_config([f"output_dir={tmp_path}"])))
+    data["train_capped"] = False
     assert "ucse suggest" in train_summary(tmp_path, {"data": data}, None)

@@ -145,19 +145,6 @@ def review_note(review: dict) -> str:
     )
 
 
-def _capped(run: RunFolder) -> bool:
-    """Whether the run read a capped slice of its training rows (``data.max_train_samples``).
-
-    Few labels by choice (a benchmark's cut): labelling more is not the advice there.
-    """
-    from ucse.config import ConfigError, from_yaml
-
-    try:
-        return from_yaml(run.config).data.max_train_samples is not None
-    except (ConfigError, OSError, ValueError):
-        return False
-
-
 def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
     """What ``ucse train`` prints: test/validation scores, the uncertainty profile, the run's files."""
     test, val = metrics.get("test"), metrics.get("val", {})
@@ -300,7 +287,8 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
     nxt += f"   |   ucse eval run={run_dir}"
     labelled = sum(v for k, v in sizes.items() if k in ("train", "validation") and isinstance(v, int))
     classes = data.get("num_classes")
-    if isinstance(classes, int) and classes > 0 and labelled < FEW_PER_LABEL * classes and not _capped(run):
+    few = isinstance(classes, int) and classes > 0 and labelled < FEW_PER_LABEL * classes
+    if few and not data.get("train_capped"):  # a capped slice has few labels by choice
         # where more labels pay most: say how to choose them (docs/RESULTS.md, "What to label next")
         nxt += f"   |   ucse suggest run={run_dir} input=<unlabelled.txt> n={2 * classes} (to label next)"
     lines.append(nxt)

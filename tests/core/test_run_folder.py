@@ -75,15 +75,15 @@ def test_a_recorded_data_root_that_is_no_folder_from_here_names_data_root(tmp_pa
     # a run trained with a relative data.root (before roots were made absolute), evaluated from another
     # folder: the loader's error blamed "data.root or env UCSE_DATA_DIR", setting the variable did not help
     from ucse.config import ConfigError
-    from ucse.core.run_folder import refuse_memory_data
+    from ucse.core.run_folder import refuse_unreadable_data
 
     monkeypatch.chdir(tmp_path)
     cfg = _cfg("task=Banking77Classification")
     cfg.data.root = "../shared/data-moved"  # as an older config.yaml holds it
     with pytest.raises(ConfigError) as err:
-        refuse_memory_data(tmp_path / "run", cfg, None, "eval", "fix")
+        refuse_unreadable_data(tmp_path / "run", cfg, None, "eval", "fix")
     msg = str(err.value)
     assert "the run's config.yaml records data.root=../shared/data-moved" in msg and "pass data_root=" in msg
     with pytest.raises(ConfigError, match=r"data_root=/nowhere, which is not a folder"):
-        refuse_memory_data(tmp_path / "run", cfg, "/nowhere", "eval", "fix")
-    refuse_memory_data(tmp_path / "run", cfg, str(tmp_path), "eval", "fix")  # a folder given: no error
+        refuse_unreadable_data(tmp_path / "run", cfg, "/nowhere", "eval", "fix")
+    refuse_unreadable_data(tmp_path / "run", cfg, str(tmp_path), "eval", "fix")  # a folder given: no error

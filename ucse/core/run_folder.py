@@ -70,8 +70,14 @@ def check_same_splits(run: Path, data: TaskData, splits: tuple[str, ...], refuse
     log.warning("%s: the figures below are for the rows given now.", message)
 
 
-def refuse_memory_data(run: Path, cfg: TrainConfig, data_root: str | None, command: str, fix: str) -> None:
-    """Raise, naming the run, ``command`` and ``fix``, when the run's data cannot be read back."""
+def refuse_unreadable_data(
+    run: Path, cfg: TrainConfig, data_root: str | None, command: str, fix: str
+) -> None:
+    """Raise, naming the run, ``command`` and ``fix``, when the run's data cannot be read back.
+
+    Rows passed in memory are not on disk; a recorded ``data.root`` (or the ``data_root`` given) that is no
+    folder from here names ``data_root=``.
+    """
     if not reads_back_data(cfg, data_root):
         raise ConfigError(
             f"run={run} was trained on data passed in memory, which {command} cannot read back; {fix}, or "

@@ -13,7 +13,7 @@ from ucse import atomic
 from ucse.config import TrainConfig, from_yaml
 from ucse.config.run_layout import RunFolder, read_run_metrics
 from ucse.core.encoder import EncodedBatch, UcseEncoder
-from ucse.core.run_folder import check_same_splits, finished_run, refuse_memory_data
+from ucse.core.run_folder import check_same_splits, finished_run, refuse_unreadable_data
 from ucse.data import TaskData, load_classification
 from ucse.evaluation.config import EvalConfig
 from ucse.evaluation.efficiency import count_parameters, measure_throughput
@@ -229,7 +229,7 @@ def evaluate_run(cfg: EvalConfig) -> dict:
     """
     run, train_cfg = load_run(cfg.run or "", cfg.data_root)
     fix = "score labelled texts from Python with UcseClassifier.from_pretrained(run).score(texts, labels)"
-    refuse_memory_data(run, train_cfg, cfg.data_root, "eval", fix)  # not "no data source" from the loader
+    refuse_unreadable_data(run, train_cfg, cfg.data_root, "eval", fix)  # not "no data source" from the loader
     device = resolve_device(cfg.accelerator)
     folder = RunFolder(run)
     encoder = UcseEncoder.from_dir(folder.head, device=device, trust_remote_code=cfg.trust_remote_code)

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import datasets
 import mteb
 import numpy as np
 import torch
@@ -27,6 +26,7 @@ from torch.utils.data import DataLoader
 from ucse import json_read
 from ucse.blank_text import blank_problem, is_blank
 from ucse.config import debug_mode
+from ucse.data.files import quiet_datasets
 from ucse.evaluation.encoder_protocol import TextEncoder
 
 # The paper evaluates the English portion of multilingual tasks; mteb names that subset "en".
@@ -293,9 +293,8 @@ def _task_result(model: AbsEncoder, task: AbsTask, batch_size: int) -> Any:
     if not debug_mode():  # mteb's INFO lines: six per evaluation, ~100 for an ensemble
         mteb_log.setLevel(logging.WARNING)
     task_log.addFilter(_not_superseded)  # its warning is logged as well as warned
-    bars = datasets.is_progress_bar_enabled()
-    datasets.disable_progress_bars()  # mteb's "Flattening the indices" / "Casting the dataset" bars
-    with warnings.catch_warnings():
+    # quiet_datasets: mteb's "Flattening the indices" / "Casting the dataset" bars
+    with warnings.catch_warnings(), quiet_datasets():
         # The task versions are the papers' (MTEB(eng, v2) as the UCSE paper's Table 1 runs them), chosen on
         # purpose: mteb's "superseded by ... .v2" advice would repeat on every evaluation.
         warnings.filterwarnings("ignore", message=r"The task .* is superseded by", category=UserWarning)
@@ -311,8 +310,6 @@ def _task_result(model: AbsEncoder, task: AbsTask, batch_size: int) -> Any:
         finally:
             mteb_log.setLevel(level)
             task_log.removeFilter(_not_superseded)
-            if bars:
-                datasets.enable_progress_bars()
     return res.task_results[0]
 
 

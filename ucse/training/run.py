@@ -325,6 +325,7 @@ def _run(cfg: TrainConfig, data: TaskData, run_dir: Path, device: torch.device, 
         "cache_bytes": cache.used_bytes() if cache is not None else 0,  # this run's entries only
         "cache_builds": cache.builds if cache is not None else 0,
         "fingerprints": fingerprints,  # ucse calibrate / eval check that they reload these splits
+        "train_capped": cfg.data.max_train_samples is not None,  # a slice by choice: no "label more" advice
     }
     atomic.write_json(RunFolder(run_dir).metrics, metrics)
     return metrics

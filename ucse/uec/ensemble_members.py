@@ -93,24 +93,23 @@ class FitPairs:
 
     @classmethod
     def by_rows(cls, ds: Any, fraction: float, seed: int, max_pairs: int | None) -> FitPairs:
-        """Same-label pairs, with a share of each label's rows held out and paired among themselves.
+        """Same-label pairs; a share of each label's rows held out, paired among themselves (in no fit pair).
 
-        Holding whole groups out, as for STS and retrieval, would hold out whole labels: on two labels the
-        fit kept one, every in-batch negative was a known positive, and the fit's loss and gradient were
-        exactly zero (the posterior was the prior). Each held-out text appears in no fit pair.
+        Held out by group (as for STS), whole labels went: on two labels every in-batch negative was then a
+        known positive and the fit's loss and gradient exactly zero (the posterior was the prior).
         """
-        labels = list(ds["label"])
-        rng = random.Random(seed)
+        rng, by_label = random.Random(seed), {}  # label -> its rows, in first-seen order
+        for i, y in enumerate(ds["label"]):
+            by_label.setdefault(y, []).append(i)
         held: list[int] = []
-        for label in dict.fromkeys(labels):
-            rows = [i for i, y in enumerate(labels) if y == label]
+        for rows in by_label.values():
             rng.shuffle(rows)
             take = math.ceil(fraction * len(rows)) if fraction and len(rows) >= 4 else 0
             held += rows[:take]
-        fit_rows = sorted(set(range(len(labels))) - set(held))
+        fit_rows = sorted(set(range(len(ds))) - set(held))
         cap = None if max_pairs is None else max(1, math.ceil(fraction * max_pairs))
         out = cls.__new__(cls)
-        ids = {y: i for i, y in enumerate(dict.fromkeys(labels))}  # one group id per label, in both parts
+        ids = {y: i for i, y in enumerate(by_label)}  # one group id per label, in both parts
         out.fit, out.fit_groups = _label_pairs(ds.select(fit_rows), seed, max_pairs, ids)
         out.heldout, out.heldout_groups = _label_pairs(ds.select(sorted(held)), seed + 1, cap, ids)
         if len(out.fit) < 4:

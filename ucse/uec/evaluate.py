@@ -163,7 +163,7 @@ def _markdown(report: dict) -> str:
     for name, row in report["results"].items():
         vals = " | ".join(f"{100 * row['scores'].get(m, float('nan')):.2f}" for m in metrics)
         lines.append(f"| {name} | {vals} | {row['note']} |")
-    sts = "sts" in str(report.get("task_type", "")).lower()
+    sts = report.get("task_type") == TaskType.sts.value
     lines += [
         "",
         "Scores x100, from mteb's evaluators"

@@ -34,7 +34,7 @@ from ucse.config.uncertainty import (
     recorded_for_calibrate,
 )
 from ucse.core.encoder import EncodedBatch, UcseEncoder
-from ucse.core.run_folder import check_same_splits, finished_run, reads_back_data, refuse_memory_data
+from ucse.core.run_folder import check_same_splits, finished_run, reads_back_data, refuse_unreadable_data
 from ucse.data import TaskData, load_classification
 from ucse.training.auto_run import read_heldout
 from ucse.training.run import build_states, resolve_device
@@ -370,7 +370,7 @@ def refit_run_profile(
         ucfg.abstain.coverage = None  # an error target replaces the run's coverage rule (coverage wins)
     check_uncertainty_config(ucfg)
     fix = "refit from Python with ucse.uncertainty.fit.fit_profile"
-    refuse_memory_data(run, train_cfg, data_root, "calibrate", fix)
+    refuse_unreadable_data(run, train_cfg, data_root, "calibrate", fix)
     recorded_root = train_cfg.data.root
     if data_root:
         train_cfg.data.root = data_root

@@ -28,7 +28,7 @@ from sklearn.model_selection import cross_val_predict
 from ucse.config import ConfigError, from_yaml
 from ucse.config.run_layout import RunFolder, read_run_metrics
 from ucse.core.encoder import UcseEncoder
-from ucse.core.run_folder import check_same_splits, finished_run, refuse_memory_data
+from ucse.core.run_folder import check_same_splits, finished_run, refuse_unreadable_data
 from ucse.data import TaskData, load_classification
 from ucse.data.duplicates import text_groups
 from ucse.losses.temperature import fit_temperature
@@ -89,7 +89,7 @@ def review_run(
     cfg = from_yaml(folder.config)
     if data is None:
         fix = "review from Python with ucse.uncertainty.review_run.review_run(run, data=...)"
-        refuse_memory_data(run, cfg, data_root, "review", fix)
+        refuse_unreadable_data(run, cfg, data_root, "review", fix)
     if data_root:
         cfg.data.root = data_root
     data = data if data is not None else load_classification(cfg.task, cfg.data, cfg.seed)
