@@ -54,7 +54,8 @@ def test_one_training_row_per_label_reads_distances_as_euclidean_with_a_warning(
         g = fit_class_gaussians(means, np.arange(5), 6)  # one row for each of five labels, one label without
     assert "one row per label" in caplog.text
     brute = ((x[:, None, :] - means[None]) ** 2).sum(-1).min(1)  # squared Euclidean to the nearest mean
-    np.testing.assert_allclose(mahalanobis(x, g).numpy(), brute, rtol=1e-12)
+    # the product expands |x - m|^2 as x.x - 2 x.m + m.m: float64 cancellation ~1e-15 of |x|^2 + |m|^2
+    np.testing.assert_allclose(mahalanobis(x, g).numpy(), brute, rtol=1e-12, atol=1e-12)
     density = neg_log_density(x, g).numpy()
     log_mix = np.log(np.exp(-0.5 * ((x[:, None, :] - means[None]) ** 2).sum(-1)).mean(1))  # equal priors
     np.testing.assert_allclose(density, 1.5 * np.log(2 * np.pi) - log_mix, rtol=1e-10)
