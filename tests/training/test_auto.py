@@ -22,10 +22,9 @@ from ucse.training import fit_head as fit_head_mod
 from ucse.training import preflight, train
 from ucse.training.auto import WEIGHTS, choose_blend, fit_temperature, predict_outputs
 from ucse.training.auto_run import load_heldout, read_heldout
-from ucse.training.fit_head import fit_head, step_budget
+from ucse.training.fit_head import fit_head, schedule, step_budget
 from ucse.training.logreg import fit_probe
 from ucse.training.neighbours import MAX_K
-from ucse.training.run import schedule
 from ucse.uncertainty.fit import fit_run_uncertainty
 from ucse.uncertainty.keep_threshold import keep_threshold
 

@@ -518,3 +518,15 @@ def test_ckpt_path_last_without_a_checkpoint_says_it_trains_from_the_start(tiny_
     train(cfg)
     said = [r.getMessage() for r in caplog.records if "ckpt_path=last" in r.getMessage()]
     assert len(said) == 1 and "holds no last.ckpt" in said[0] and "training from the start" in said[0]
+
+
+def test_a_backbone_that_cannot_load_leaves_no_folder(argv, tmp_path, capsys):
+    # A folder with a config but no tokenizer or weights: the load fails in one line, and before it the run
+    # folder held a config.yaml of a run that never started.
+    broken = tmp_path / "broken-model"
+    broken.mkdir()
+    (broken / "config.json").write_text("{}")
+    code = train_cli.main([*argv(), f"backbone.model={broken}"])
+    err = capsys.readouterr().err
+    assert code == 2 and _one_error_line(err) and "broken-model" in err
+    assert not (tmp_path / "run").exists()

@@ -19,11 +19,12 @@ from lightning.pytorch.callbacks import Callback
 
 from ucse.backbone.precision import effective_precision
 from ucse.backbone.states import TokenStates
-from ucse.config import HeadConfig, Precision, TrainConfig
+from ucse.config import HeadConfig, HeadType, Precision, Recipe, TrainConfig
 from ucse.heads import build_head
 from ucse.heads.base import Head
 from ucse.training.datamodule import StatesDataModule
 from ucse.training.module import UcseModule
+from ucse.training.preflight import IN_MEMORY
 
 SMALL_BATCH_BELOW = 2000
 """Training sets smaller than this train at batch 32 under ``recipe=auto`` (more, noisier steps)."""
@@ -95,6 +96,19 @@ class FitResult:
     steps: int
     best_step: int | None
     best_val_nll: float | None
+
+
+def schedule(cfg: TrainConfig, n_train: int) -> None:
+    """``recipe=auto`` for a Lightning-trained head: batch size and epochs from the training-set size.
+
+    The epochs cover :func:`ucse.training.fit_head.step_budget` steps; the best epoch by validation
+    accuracy is kept as under the paper's recipe. ``recipe=paper`` leaves the config as it is.
+    """
+    if Recipe(cfg.recipe) is not Recipe.auto or HeadType(cfg.head.type) in IN_MEMORY:
+        return
+    bs = auto_batch_size(cfg, n_train)
+    cfg.optim.batch_size = bs
+    cfg.optim.epochs = max(1, math.ceil(step_budget(n_train, bs) * bs / max(n_train, 1)))
 
 
 def fit_head(

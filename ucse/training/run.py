@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 import signal
 import time
 from contextlib import ExitStack
@@ -24,7 +23,7 @@ from ucse.backbone.device import resolve_device  # noqa: F401 - also imported fr
 from ucse.backbone.encoder import FrozenBackbone
 from ucse.backbone.loading import model_fingerprint
 from ucse.backbone.precision import effective_precision
-from ucse.config import HeadType, Precision, ProfilerType, Recipe, TrainConfig, to_yaml
+from ucse.config import HeadType, Precision, ProfilerType, TrainConfig, to_yaml
 from ucse.config.run_layout import RunFolder
 from ucse.data import TaskData, load_classification
 from ucse.data.duplicates import text_groups
@@ -35,7 +34,7 @@ from ucse.training.checkpoints import BackgroundCheckpointIO, RelocatableCheckpo
 from ucse.training.csv_log import RunCSVLogger
 from ucse.training.datamodule import StatesDataModule
 from ucse.training.distributed import LazyStates, is_rank_zero, stops_end_every_rank
-from ucse.training.fit_head import KeepBest, auto_batch_size, step_budget
+from ucse.training.fit_head import KeepBest, schedule
 from ucse.training.label_report import per_label
 from ucse.training.module import UcseModule
 from ucse.training.preflight import IN_MEMORY, check_data_rows, check_run, is_distributed
@@ -198,6 +197,10 @@ def train(cfg: TrainConfig, data: TaskData | None = None) -> RunResult:
     rank0 = is_rank_zero()  # other ranks of a distributed run write nothing into the run folder
     data = data if data is not None else load_classification(cfg.task, cfg.data, cfg.seed)
     check_data_rows(cfg, data)  # before the run folder is touched
+    # Loaded before the folder is touched too (a backbone that failed left a config.yaml-only folder). A
+    # distributed run encodes in DataModule.setup on every rank (on its device), once the processes exist.
+    where = "cpu" if is_distributed(cfg) else device
+    backbone = FrozenBackbone(cfg.backbone, where, instruction=cfg.task.instruction)
     swap = False
     mark = stop_mark()
     try:
@@ -217,7 +220,7 @@ def train(cfg: TrainConfig, data: TaskData | None = None) -> RunResult:
             # overwrite=true: train into a temporary sibling, swapped in whole when the run succeeded.
             work = stack.enter_context(atomic.atomic_dir(run_dir)) if swap else run_dir
             work.mkdir(parents=True, exist_ok=True)
-            metrics = _run(cfg, data, work, device, t0)
+            metrics = _run(cfg, data, work, device, t0, backbone)
     except TerminatedError as stop:
         _raise_stopped(stop, cfg, run_dir, swap)
     except Exception:
@@ -258,20 +261,9 @@ def _stopped(stop: TerminatedError, cfg: TrainConfig, run_dir: Path, swap: bool)
     )
 
 
-def schedule(cfg: TrainConfig, n_train: int) -> None:
-    """``recipe=auto`` for a Lightning-trained head: batch size and epochs from the training-set size.
-
-    The epochs cover :func:`ucse.training.fit_head.step_budget` steps; the best epoch by validation
-    accuracy is kept as under the paper's recipe. ``recipe=paper`` leaves the config as it is.
-    """
-    if Recipe(cfg.recipe) is not Recipe.auto or HeadType(cfg.head.type) in IN_MEMORY:
-        return
-    bs = auto_batch_size(cfg, n_train)
-    cfg.optim.batch_size = bs
-    cfg.optim.epochs = max(1, math.ceil(step_budget(n_train, bs) * bs / max(n_train, 1)))
-
-
-def _run(cfg: TrainConfig, data: TaskData, run_dir: Path, device: torch.device, t0: float) -> dict:
+def _run(
+    cfg: TrainConfig, data: TaskData, run_dir: Path, device: torch.device, t0: float, backbone: FrozenBackbone
+) -> dict:
     """The run itself, writing into ``run_dir`` (the run folder, or its temporary sibling)."""
     schedule(cfg, len(data.splits["train"]))
     if is_rank_zero():
@@ -281,9 +273,6 @@ def _run(cfg: TrainConfig, data: TaskData, run_dir: Path, device: torch.device, 
         torch.cuda.reset_peak_memory_stats(device)
 
     distributed = is_distributed(cfg)
-    # A distributed run encodes in DataModule.setup on every rank (on its device), once the processes exist.
-    where = "cpu" if distributed else device
-    backbone = FrozenBackbone(cfg.backbone, where, instruction=cfg.task.instruction)
     t_states = time.perf_counter()
     if distributed:
         lazy = LazyStates(functools.partial(build_states, cfg, data=data), backbone)

@@ -29,7 +29,7 @@ _RESUME_KEYS = ("task", "backbone", "head", "loss", "data", "seed", "optim", "re
 _MAY_GROW = {"optim": ("epochs",)}
 """Fields of a resume section that may differ: more epochs continue the run."""
 _SCHEDULED = {"optim": ("epochs", "batch_size")}
-"""Under ``recipe=auto`` the run sets these itself from the data size (``run.schedule``, written into its
+"""Under ``recipe=auto`` the run sets these itself from the data size (``fit_head.schedule``, written into its
 config.yaml): the command's own values are not the run's, so they are not compared."""
 
 
