@@ -103,6 +103,26 @@ CASES = {
             "(other columns whose values repeat: app_version).",
         ],
     ),
+    "columns guessed, the label column by its name": (  # a help-desk export: Channel was guessed, not Intent
+        "d.csv",
+        b"Ticket ID;Created;Channel;Customer Message;Intent\n"
+        + b"".join(
+            b"%d;2026-11-%02d 10:%02d;%s;%s number %d;%s\n" % (i, i % 28 + 1, i, ch, msg, i, intent)
+            for i, (ch, msg, intent) in enumerate(
+                [
+                    (b"app", b"bike will not unlock", b"unlock"),
+                    (b"web", b"refund for my ride", b"refund"),
+                    (b"app", b"where is the nearest station", b"station"),
+                    (b"email", b"card was charged twice", b"payment"),
+                ]
+                * 3
+            )
+        ),
+        [
+            "looks like 'data.text_column=Customer Message' data.label_column=Intent",
+            "(other columns whose values repeat: Channel).",  # not Created, Ticket ID: mostly distinct values
+        ],
+    ),
     "json NaN in an unclosed array": (  # NaN alone is read as missing, and named by its row
         "d.json",
         b'[{"text": "NaN is fine in a string", "label": "x"},\n {"text": NaN, "label": "y"}',

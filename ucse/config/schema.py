@@ -192,9 +192,10 @@ class DataConfig:
     """Where task data comes from and how it is checked."""
 
     path: str | None = None
-    """Your own data: a ``.csv``/``.tsv``/``.jsonl``/``.json``/``.parquet`` file, a folder of split files
-    (``train.*``, ``validation.*``/``dev.*``/``val.*``, ``test.*``) or a ``datasets`` ``save_to_disk`` folder.
-    Wins over ``data.root``; without ``task=`` no task YAML is merged and the task is named after the path."""
+    """Your own data: a ``.csv``/``.tsv``/``.jsonl``/``.json``/``.parquet``/``.xlsx`` file, a folder of split
+    files (``train.*``, ``validation.*``/``dev.*``/``val.*``, ``test.*``) or a ``datasets`` ``save_to_disk``
+    folder. Wins over ``data.root``; without ``task=`` no task YAML is merged and the task is named after the
+    path."""
     text_column: str = "text"
     """Column holding the input text, in your own data or a task's files (formerly also ``task.text_column``,
     still read with a warning)."""

@@ -86,8 +86,11 @@ def guess_columns(raw: RawSplit, sample: int = 2000) -> tuple[str, str, list[str
     """(text column, label column, the other label candidates) from the values, else ``None`` (a hint only).
 
     The text column is the string column with the longest mean length; the label candidates are the
-    others with at least one repeated value. Names (values with a letter: ``billing``) come before codes
-    (``4.2.1``, ``17``), then fewer distinct values first; the first is the guess, the rest are named too.
+    others with at least one repeated value. A column named like labels (``Intent``, ``category``,
+    ``TopicName``: :data:`LABEL_WORDS`) comes first, columns mostly of distinct values (timestamps, ids)
+    last; then names (values with a letter: ``billing``) before codes (``4.2.1``, ``17``), then fewer
+    distinct values first. The first is the guess, the rest are named too. (A help-desk export guessed its
+    4-value ``Channel`` column before its 12-value ``Intent``, and named ``Created`` among the repeating.)
     """
     n = min(len(raw), sample)
     if n < 2 or len(raw.columns) < 2:
@@ -105,8 +108,25 @@ def guess_columns(raw: RawSplit, sample: int = 2000) -> tuple[str, str, list[str
     def named(c: str) -> bool:
         return all(any(ch.isalpha() for ch in str(x)) for x in cols[c] if x is not None)
 
-    label, *others = sorted(repeating, key=lambda c: (not named(c), repeating[c]))
-    return text, label, others
+    def mostly_distinct(c: str) -> bool:  # 4 of 5 values seen once at best: timestamps or ids, not labels
+        return repeating[c] > 0.8 * n
+
+    order = sorted(
+        repeating, key=lambda c: (not label_like(c), mostly_distinct(c), not named(c), repeating[c])
+    )
+    label, *others = order
+    return text, label, [c for c in others if not mostly_distinct(c)]
+
+
+LABEL_WORDS = ("label", "intent", "categ", "kategor", "class", "klass", "topic", "tag", "target")
+"""Word starts that mark a column name as a label column's to :func:`guess_columns`, beside the word ``y``
+(``type``, ``sentiment`` and the like name other columns too often to rank a column on)."""
+
+
+def label_like(column: str) -> bool:
+    """Whether a word of ``column``'s name (split at non-letters and camelCase) starts like a label's."""
+    words = [w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", str(column))]
+    return any(w == "y" or w.startswith(LABEL_WORDS) for w in words)
 
 
 _INT = re.compile(r"(-?(?:0|[1-9][0-9]*))(?:\.0+)?")
