@@ -69,7 +69,9 @@ def test_carved_test_and_validation_slices_keep_a_texts_copies_on_one_side(tmp_p
     assert sum(len(td.texts(s)) for s in ("train", "validation", "test")) == 120  # every row kept
     # sizes: fractions of the 90 distinct texts, stratified over the 3 labels as the plain carve is
     assert len(test) == 18 and len(val) == 8
-    assert "rows are copies of another text" in caplog.text
+    # one line for both carves (it printed once per carve, with two counts)
+    assert caplog.text.count("rows are copies of another text") == 1
+    assert "30 rows are copies" in caplog.text and "data.test_fraction and data.val_fraction" in caplog.text
     assert "also occur in" not in caplog.text  # the overlap warning has nothing left to say
     # the plain carve (recipe=paper's) splits copies: the check above can fail
     plain = load_task_data(path, data=DataConfig(group_copies=False), seed=seed)

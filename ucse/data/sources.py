@@ -293,6 +293,7 @@ def load_task_data(
         firsts = None if groups is None else np.unique(groups, return_index=True)[1]  # a row per text
         texts = None if firsts is None else Counter(np.asarray(labels)[firsts].tolist())
         check_carvable(counts, label_names, raws["train"].where, texts)
+    told = None  # the copies' log line: each carve's own
     if "test" not in enc and data.test_fraction == 0:  # no test split wanted (an estimator's fit)
         enc["test"] = train.select([])
     elif "test" not in enc and max(counts.values()) <= KEEP_WHOLE_ROWS:
@@ -307,9 +308,13 @@ def load_task_data(
         )
         enc["test"] = train.select([])
     elif "test" not in enc:
-        train, enc["test"] = carve(train, data.test_fraction, "data.test_fraction", seed, origin, group)
+        # one line about copies for both carves (the second's rows are the first's rest)
+        both = "data.test_fraction and data.val_fraction" if "validation" not in enc else None
+        train, enc["test"] = carve(train, data.test_fraction, "data.test_fraction", seed, origin, group, both)
+        told = "" if both else None
     if "validation" not in enc:
-        train, enc["validation"] = carve(train, data.val_fraction, "data.val_fraction", seed, origin, group)
+        key = "data.val_fraction"
+        train, enc["validation"] = carve(train, data.val_fraction, key, seed, origin, group, told)
     splits = (train, enc["validation"], enc["test"])
     td = assemble(name, *splits, label_names, origin, dropped, data, seed, integer_labels=not by_name)
     _log_summary(td, sorted(set(ROLES) - set(raws)))

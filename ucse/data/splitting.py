@@ -179,7 +179,13 @@ def stratified_sample(ds: datasets.Dataset, n: int | None, seed: int) -> dataset
 
 
 def carve(
-    ds: datasets.Dataset, fraction: float, key: str, seed: int, source: str, group: bool = True
+    ds: datasets.Dataset,
+    fraction: float,
+    key: str,
+    seed: int,
+    source: str,
+    group: bool = True,
+    told: str | None = None,
 ) -> tuple:
     """Split ``ds`` into (rest, slice) with a stratified, seeded ``fraction``-sized slice.
 
@@ -187,12 +193,15 @@ def carve(
     small); the slice is then ``fraction`` of the other rows. With ``group`` (``data.group_copies``), copies
     of a text (:func:`ucse.data.duplicates.text_key`) land on one side: the slice is carved from one row per
     text, as above, and every copy follows it. Without copies the rows are those of the plain carve.
+    ``told``: the settings the log line about copies names (``key`` by default; ``""``: no line, for a
+    second carve of rows the first one's line counted).
 
     Raises:
         DataError: when ``fraction`` is not in (0, 1) or ``ds`` is too small to leave rows on both sides.
     """
     check_fraction(fraction, key)
-    return split_by_text(ds, group, lambda d: _carve_rows(d, fraction, key, seed, source), source, key)
+    cut = lambda d: _carve_rows(d, fraction, key, seed, source)  # noqa: E731
+    return split_by_text(ds, group, cut, source, key if told is None else told)
 
 
 def split_by_text(
@@ -207,7 +216,7 @@ def split_by_text(
     ``cut`` splits one row per text (its first copy) and each other copy follows (texts are copies when
     :func:`ucse.data.duplicates.text_key` is equal; their labels may differ). Without copies, or without
     ``group``, it is ``cut(ds)`` itself: the same rows. ``where`` and ``key`` name the data and the setting
-    in the log line that says how many rows were kept with their copies.
+    in the log line that says how many rows were kept with their copies (``key`` empty: no line).
     """
     if not group:
         return cut(ds)
@@ -232,13 +241,14 @@ def split_by_text(
             key,
         )
         return cut(ds)
-    logger.info(
-        "%s: %d rows are copies of another text (up to case and punctuation): each text's copies stay on one "
-        "side of the slice carved with %s (data.group_copies).",
-        where,
-        len(ds) - len(first),
-        key,
-    )
+    if key:
+        logger.info(
+            "%s: %d rows are copies of another text (up to case and punctuation): each text's copies stay on "
+            "one side of each slice carved with %s (data.group_copies).",
+            where,
+            len(ds) - len(first),
+            key,
+        )
     return ds.select(np.flatnonzero(~in_slice)), ds.select(np.flatnonzero(in_slice))
 
 
