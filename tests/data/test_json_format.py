@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from ucse.config import DataConfig
 from ucse.data import DataError, load_task_data
 from ucse.data.files import read_file
 from ucse.data.json_format import columns_as_written
@@ -55,3 +56,50 @@ def test_a_stray_label_of_another_kind_is_the_one_named(tmp_path):
         DataError, match=r"d\.jsonl line 6: 'label' is not a non-empty string: 2 \(the one bad row"
     ):
         load_task_data(path)
+
+
+NESTED = [
+    {
+        "id": "T1",
+        "message": {"body": "bike will not unlock", "meta": {"channel": "app"}},
+        "ann": {"intent": "unlock"},
+    },
+    {
+        "id": "T2",
+        "message": {"body": "refund for my ride", "meta": {"channel": "web"}},
+        "ann": {"intent": "refund"},
+    },
+    {"id": "T3", "message": {"body": "where is a dock"}, "ann": {"intent": "station"}},
+    {
+        "id": "T4",
+        "message": {"body": "card charged twice", "meta": {"channel": "app"}},
+        "ann": {"intent": "refund"},
+    },
+]
+
+
+@pytest.mark.parametrize("mixed", [False, True], ids=["arrow", "as-written"])
+def test_nested_objects_are_read_as_dotted_columns(tmp_path, mixed):
+    # A help-desk export of nested objects: the columns were 'message' and 'ann' (objects), and the guess
+    # offered the ticket id as the text and an object column as the label.
+    rows = [{**r, "id": f"{r['id']}-{i}"} for i in range(3) for r in NESTED]
+    if mixed:  # a column of two JSON kinds sends the file through the as-written reader
+        rows[0]["id"] = 1
+    path = tmp_path / "tickets.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    raw = read_file(path)
+    assert raw.columns == ["id", "message.body", "message.meta.channel", "ann.intent"]
+
+    def field(row, dotted):  # the reference: walk Python's own parse
+        for key in dotted.split("."):
+            row = row.get(key) if isinstance(row, dict) else None
+        return row
+
+    for column in raw.columns:
+        assert raw.values(column) == [field(r, column) for r in rows]
+    with pytest.raises(
+        DataError, match="looks like data.text_column=message.body data.label_column=ann.intent"
+    ):
+        load_task_data(path)
+    td = load_task_data(path, data=DataConfig(text_column="message.body", label_column="ann.intent"))
+    assert sorted(td.label_names) == ["refund", "station", "unlock"]

@@ -96,6 +96,8 @@ def guess_columns(raw: RawSplit, sample: int = 2000) -> tuple[str, str, list[str
     if n < 2 or len(raw.columns) < 2:
         return None
     cols = {c: raw.values(c)[:n] for c in raw.columns}
+    # lists and objects are neither texts nor labels (a nested object's fields are columns of their own)
+    cols = {c: v for c, v in cols.items() if not any(isinstance(x, (list, dict, tuple)) for x in v)}
     strings = {c: v for c, v in cols.items() if all(isinstance(x, str) for x in v if x is not None)}
     if not strings:
         return None

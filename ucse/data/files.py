@@ -69,9 +69,19 @@ class RawSplit:
     line_map: Callable[[], list[int] | None] = field(default=lambda: None, repr=False)
     categories: dict[str, list[str]] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # Nested JSON objects ({"message": {"body": ...}}) are struct columns: datasets' flatten makes each
+        # field a column of its own ("message.body"), which data.text_column= can then name.
+        if isinstance(self.data, datasets.Dataset) and any(
+            isinstance(f, (dict, datasets.Features)) for f in self.data.features.values()
+        ):
+            self.data = self.data.flatten()
+        elif not isinstance(self.data, datasets.Dataset):  # JSON of mixed kinds, read as written: the same
+            self.data = _flatten_objects(self.data)
+
     @property
     def columns(self) -> list[str]:
-        """Column names as read."""
+        """Column names as read (a nested object's fields as ``object.field``)."""
         return list(self.data.column_names if isinstance(self.data, datasets.Dataset) else self.data)
 
     def __len__(self) -> int:
@@ -102,6 +112,24 @@ class RawSplit:
         """1-based file line of each row, or ``None`` (rows are then named by 0-based index)."""
         lines = self.line_map()
         return lines if lines is not None and len(lines) == len(self) else None
+
+
+def _flatten_objects(columns: dict[str, list]) -> dict[str, list]:
+    """``{"message": [{"body": ..}, ..]}`` -> ``{"message.body": [..]}``, recursively, as ``Dataset.flatten``.
+
+    Only a column whose present values are all objects is flattened (a field missing from a row is
+    ``None``, as Arrow reads it); a column of objects and other values stays as it is, named by its checks.
+    """
+    out: dict[str, list] = {}
+    for name, values in columns.items():
+        present = [v for v in values if v is not None]
+        if not present or not all(isinstance(v, dict) for v in present):
+            out[name] = values
+            continue
+        keys = list(dict.fromkeys(k for v in present for k in v))
+        inner = {k: [None if v is None else v.get(k) for v in values] for k in keys}
+        out.update({f"{name}.{k}": v for k, v in _flatten_objects(inner).items()})
+    return out
 
 
 @contextlib.contextmanager
