@@ -174,3 +174,28 @@ def test_the_mteb_lines_say_whose_protocol_and_a_probe_heads_note():
     lines = eval_summary(report, None).splitlines()
     assert lines[0].startswith("MTEB T trained_encoder_mu: main score 0.6363 (mteb's own protocol")
     assert lines[0].endswith(f"; {note}") and not lines[1].endswith(note)
+
+
+def test_a_flag_set_by_examples_is_reported_by_what_it_keeps():
+    # A threshold set by data.ood_path's examples keeps what the examples made it keep (89 % in a user's
+    # trial); eval said "keeps 0.95", the tpr that threshold never used.
+    from ucse.config.uncertainty import OodConfig, OodScore
+    from ucse.uncertainty.ood_detector import fit_ood
+
+    rng = np.random.default_rng(2)
+    val, yv = _batch(rng, 300, [1 / 3, 1 / 3, 1 / 3])
+    profile = fit_profile(val, yv, UncertaintyConfig(), counts=np.array([100, 100, 100]))
+    probs = profile.calibrator.probs(val.logits).numpy()
+    msp = OodConfig(score=OodScore.msp)  # reads the probabilities alone (the features are not used)
+    profile.ood = fit_ood(msp, val.mean, yv, 3, probs, val.logits, features=val.mean)
+    test, yt = _batch(rng, 200, [1 / 3, 1 / 3, 1 / 3])
+    test.pooled = test.mean  # what the flag is given (msp reads none of it)
+    plain = actionable_report(profile, test, yt)["out_of_scope"]
+    assert plain["tpr"] == 0.95 and "threshold_from" not in plain
+    assert "keeps 0.95 of in-scope texts" in format_table(actionable_report(profile, test, yt))
+    profile.ood.info.update(threshold_from="examples", inscope_kept=0.893, n_examples=20)
+    report = actionable_report(profile, test, yt)
+    assert report["out_of_scope"]["threshold_from"] == "examples"
+    assert report["out_of_scope"]["heldout_kept"] == 0.893
+    line = "out-of-scope flag (msp, threshold set by your out-of-scope examples, kept 0.89 of held-out"
+    assert line in format_table(report) and "keeps 0.95" not in format_table(report)

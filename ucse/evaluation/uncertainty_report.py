@@ -82,6 +82,9 @@ def actionable_report(
     if res.ood is not None:  # in-scope texts: about 1 - tpr flagged; far more on new data means a shift
         o = profile.ood
         ood = {"score": o.score.value, "tpr": o.tpr, "flagged": float(res.ood.mean())}
+        if o.info.get("threshold_from") == "examples":  # tpr is then not what the threshold keeps
+            ood["threshold_from"] = "examples"
+            ood["heldout_kept"] = o.info.get("inscope_kept")
         ood["set"] = bool(np.isfinite(o.threshold))  # too few held-out texts: no threshold, nothing flagged
     report = {
         "profile_fitted": profile.fitted,
@@ -171,8 +174,11 @@ def format_table(report: dict) -> str:
             f"out-of-scope flag ({o['score']}): inert, no threshold could be set on the held-out texts"
         )
     elif o is not None:
-        lines.append(
-            f"out-of-scope flag ({o['score']}, keeps {o['tpr']:.2f} of in-scope texts): flags "
-            f"{o['flagged']:.4f} of these texts"
+        kept = o.get("heldout_kept")
+        how = (
+            f"threshold set by your out-of-scope examples, kept {kept:.2f} of held-out in-scope texts"
+            if o.get("threshold_from") == "examples" and isinstance(kept, float)
+            else f"keeps {o['tpr']:.2f} of in-scope texts"
         )
+        lines.append(f"out-of-scope flag ({o['score']}, {how}): flags {o['flagged']:.4f} of these texts")
     return "\n".join(lines)
