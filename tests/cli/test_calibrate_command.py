@@ -401,3 +401,30 @@ def test_eval_refuses_to_fit_a_profile_on_changed_rows(tiny_bert_dir, tmp_path, 
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "not the ones this run was trained with" in err[0] and "Retrain" in err[0]
     assert (run / "eval.json").read_bytes() == before  # nothing replaced
+
+
+def test_a_moved_training_file_is_named_and_data_path_finds_it(tiny_bert_dir, tmp_path, capsys):
+    # A user renamed the training file: calibrate said "data.path=... does not exist. Point it at your data
+    # file", a setting it refuses, and data_root= cannot name a file: no way on but putting the file back.
+    rows = own_rows(120, seed=11)
+    data = write_rows(tmp_path / "tickets.csv", rows)
+    run = tmp_path / "run"
+    run_training(_cfg(data, run, tiny_bert_dir))
+    before = _profile(run)
+    moved = data.rename(tmp_path / "tickets-2026.csv")
+    for command in (["calibrate"], ["eval"], ["review"]):
+        assert main([*command, f"run={run}"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"records data.path={data}, which does not exist" in err[0]
+        assert f"where it is now> to {command[0]}" in err[0] and "pass data_path=<the run" in err[0]
+    assert _profile(run) == before
+    assert main(["calibrate", f"run={run}", f"data_path={moved}"]) == 0
+    out = capsys.readouterr().out
+    assert "(unchanged)" in out and " -> " not in out.split("abstention:")[1]  # the run's own settings
+    assert from_yaml(run / "config.yaml").data.path == str(data)  # the run's record keeps its own
+    assert main(["eval", f"run={run}", f"data_path={moved}"]) == 0
+    assert main(["review", f"run={run}", f"data_path={moved}"]) == 0
+    # another file is not the run's data: its rows are checked
+    write_rows(moved, [{**r, "text": r["text"] + " edited"} for r in rows])
+    assert main(["calibrate", f"run={run}", f"data_path={moved}"]) == 2
+    assert "not the ones this run was trained with" in capsys.readouterr().err

@@ -14,8 +14,9 @@ default score, abstention threshold and conformal quantile are refitted on the v
 out-of-fold outputs for a head chosen by cross-validation) and replace the old profile in ``head/``; the
 run's ``config.yaml`` records the new ``uncertainty`` settings (``target_shares={...}`` replaces the
 recorded mix, ``target_shares.<label>=`` changes that label's share and keeps the others', another ``prior``
-drops them; the shares in force are printed). Besides ``run=``: ``data_root=`` (the data
-moved since training), ``trust_remote_code=true`` (the backbone's own model code; only from you).
+drops them; the shares in force are printed). Besides ``run=``: ``data_root=`` (the task data
+moved since training), ``data_path=`` (the training file moved or was renamed),
+``trust_remote_code=true`` (the backbone's own model code; only from you).
 """
 
 from __future__ import annotations
@@ -31,7 +32,12 @@ from ucse.summary import describe_flag
 if TYPE_CHECKING:
     from ucse.uncertainty.profile import UncertaintyProfile
 
-OWN_KEYS = ("run", "data_root", "trust_remote_code")
+OWN_KEYS = ("run", "data_root", "data_path", "trust_remote_code")
+
+
+def _change(before: str, after: str) -> str:
+    """``before -> after``, or one of them where nothing changed (a long line printed twice read as a change)."""
+    return f"{after} (unchanged)" if before == after else f"{before} -> {after}"
 
 
 def help_text() -> str:
@@ -133,15 +139,17 @@ def main(argv: list[str]) -> int:
         from ucse.uncertainty.fit import refit_run_profile
 
         with quiet_lightning():
-            before, after = refit_run_profile(own["run"], rest, own.get("data_root"), trust == "true")
+            before, after = refit_run_profile(
+                own["run"], rest, own.get("data_root"), trust == "true", own.get("data_path")
+            )
         print(f"run: {own['run']}")
         print(f"class prior: {_prior(before, after)}")
         mix = _mix(own["run"], after)
         if mix:
             print(mix)
-        print(f"abstention: {_threshold(before)} -> {_threshold(after)}")
-        print(f"out-of-scope flag: {_flag(before)} -> {_flag(after)}")
-        print(f"score: {before.score.value} -> {after.score.value}; profile saved in {own['run']}/head")
+        print(f"abstention: {_change(_threshold(before), _threshold(after))}")
+        print(f"out-of-scope flag: {_change(_flag(before), _flag(after))}")
+        print(f"score: {_change(before.score.value, after.score.value)}; profile saved in {own['run']}/head")
         return 0
 
     return run_cli(body)

@@ -33,7 +33,7 @@ def check_mteb_task(cfg: EvalConfig) -> None:
     """``mteb=true`` on a task mteb does not know (your own data) fails before anything is loaded."""
     from ucse.evaluation.evaluate import load_run
 
-    _, train_cfg = load_run(cfg.run or "", cfg.data_root)
+    _, train_cfg = load_run(cfg.run or "", cfg.data_root, cfg.data_path)
     from ucse.evaluation.mteb_eval import check_known_task
 
     check_known_task(train_cfg.task.name)

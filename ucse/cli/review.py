@@ -11,7 +11,8 @@ there), at the run's C, scores each of ``folds`` stratified folds from the other
 probabilities, calibrated by one temperature, are ranked as in ``label_review.csv`` (columns rank, text,
 label, p_label, suggested, p_suggested; most doubtful first). Cost: ``folds`` probe fits (Banking77's
 10,003 rows: ~11 s of fits, ~18 s in all, on 2 cores). An existing file is never replaced. Besides
-``run=``, ``out=`` and ``folds=`` (default 5): ``data_root=`` (the data moved since training),
+``run=``, ``out=`` and ``folds=`` (default 5): ``data_root=`` (the task data moved since training),
+``data_path=`` (the training file moved or was renamed),
 ``trust_remote_code=true`` (the backbone's own model code; only from you).
 """
 
@@ -21,7 +22,7 @@ from ucse.cli import run_cli
 from ucse.cli.help import show, wants_help
 from ucse.config import ConfigError, did_you_mean
 
-KEYS = ("run", "out", "folds", "data_root", "trust_remote_code")
+KEYS = ("run", "out", "folds", "data_root", "data_path", "trust_remote_code")
 
 
 def main(argv: list[str]) -> int:
@@ -54,7 +55,13 @@ def main(argv: list[str]) -> int:
 
         with quiet_lightning():
             path, info = review_run(
-                opts["run"], opts.get("out"), folds, opts.get("data_root"), trust == "true"
+                opts["run"],
+                opts.get("out"),
+                folds,
+                opts.get("data_root"),
+                trust == "true",
+                None,
+                opts.get("data_path"),
             )
         print(f"{path}: {review_note(info)}")
         probe = f"C={info['C']:g}, {info['folds']} folds, temperature {info['temperature']:.3f}"

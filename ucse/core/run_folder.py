@@ -71,13 +71,22 @@ def check_same_splits(run: Path, data: TaskData, splits: tuple[str, ...], refuse
 
 
 def refuse_unreadable_data(
-    run: Path, cfg: TrainConfig, data_root: str | None, command: str, fix: str
+    run: Path, cfg: TrainConfig, data_root: str | None, command: str, fix: str, data_path: str | None = None
 ) -> None:
     """Raise, naming the run, ``command`` and ``fix``, when the run's data cannot be read back.
 
     Rows passed in memory are not on disk; a recorded ``data.root`` (or the ``data_root`` given) that is no
-    folder from here names ``data_root=``.
+    folder from here names ``data_root=``; a recorded ``data.path`` (or the ``data_path`` given) that does
+    not exist names ``data_path=`` (a moved or renamed training file: the train command's "Point it at your
+    data" named a setting these commands do not take).
     """
+    path = data_path or cfg.data.path
+    if path is not None and not Path(path).expanduser().exists():
+        given = f"data_path={data_path}" if data_path else f"the run's config.yaml records data.path={path}"
+        raise ConfigError(
+            f"{given}, which does not exist from here ({Path.cwd()}); pass data_path=<the run's training "
+            f"file (or folder) where it is now> to {command} (its rows are checked against the run's)."
+        )
     if not reads_back_data(cfg, data_root):
         raise ConfigError(
             f"run={run} was trained on data passed in memory, which {command} cannot read back; {fix}, or "
@@ -90,3 +99,11 @@ def refuse_unreadable_data(
             f"{given}, which is not a folder from here ({Path.cwd()}); pass data_root=<the folder of the "
             "task data>."
         )
+
+
+def relocate_data(cfg: TrainConfig, data_root: str | None, data_path: str | None) -> None:
+    """Point ``cfg`` at the run's data where they are now (``data_root=``, ``data_path=``; ``None``: kept)."""
+    if data_root:
+        cfg.data.root = data_root
+    if data_path:
+        cfg.data.path = str(Path(data_path).expanduser().absolute())  # as train records it

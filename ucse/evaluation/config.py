@@ -54,6 +54,9 @@ class EvalConfig:
     """Task of the ensemble evaluation (e.g. ``STSBenchmark``, ``SciFact``)."""
     data_root: str | None = None
     """Local data folder (else env ``UCSE_DATA_DIR``)."""
+    data_path: str | None = None
+    """Where the run's ``data.path`` training file (or folder) is now, when it moved since training (its rows
+    are checked against the run's)."""
     accelerator: Device = Device.auto
     """Where to run (``auto``, ``cpu``, ``cuda``; the old spelling ``device=`` still works, with a
     warning)."""

@@ -13,7 +13,7 @@ from ucse import atomic
 from ucse.config import TrainConfig, from_yaml
 from ucse.config.run_layout import RunFolder, read_run_metrics
 from ucse.core.encoder import EncodedBatch, UcseEncoder
-from ucse.core.run_folder import check_same_splits, finished_run, refuse_unreadable_data
+from ucse.core.run_folder import check_same_splits, finished_run, refuse_unreadable_data, relocate_data
 from ucse.data import TaskData, load_classification
 from ucse.evaluation.config import EvalConfig
 from ucse.evaluation.efficiency import count_parameters, measure_throughput
@@ -53,12 +53,13 @@ class PooledBackboneEncoder:
         return pooled_embeddings(self.encoder.states_for(list(texts)), self.encoder.backbone.cfg.pooling)
 
 
-def load_run(run: str | Path, data_root: str | None = None) -> tuple[Path, TrainConfig]:
-    """The run folder and its resolved training config; errors say what is missing."""
+def load_run(
+    run: str | Path, data_root: str | None = None, data_path: str | None = None
+) -> tuple[Path, TrainConfig]:
+    """The run folder and its resolved training config, its data where they are now (``relocate_data``)."""
     path = finished_run(run)
     cfg = from_yaml(RunFolder(path).config)
-    if data_root:
-        cfg.data.root = data_root
+    relocate_data(cfg, data_root, data_path)
     return path, cfg
 
 
@@ -227,9 +228,10 @@ def evaluate_run(cfg: EvalConfig) -> dict:
     The head is reloaded from ``head/`` (not from Lightning checkpoints) with the backbone named in the run's
     ``config.yaml``; token states come from the hidden-state cache when the training run left them there.
     """
-    run, train_cfg = load_run(cfg.run or "", cfg.data_root)
+    run, train_cfg = load_run(cfg.run or "", cfg.data_root, cfg.data_path)
     fix = "score labelled texts from Python with UcseClassifier.from_pretrained(run).score(texts, labels)"
-    refuse_unreadable_data(run, train_cfg, cfg.data_root, "eval", fix)  # not "no data source" from the loader
+    # before the loader's "no data source"
+    refuse_unreadable_data(run, train_cfg, cfg.data_root, "eval", fix, cfg.data_path)
     device = resolve_device(cfg.accelerator)
     folder = RunFolder(run)
     encoder = UcseEncoder.from_dir(folder.head, device=device, trust_remote_code=cfg.trust_remote_code)

@@ -72,7 +72,7 @@ def evaluate_file(cfg: EvalConfig) -> dict:
     from ucse.data.labelled_file import read_labelled_file
     from ucse.heads.saved_config import read_config
 
-    run, train_cfg = load_run(cfg.run or "", cfg.data_root)
+    run, train_cfg = load_run(cfg.run or "", cfg.data_root, cfg.data_path)
     folder = RunFolder(run)
     meta = read_config(folder.head / "config.json")[0]["meta"]  # checked: names unique, label_type known
     names = list(meta.get("label_names") or [])

@@ -34,7 +34,13 @@ from ucse.config.uncertainty import (
     recorded_for_calibrate,
 )
 from ucse.core.encoder import EncodedBatch, UcseEncoder
-from ucse.core.run_folder import check_same_splits, finished_run, reads_back_data, refuse_unreadable_data
+from ucse.core.run_folder import (
+    check_same_splits,
+    finished_run,
+    reads_back_data,
+    refuse_unreadable_data,
+    relocate_data,
+)
 from ucse.data import TaskData, load_classification
 from ucse.training.auto_run import read_heldout
 from ucse.training.run import build_states, resolve_device
@@ -312,6 +318,7 @@ def refit_run_profile(
     overrides: list[str],
     data_root: str | None = None,
     trust_remote_code: bool = False,
+    data_path: str | None = None,
 ) -> tuple[UncertaintyProfile, UncertaintyProfile]:
     """Refit a finished run's profile with changed ``uncertainty.*`` fields, without retraining the head.
 
@@ -324,6 +331,7 @@ def refit_run_profile(
         overrides: ``uncertainty.<field>=<value>`` tokens (``uncertainty.abstain.target_error=0.1``).
         data_root: local data folder, when it moved since training.
         trust_remote_code: let the backbone's model code run (the caller's choice).
+        data_path: the run's ``data.path`` file (or folder), when it moved since training.
 
     Returns:
         (the profile before, the profile saved now).
@@ -370,10 +378,9 @@ def refit_run_profile(
         ucfg.abstain.coverage = None  # an error target replaces the run's coverage rule (coverage wins)
     check_uncertainty_config(ucfg)
     fix = "refit from Python with ucse.uncertainty.fit.fit_profile"
-    refuse_unreadable_data(run, train_cfg, data_root, "calibrate", fix)
-    recorded_root = train_cfg.data.root
-    if data_root:
-        train_cfg.data.root = data_root
+    refuse_unreadable_data(run, train_cfg, data_root, "calibrate", fix, data_path)
+    recorded = (train_cfg.data.root, train_cfg.data.path)
+    relocate_data(train_cfg, data_root, data_path)
     encoder = UcseEncoder.from_dir(
         folder.head, device=resolve_device(train_cfg.accelerator), trust_remote_code=trust_remote_code
     )
@@ -391,6 +398,6 @@ def refit_run_profile(
     # a run stopped before its profile was fitted also lacks its label review: written where missing
     profile = fit_for_run(run, train_cfg, ucfg, data, encoder, previous=before, review=not before.fitted)
     train_cfg.uncertainty = ucfg
-    train_cfg.data.root = recorded_root  # the run's record keeps its own
+    train_cfg.data.root, train_cfg.data.path = recorded  # the run's record keeps its own
     atomic.write_text(folder.config, to_yaml(train_cfg))
     return before, profile

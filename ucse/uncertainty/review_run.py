@@ -28,7 +28,7 @@ from sklearn.model_selection import cross_val_predict
 from ucse.config import ConfigError, from_yaml
 from ucse.config.run_layout import RunFolder, read_run_metrics
 from ucse.core.encoder import UcseEncoder
-from ucse.core.run_folder import check_same_splits, finished_run, refuse_unreadable_data
+from ucse.core.run_folder import check_same_splits, finished_run, refuse_unreadable_data, relocate_data
 from ucse.data import TaskData, load_classification
 from ucse.data.duplicates import text_groups
 from ucse.losses.temperature import fit_temperature
@@ -65,6 +65,7 @@ def review_run(
     data_root: str | None = None,
     trust_remote_code: bool = False,
     data: TaskData | None = None,
+    data_path: str | None = None,
 ) -> tuple[Path, dict[str, Any]]:
     """Write the cross-fitted review of every labelled row outside test; return its path and what it holds.
 
@@ -75,6 +76,7 @@ def review_run(
         data_root: local data folder, when it moved since training.
         trust_remote_code: let the backbone's model code run (the caller's choice).
         data: the run's data, when the caller holds it (a run trained on rows in memory); else read again.
+        data_path: the run's ``data.path`` file (or folder), when it moved since training.
 
     Returns:
         (the file, ``write_label_review``'s counts with the probe's ``C``, ``folds`` and ``temperature``).
@@ -89,9 +91,8 @@ def review_run(
     cfg = from_yaml(folder.config)
     if data is None:
         fix = "review from Python with ucse.uncertainty.review_run.review_run(run, data=...)"
-        refuse_unreadable_data(run, cfg, data_root, "review", fix)
-    if data_root:
-        cfg.data.root = data_root
+        refuse_unreadable_data(run, cfg, data_root, "review", fix, data_path)
+    relocate_data(cfg, data_root, data_path)
     data = data if data is not None else load_classification(cfg.task, cfg.data, cfg.seed)
     check_same_splits(run, data, ("train", "validation"), refuse=True)
     # the run's own backbone, as every command loads it (its weights' fingerprint checked; the model code
