@@ -202,7 +202,16 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
             f"(held-out accuracy / NLL: {figures}{why})"
         )
     elif "probe" in sel:
-        lines.append(f"head: logreg, C={sel['probe']['C']:.3g} chosen by {sel['probe']['folds']}-fold CV")
+        cal = sel.get("calibrated_on")
+        fold = (
+            f"; trained on all {cal.get('rows')} train + validation texts, calibrated on their out-of-fold "
+            f"outputs ({cal.get('folds')} folds: the validation slice is too small on its own)"
+            if isinstance(cal, dict)
+            else ""
+        )
+        lines.append(
+            f"head: logreg, C={sel['probe']['C']:.3g} chosen by {sel['probe']['folds']}-fold CV{fold}"
+        )
     if sizes:
         lines.append(
             f"data: {data.get('num_classes')} labels; train {sizes.get('train')} / validation "

@@ -36,7 +36,7 @@ OWN_KEYS = ("run", "data_root", "data_path", "trust_remote_code")
 
 
 def _change(before: str, after: str) -> str:
-    """``before -> after``, or one of them where nothing changed (a long line printed twice read as a change)."""
+    """``before -> after``, or ``after (unchanged)``: a long line printed twice read as a change."""
     return f"{after} (unchanged)" if before == after else f"{before} -> {after}"
 
 

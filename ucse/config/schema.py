@@ -226,7 +226,9 @@ class DataConfig:
     """After ``head=auto`` (or ``blend``) chose on the validation split, refit the chosen models on train +
     validation, so the shipped head learns from every labelled row; the uncertainty profile is then fitted on
     the selection models' validation outputs (as after cross-validation, which always refits). The validation
-    figures in metrics.json are those held-out ones. ``false``: ship the models trained on train only."""
+    figures in metrics.json are those held-out ones. ``head=logreg`` on a validation split too small to
+    select on (under max(200, 5 x labels) texts) ships the probe fitted on train + validation and is
+    calibrated on its out-of-fold outputs over them. ``false``: ship the models trained on train only."""
     drop_bad_rows: bool = False
     """Drop (and count) rows with empty/non-string text or unseen labels instead of failing."""
     min_label_rows: int = 0

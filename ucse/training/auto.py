@@ -18,12 +18,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-import math
 from dataclasses import dataclass
 
 import numpy as np
 import torch
-from scipy.special import log_softmax
 
 from ucse.backbone.precision import effective_precision
 from ucse.backbone.states import SubsetStates, TokenStates
@@ -34,64 +32,13 @@ from ucse.heads.base import Head
 from ucse.heads.factory import HeadSpec
 from ucse.heads.outputs import Outputs, run_head
 from ucse.losses.temperature import fit_temperature
+from ucse.training.blend_choice import WEIGHTS, blend_logits, choose_blend
 from ucse.training.fit_head import fit_head
 from ucse.training.logreg import cv_splits, fit_probe, probe_features, probe_head
 from ucse.training.neighbours import MAX_K, joint_features, neighbour_distances
 from ucse.training.preflight import cross_validates
 
 log = logging.getLogger(__name__)
-WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
-"""Candidate TextCNN shares w of the blend, the probe's end first."""
-
-
-def _probs(logits: np.ndarray, t: float) -> np.ndarray:
-    return np.exp(log_softmax(logits / t, axis=1))
-
-
-def choose_blend(
-    gaussian: np.ndarray, probe: np.ndarray, y: np.ndarray, weights: tuple[float, ...] = WEIGHTS
-) -> dict:
-    """Pick w among ``weights`` from held-out (N, C) logits of the TextCNN and the probe and (N,) labels.
-
-    Returns:
-        ``weight`` (chosen), ``best_weight`` (lowest NLL), the two temperatures and per-w NLL / accuracy.
-    """
-    y = np.asarray(y)
-    t_a, t_b = fit_temperature(gaussian, y), fit_temperature(probe, y)
-    p_a, p_b = _probs(gaussian, t_a), _probs(probe, t_b)
-    rows = np.arange(len(y))
-    losses, acc = {}, {}
-    for w in weights:
-        p = w * p_a + (1 - w) * p_b  # (N, C)
-        losses[w] = -np.log(np.clip(p[rows, y], 1e-12, None))
-        acc[w] = float((p.argmax(1) == y).mean())
-    best = min(weights, key=lambda w: losses[w].mean())
-    chosen = best
-    for w in weights:  # the probe's end first: the simplest model within one standard error of the best
-        d = losses[w] - losses[best]
-        se = d.std(ddof=1) / math.sqrt(len(d)) if len(d) > 1 else 0.0
-        if d.mean() <= se:
-            chosen = w
-            break
-    return {
-        "weight": chosen,
-        "best_weight": best,
-        "t_gaussian": t_a,
-        "t_probe": t_b,
-        "nll": {str(w): float(v.mean()) for w, v in losses.items()},
-        "accuracy": {str(w): a for w, a in acc.items()},
-    }
-
-
-def blend_logits(choice: dict, gaussian: np.ndarray | None, probe: np.ndarray | None) -> np.ndarray:
-    """(N, C) logits of the head :func:`compose` builds from ``choice``, given its parts' logits."""
-    w = choice["weight"]
-    if w == 0.0:
-        return probe
-    if w == 1.0:
-        return gaussian
-    p = w * _probs(gaussian, choice["t_gaussian"]) + (1 - w) * _probs(probe, choice["t_probe"])
-    return np.log(np.clip(p, 1e-12, None))
 
 
 def compose(head_cfg: HeadConfig, choice: dict, gaussian: Head | None, probe: Head | None, c: int) -> Head:
@@ -176,6 +123,51 @@ def fit_probe_head(
 def _probe_logits(head: Head, x: np.ndarray) -> np.ndarray:
     w = head.linear.weight.detach().double().numpy()
     return x @ w.T + head.linear.bias.detach().double().numpy()  # (N, C)
+
+
+def probe_folds(cfg, x, y, c, h, folds, groups=None) -> tuple[dict, np.ndarray, np.ndarray]:
+    """The probe's C* chosen on every row, and two sets of its out-of-fold (N, C) logits over ``folds``.
+
+    Returns (C*'s report, nested, at C*). Nested: fold probes that choose their own C inside the fold, which
+    the selection and the run's estimate read (C chosen on every row would have seen the held-out texts: an
+    optimistic probe, a biased choice). At C*: fold probes at the shipped probe's C, which calibration reads:
+    a fold's own C can differ (3 in one fold, 100 in another at 8 examples per class) and with it the
+    logits' scale, so a temperature fitted on those did not fit the shipped probe (ECE 0.17 on a
+    MassiveIntent 8-shot run).
+    """
+    _, info = fit_probe_head(cfg, x, y, c, h, groups=groups)
+    nested, shipped = np.zeros((len(y), c)), np.zeros((len(y), c))
+    for tr, te in folds:
+        probe, own = fit_probe_head(cfg, x[tr], y[tr], c, h, groups=None if groups is None else groups[tr])
+        nested[te] = _probe_logits(probe, x[te])
+        if own["C"] != info["C"]:
+            probe, _ = fit_probe_head(cfg, x[tr], y[tr], c, h, info["C"])
+        shipped[te] = _probe_logits(probe, x[te])
+    return info, nested, shipped
+
+
+def cross_fitted_probe(cfg, states, labels, c, groups=None) -> AutoResult:
+    """``head=logreg`` where validation is too small to calibrate on (``cross_validates``), with data.refit.
+
+    The probe ships fitted on train + validation at C*, and the profile is calibrated on its out-of-fold
+    logits at C* over every row, as ``head=auto``'s cross-validation does: a 10 % slice of 120 texts (12)
+    certified no abstention target and set no out-of-scope threshold (a user's trial of the estimator).
+    """
+    rows = _join(states["train"], states["validation"])
+    y = np.concatenate([labels["train"], labels["validation"]])
+    x = probe_features(rows, cfg.backbone.pooling)  # (N, H) unit vectors: the probe's mu
+    folds = cv_splits(y, 5, cfg.seed, groups)
+    info, nested, shipped = probe_folds(cfg, x, y, c, rows.hidden_size, folds, groups)
+    probe = fit_probe_head(cfg, x, y, c, rows.hidden_size, info["C"])[0]
+    heldout = Outputs(x.astype(np.float32), None, shipped.astype(np.float32))
+    dist = bank_rows = None
+    if _joint_flag(cfg, len(y)):  # each row's distances to the other folds' rows, the bank of its probe
+        dist = _fold_distances({"weight": 0.0}, rows, x, folds, [None] * len(folds), None)
+        bank_rows = np.zeros(len(y), dtype=np.int64)
+        for tr, te in folds:
+            bank_rows[te] = len(tr)
+    report = {"probe": info, "calibrated_on": {"mode": "cross-fitted", "folds": len(folds), "rows": len(y)}}
+    return AutoResult(probe, report, heldout, y, dist, nested, bank_rows)
 
 
 def fit_auto(
@@ -324,22 +316,12 @@ def _cross_validated(cfg, states, labels, c, h, device, weights, groups=None) ->
     x = probe_features(rows, cfg.backbone.pooling)
     # copies of one text stay in one fold: split, a held-out copy scored as if new (module duplicates.py)
     folds = cv_splits(y, 5, cfg.seed, groups)
-    oof_a, oof_b, oof_shipped = (np.zeros((len(y), c)) for _ in range(3))
+    oof_a = np.zeros((len(y), c))
     fold_heads = []  # the fold TextCNNs, for the flag's held-out distances once the choice is known
     joint = _joint_flag(cfg, len(y))
     oof_mean, oof_var = None, None
-    # Two sets of out-of-fold probe logits. Selection reads fold probes that choose their own C inside the
-    # fold (C chosen on every row would have seen the held-out texts: an optimistic probe, a biased choice).
-    # Calibration reads fold probes at the shipped probe's C: a fold's own C can differ (3 in one fold, 100
-    # in another at 8 examples per class) and with it the logits' scale, so a temperature fitted on those
-    # logits did not fit the shipped probe (ECE 0.17 on a MassiveIntent 8-shot run).
-    _, probe_info = fit_probe_head(cfg, x, y, c, h, groups=groups)  # C* on every row: the shipped probe's C
+    probe_info, oof_b, oof_shipped = probe_folds(cfg, x, y, c, h, folds, groups)
     for tr, te in folds:
-        probe, info = fit_probe_head(cfg, x[tr], y[tr], c, h, groups=None if groups is None else groups[tr])
-        oof_b[te] = _probe_logits(probe, x[te])
-        if info["C"] != probe_info["C"]:
-            probe, _ = fit_probe_head(cfg, x[tr], y[tr], c, h, probe_info["C"])
-        oof_shipped[te] = _probe_logits(probe, x[te])
         fit = fit_head(cfg, _gaussian_cfg(cfg), (SubsetStates(rows, tr.tolist()), y[tr]), None, c, device)
         out = outputs(fit.head, SubsetStates(rows, te.tolist()))
         oof_a[te] = out.logits

@@ -23,9 +23,10 @@ from ucse.config import HeadType, TrainConfig
 from ucse.config.run_layout import RunFolder
 from ucse.heads import save_head
 from ucse.heads.outputs import Outputs
-from ucse.training.auto import WEIGHTS, fit_auto, fit_probe_head, predict_outputs
+from ucse.training.auto import WEIGHTS, cross_fitted_probe, fit_auto, fit_probe_head, predict_outputs
 from ucse.training.label_report import confusion_counts
 from ucse.training.logreg import probe_features
+from ucse.training.preflight import cross_validates
 
 
 def _scores(logits: np.ndarray, y: np.ndarray) -> dict:
@@ -50,15 +51,20 @@ def fit_auto_run(
     t0 = time.perf_counter()
     head_type = HeadType(cfg.head.type)
     heldout, heldout_labels, distances, estimate, bank_rows = None, None, None, None, None
-    if head_type is HeadType.logreg:
+    # head=logreg trains on train and is calibrated on validation, unless validation is too small for that
+    crossfit = cfg.data.refit and cross_validates(len(labels["validation"]), num_classes)
+    if head_type is HeadType.logreg and not crossfit:
         x = probe_features(states["train"], cfg.backbone.pooling)
         train_groups = None if groups is None else groups[: len(labels["train"])]
         h = states["train"].hidden_size
         head, info = fit_probe_head(cfg, x, labels["train"], num_classes, h, groups=train_groups)
         report = {"probe": info}
     else:
-        weights = WEIGHTS if head_type is HeadType.auto else tuple(w for w in WEIGHTS if 0 < w < 1)
-        result = fit_auto(cfg, states, labels, num_classes, device, weights, groups)
+        if head_type is HeadType.logreg:
+            result = cross_fitted_probe(cfg, states, labels, num_classes, groups)
+        else:
+            weights = WEIGHTS if head_type is HeadType.auto else tuple(w for w in WEIGHTS if 0 < w < 1)
+            result = fit_auto(cfg, states, labels, num_classes, device, weights, groups)
         head, report = result.head, result.report
         heldout, heldout_labels = result.heldout, result.heldout_labels
         distances, estimate = result.heldout_distances, result.estimate_logits
