@@ -6,7 +6,10 @@ the full train + validation splits) and each seed, on the official test split:
 - ``auto``: ucse's default (``recipe=auto``, ``head=auto``), uncertainty profile fitted, calibrated ECE;
 - ``paper``: the paper's recipe (``recipe=paper head=textcnn``: 3 epochs, batch 64), calibrated ECE;
 - ``probe``: ucse's own tuned probe (``head=logreg``: ``LogisticRegressionCV`` by accuracy on unit pooled
-  states), trained on the rows ucse's split leaves it (90 % of them: 10 % are carved for validation);
+  states); below max(200, 5C) validation texts it is fitted on every row and calibrated on its out-of-fold
+  logits, else trained on train and calibrated on the carved validation split;
+- ``probe_holdout``: ``head=logreg data.refit=false``: trained on the 90 % ucse's split leaves it, calibrated
+  on the carved 10 % whatever its size (the probe's behaviour before the cross-fitting);
 - ``logreg``: written independently of ucse: transformers' AutoModel, mean pooling, L2 normalisation and
   scikit-learn ``LogisticRegressionCV`` (10 C values, stratified 5-fold CV) on the very same rows (train +
   validation), raw probabilities (a practitioner's ten lines). With ``--backbone`` (e.g. ``--backbone
@@ -269,7 +272,11 @@ def train_ucse(task, train, test, seed, method, out, *extra_tokens, retrain=True
         }
     )
     run = out / "runs" / f"{task}-{train['shots']}-s{seed}-{method}"
-    extra = {"paper": ["recipe=paper", "head=textcnn"], "probe": ["head=logreg"]}.get(method, [])
+    extra = {
+        "paper": ["recipe=paper", "head=textcnn"],
+        "probe": ["head=logreg"],
+        "probe_holdout": ["head=logreg", "data.refit=false"],
+    }.get(method, [])
     # Another backbone (--backbone) reads the task's own config for its instruction prompt; the task keeps its
     # name, so the test split's states are cached once for every seed and size (the key holds the task name).
     name = task if _BACKBONE else f"{task}-{train['shots']}-s{seed}"

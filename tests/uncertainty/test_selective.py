@@ -186,3 +186,20 @@ def test_a_nan_uncertainty_is_refused_by_every_rank_based_figure():
             fn(u, ok)
     with pytest.raises(ValueError, match="NaN"):
         sel.threshold_for_error(u, ok, 0.1)
+
+
+def test_the_setting_offered_from_python_is_written_as_an_estimator_override():
+    # The estimator's warnings offered `uncertainty.abstain.target_error=0.55`, the command line's spelling.
+    from ucse.uncertainty.abstain_rule import setting_hint
+
+    said = setting_hint(None, "uncertainty.abstain.target_error=0.15")
+    assert said == (
+        "retraining with `uncertainty.abstain.target_error=0.15` "
+        "(UcseClassifier: overrides={'uncertainty.abstain.target_error': 0.15})"
+    )
+    assert "overrides={'uncertainty.calibration.prior': 'balanced'}" in setting_hint(
+        None, "uncertainty.calibration.prior=balanced"
+    )
+    assert setting_hint("runs/r", "uncertainty.abstain.coverage=0.9") == (
+        "`ucse calibrate run=runs/r uncertainty.abstain.coverage=0.9`"
+    )

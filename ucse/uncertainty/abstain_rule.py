@@ -38,8 +38,13 @@ def setting_hint(run: str | Path | None, setting: str) -> str:
     ``ucse calibrate`` where the run folder can reread its data; otherwise (``run`` is None: the estimator's
     scratch folder, a run trained on rows passed in memory, or no run at all) the setting at training.
     """
-    if run is None:
-        return f"retraining with `{setting}`"
+    if run is None:  # from Python: the estimator takes the setting as an override, in Python's spelling
+        key, _, value = setting.partition("=")
+        try:
+            shown = repr(float(value)) if value not in ("nan", "inf", "-inf") else repr(value)
+        except ValueError:
+            shown = repr(value)
+        return f"retraining with `{setting}` (UcseClassifier: overrides={{{key!r}: {shown}}})"
     return f"`ucse calibrate run={run} {setting}`"
 
 
