@@ -7,6 +7,7 @@ head is deterministic on CPU, so its profile is what the refit must reproduce), 
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -428,3 +429,13 @@ def test_a_moved_training_file_is_named_and_data_path_finds_it(tiny_bert_dir, tm
     write_rows(moved, [{**r, "text": r["text"] + " edited"} for r in rows])
     assert main(["calibrate", f"run={run}", f"data_path={moved}"]) == 2
     assert "not the ones this run was trained with" in capsys.readouterr().err
+
+
+def test_calibrate_does_not_repeat_the_datas_reading_notes(tickets, caplog):
+    # The data's notes (separator, copies, labels and sizes) were said when the run trained; calibrate
+    # printed them again above its four lines every time.
+    _, run = tickets
+    caplog.set_level("INFO")
+    assert main(["calibrate", f"run={run}"]) == 0
+    assert not [r.getMessage() for r in caplog.records if r.name.startswith("ucse.data")]
+    assert logging.getLogger("ucse.data").level == logging.NOTSET  # given back

@@ -21,12 +21,14 @@ moved since training), ``data_path=`` (the training file moved or was renamed),
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import TYPE_CHECKING
 
 from ucse.cli import run_cli
 from ucse.cli.help import format_fields, show, wants_help
 from ucse.config import ConfigError
+from ucse.config.env import debug_mode
 from ucse.summary import describe_flag
 
 if TYPE_CHECKING:
@@ -138,10 +140,18 @@ def main(argv: list[str]) -> int:
         from ucse.pipeline import quiet_lightning
         from ucse.uncertainty.fit import refit_run_profile
 
-        with quiet_lightning():
-            before, after = refit_run_profile(
-                own["run"], rest, own.get("data_root"), trust == "true", own.get("data_path")
-            )
+        # The data's reading notes (separator, copies, label spellings) were said when the run trained; the
+        # rows are checked against the run's, and a change is refused in its own line.
+        data_log = logging.getLogger("ucse.data")
+        level = data_log.level
+        data_log.setLevel(level if debug_mode() else logging.ERROR)
+        try:
+            with quiet_lightning():
+                before, after = refit_run_profile(
+                    own["run"], rest, own.get("data_root"), trust == "true", own.get("data_path")
+                )
+        finally:
+            data_log.setLevel(level)
         print(f"run: {own['run']}")
         print(f"class prior: {_prior(before, after)}")
         mix = _mix(own["run"], after)
