@@ -123,6 +123,17 @@ CASES = {
             "(other columns whose values repeat: Channel).",  # not Created, Ticket ID: mostly distinct values
         ],
     ),
+    # a score column named as the label: a CSV's 3.5 was a label name, the same in JSON failed row by row
+    "csv fractional number labels": (
+        "d.csv",
+        b"text,label\na,1.5\nb,3.5\nc,4\nd,1.5\n",
+        ["d.csv line 2: every label in 'label' is a number and some are not whole (1.5)", "a score?"],
+    ),
+    "jsonl fractional number labels": (
+        "d.jsonl",
+        b'{"text": "a", "label": 1.5}\n{"text": "b", "label": 3}\n{"text": "c", "label": 3.5}\n',
+        ["d.jsonl line 1: every label in 'label' is a number and some are not whole (1.5)"],
+    ),
     "json NaN in an unclosed array": (  # NaN alone is read as missing, and named by its row
         "d.json",
         b'[{"text": "NaN is fine in a string", "label": "x"},\n {"text": NaN, "label": "y"}',

@@ -171,11 +171,13 @@ def test_csv_whole_number_floats_are_ids_as_in_jsonl(tmp_path):
         td = load_task_data(path)
         assert td.label_names == ["-5", "1", "2", "10"] and td.integer_labels, path.suffix
         assert _all_pairs(td) == sorted((t, str(int(float(lab)))) for t, lab in rows)
-    # a fraction anywhere keeps the column names: 1.5 is no id
+    # a fraction anywhere makes no id: numbers that are not all whole are refused, as in JSONL (they were read
+    # as names in a CSV: one class per value of what is likely a score)
     csv_path.write_text(
         "text,label\n" + "".join(f"{t},{lab}\n" for t, lab in rows + [("text x", "1.5"), ("text y", "1.5")])
     )
-    assert not load_task_data(csv_path).integer_labels
+    with pytest.raises(DataError, match=r"d.csv line 26: every label in 'label' is a number and some"):
+        load_task_data(csv_path)
 
 
 def test_numpy_labels_read_as_the_python_values_they_hold(tmp_path):

@@ -7,6 +7,7 @@ by the tiny random BERT (a cue word per class), so accuracy well above chance is
 
 from __future__ import annotations
 
+import math
 import pickle
 from decimal import Decimal
 
@@ -204,11 +205,13 @@ def test_a_second_fit_into_one_output_dir_says_how_in_python(tiny_params, rows, 
 
 
 def test_a_small_fit_says_its_sets_and_flag_answer_the_same_for_every_text(tiny_params, rows, caplog):
-    # 40 rows leave 4 held-out texts: every set holds every label and the flag flags nothing; from Python
-    # nothing said so (the command's summary said it of the flag only)
+    # 40 rows calibrated on their 10 % validation slice (data.refit=false; by default the probe is
+    # cross-fitted over all 40) leave 4 held-out texts: every set holds every label and the flag flags
+    # nothing; from Python nothing said so (the command's summary said it of the flag only)
     texts, y = rows
+    holdout = {**tiny_params, "overrides": {**tiny_params["overrides"], "data": {"refit": False}}}
     with caplog.at_level("WARNING", logger="ucse.uncertainty"):
-        clf = UcseClassifier(**tiny_params).fit(texts[:40], y[:40])
+        clf = UcseClassifier(**holdout).fit(texts[:40], y[:40])
     n = clf.profile_.info["n_validation"]
     said = f"every prediction set holds every label: a set at alpha 0.1 needs 9+ held-out texts, {n} here"
     assert n < 9 and said in caplog.text
@@ -220,6 +223,16 @@ def test_a_small_fit_says_its_sets_and_flag_answer_the_same_for_every_text(tiny_
         pickle.loads(pickle.dumps(clf))  # joblib ships estimators between processes this way
         UcseClassifier.from_pretrained(clf.run_dir_, device="cpu", warn=False)
     assert "every prediction set" not in caplog.text
+
+
+def test_a_small_fit_of_the_probe_is_calibrated_on_every_row(tiny_params, rows):
+    # the same 40 rows by default: the probe ships fitted on all 40 and is calibrated on its out-of-fold
+    # outputs over them, so the sets and the flag have held-out texts to be set on (a user's trial: a 10 %
+    # slice of 120 texts certified nothing and set no out-of-scope threshold)
+    texts, y = rows
+    clf = UcseClassifier(**tiny_params).fit(texts[:40], y[:40])
+    assert clf.profile_.info["n_validation"] == 40
+    assert clf.profile_.qhat is not None and math.isfinite(clf.profile_.qhat)  # 4 texts: every label
 
 
 def test_from_pretrained_names_its_own_argument_not_a_command_setting(tmp_path):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import re
 import shlex
 import unicodedata
@@ -147,6 +148,38 @@ def is_int_literal(value: Any) -> bool:
 def int_value(value: str) -> int:
     """The integer an :func:`is_int_literal` string writes (``"-5.00"`` -> ``-5``)."""
     return int(_INT.fullmatch(value.strip()).group(1))
+
+
+_NUMBER = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
+
+
+def refuse_fractional_labels(raw: RawSplit, labels: list, column: str, key: str = TRAIN_KEYS.label) -> None:
+    """Fail, as the estimator does, where every label is a number and some are not whole: a score column.
+
+    A CSV's ``3.5`` was read as a label name (one class per value) while the same values in JSON failed on
+    every row as "not an integer" and the estimator refused them.
+
+    Raises:
+        DataError: naming the file, the first such row, the column and the fix.
+    """
+
+    def number(v: Any) -> float | None:
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return float(v)
+        return float(v.strip()) if isinstance(v, str) and _NUMBER.fullmatch(v.strip()) else None
+
+    values = [(i, number(v)) for i, v in enumerate(labels) if v is not None]
+    if not values or any(x is None for _, x in values):
+        return
+    odd = next(((i, x) for i, x in values if not math.isfinite(x) or x != int(x)), None)
+    if odd is not None:
+        lines = raw.lines()
+        at = f"line {lines[odd[0]]}" if lines else f"row {odd[0]} (0-based)"
+        raise DataError(
+            f"{raw.where} {at}: every label in {column!r} is a number and some are not whole ({odd[1]:g}): a "
+            f"classifier needs names or whole-number ids. Round them, map them to names, or set {key} to the "
+            "column of classes (is this a score?)."
+        )
 
 
 def label_kind(labels: list, typed: bool) -> bool:

@@ -36,6 +36,7 @@ from ucse.data.columns import (
     label_kind,
     list_in_text,
     read_columns,
+    refuse_fractional_labels,
     respell,
     similar_key,
     spellings,
@@ -256,6 +257,8 @@ def load_task_data(
     columns = (text_column, label_column)
     read = {role: read_columns(raw, *columns) for role, raw in raws.items()}
     class_names = read["train"][2]
+    if class_names is None:
+        refuse_fractional_labels(raws["train"], read["train"][1], read["train"][3])
     by_name = class_names is not None or label_kind(read["train"][1], raws["train"].typed)
     if data.merge_similar_labels and by_name and class_names is None:
         read = _merge_similar(read, raws["train"].where)
