@@ -54,7 +54,7 @@ def startup(run: Path | None) -> None:
     print(f"   import + from_pretrained: {out[0]} s; first predict (one text): {out[1]} s")
 
 
-def estimator(intents: int, per_intent: int) -> None:
+def estimator(intents: int, per_intent: int, heads: list[str]) -> None:
     from sklearn.linear_model import LogisticRegressionCV
     from sklearn.model_selection import StratifiedKFold, cross_val_score
 
@@ -72,7 +72,7 @@ def estimator(intents: int, per_intent: int) -> None:
         "3-fold cross_val_score (accuracy, mean of folds)"
     )
     fitted = None
-    for head in ("logreg", "auto"):
+    for head in heads:
         t = time.perf_counter()
         est = UcseClassifier(backbone="minilm-l6", head=head, device="cpu")
         scores = cross_val_score(est, texts, y, cv=folds)
@@ -118,10 +118,11 @@ def main() -> None:
     ap.add_argument("--intents", type=int, default=10)
     ap.add_argument("--per-intent", type=int, default=40)
     ap.add_argument("--skip-cv", action="store_true")
+    ap.add_argument("--heads", nargs="+", default=["logreg", "auto"], help="UcseClassifier heads for part B")
     args = ap.parse_args()
     startup(args.run)
     if not args.skip_cv:
-        estimator(args.intents, args.per_intent)
+        estimator(args.intents, args.per_intent, args.heads)
     if args.run is not None:
         calibrate(args.run)
 
