@@ -44,8 +44,9 @@ def flipped_run(tmp_path_factory, tiny_bert_dir):
     for i in range(0, 240, 40):
         planted[rows[i]["text"]] = rows[i]["label"]
         rows[i] = {**rows[i], "label": names[(names.index(rows[i]["label"]) + 1) % len(names)]}
-    result, profile = train_rows(tmp, tiny_bert_dir, rows, "head=logreg")
-    # the run's own review holds its validation slice: the summary points at the command for every row
+    result, profile = train_rows(tmp, tiny_bert_dir, rows, "head=logreg", "data.refit=false")
+    # the run's own review holds its validation slice (data.refit=false: a small one otherwise cross-fits
+    # the probe over every row): the summary points at the command for every row
     files = train_summary(tmp / "run", result.metrics, profile).splitlines()[-2]
     held = len(_held_texts(tmp / "run"))
     said = f"; `ucse review run={tmp / 'run'}` ranks all {held} train + validation rows)"

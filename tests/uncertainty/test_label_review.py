@@ -153,7 +153,14 @@ def test_a_single_heads_review_is_its_validation_rows_at_predicts_probabilities(
 
     # 10 tokens: some texts are cut there, and the file says which (a tokenizer's count as the reference)
     with caplog.at_level("WARNING", logger="ucse.backbone.encoder"):
-        train_rows(tmp_path, tiny_bert_dir, own_rows(300, seed=11), "head=logreg", "backbone.max_length=10")
+        train_rows(
+            tmp_path,
+            tiny_bert_dir,
+            own_rows(300, seed=11),
+            "head=logreg",
+            "data.refit=false",
+            "backbone.max_length=10",
+        )
     # said once: the review's re-read of the texts it marks does not repeat the warning
     assert sum("reach the 10-token limit" in r.getMessage() for r in caplog.records) == 1
     run = tmp_path / "run"

@@ -22,7 +22,9 @@ from ucse.uncertainty.ood_examples import youden_threshold
 
 
 def _train(tmp: Path, tiny_bert_dir: Path, *extra: str):
-    return train_rows(tmp, tiny_bert_dir, own_rows(300, seed=11), *extra)
+    # data.refit=false: a single head calibrated on its validation split, the route these tests check (a
+    # small validation split otherwise cross-fits head=logreg: tests/training/test_auto.py)
+    return train_rows(tmp, tiny_bert_dir, own_rows(300, seed=11), "data.refit=false", *extra)
 
 
 def test_a_single_head_sets_the_threshold_on_validation_and_rows_carry_the_flag(tmp_path, tiny_bert_dir):

@@ -60,8 +60,7 @@ def main(argv: list[str]) -> int:
                 folds,
                 opts.get("data_root"),
                 trust == "true",
-                None,
-                opts.get("data_path"),
+                data_path=opts.get("data_path"),
             )
         print(f"{path}: {review_note(info)}")
         probe = f"C={info['C']:g}, {info['folds']} folds, temperature {info['temperature']:.3f}"
