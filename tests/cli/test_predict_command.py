@@ -168,6 +168,7 @@ def _bad_cases(run: Path, tmp: Path) -> dict[str, tuple[list[str], str]]:
         "bad key": ([f"run={run}", ok, "topk=2"], "Did you mean 'top_k'"),
         "bad top_k": ([f"run={run}", ok, "top_k=0"], "top_k=0 must be >= 1"),
         "batch size 0": ([f"run={run}", ok, "batch_size=0"], "batch_size=0 must be >= 1"),  # was the default
+        "bad precision": ([f"run={run}", ok, "precision=fp16"], "fp16"),
     }
 
 
@@ -189,6 +190,7 @@ def _bad_cases(run: Path, tmp: Path) -> dict[str, tuple[list[str], str]]:
         "bad key",
         "bad top_k",
         "batch size 0",
+        "bad precision",
     ],
 )
 def test_bad_inputs_exit_2_with_one_line(case, tiny_clf_run, tmp_path, capsys):
@@ -327,3 +329,23 @@ def test_an_uncertifiable_abstention_rule_is_said_once_in_the_summary(tiny_clf_r
     assert (
         len([r for r in caplog.records if "no abstention threshold was certifiable" in r.getMessage()]) == 1
     )
+
+
+def test_precision_is_predicts_choice_for_these_texts(tiny_clf_run, tmp_path):
+    # the run was trained in fp32; precision=bf16 runs the backbone and head in bf16 for this call only
+    texts = [r["text"] for r in own_rows(12, seed=8)]
+    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n")
+    confidences = {}
+    for precision in ("", "bf16", "fp32"):
+        out = tmp_path / f"p{precision}.jsonl"
+        extra = [f"precision={precision}"] if precision else []
+        assert (
+            main(["predict", f"run={tiny_clf_run}", f"input={tmp_path / 'in.txt'}", f"out={out}", *extra])
+            == 0
+        )
+        confidences[precision] = [json.loads(line)["confidence"] for line in out.read_text().splitlines()]
+    assert confidences[""] == confidences["fp32"] != confidences["bf16"]
+    np.testing.assert_allclose(confidences["bf16"], confidences["fp32"], atol=0.05)
+    from ucse.config import from_yaml
+
+    assert from_yaml(tiny_clf_run / "config.yaml").backbone.precision.value == "fp32"  # the run is unchanged

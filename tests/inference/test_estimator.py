@@ -107,6 +107,28 @@ def test_pickle_is_small_and_predicts_the_same(tiny_params, rows):
     np.testing.assert_allclose(back.predict_proba(texts[180:]), clf.predict_proba(texts[180:]), atol=1e-6)
 
 
+def test_precision_chosen_at_load_is_used_and_travels_with_the_estimator(tiny_params, rows, tmp_path):
+    # A batch job saw a text's confidence move by 8e-3 with its batch companions under bf16 and could not ask
+    # predict for fp32 (bench/batch_companions.py measures both).
+    texts, y = rows
+    saved = UcseClassifier(**tiny_params).fit(texts[:180], y[:180]).save_pretrained(tmp_path / "model")
+    as_trained = UcseClassifier.from_pretrained(saved, device="cpu")  # the run's fp32
+    bf16 = UcseClassifier.from_pretrained(saved, device="cpu", precision="bf16")
+    assert as_trained.encoder_.backbone.precision.value == "fp32"
+    assert bf16.encoder_.backbone.precision.value == "bf16"
+    p32, p16 = as_trained.predict_proba(texts[180:]), bf16.predict_proba(texts[180:])
+    assert not np.array_equal(p32, p16)  # bf16 arithmetic ran
+    np.testing.assert_allclose(p16, p32, atol=0.05)  # bf16's 8 mantissa bits, through a small model
+    back = pickle.loads(pickle.dumps(bf16))
+    assert back.encoder_.backbone.precision.value == "bf16"
+    np.testing.assert_array_equal(back.predict_proba(texts[180:]), p16)
+    # fp32: a text's answer does not depend on the texts it is batched with (to float32 rounding)
+    alone = np.concatenate([as_trained.predict_proba([t]) for t in texts[180:190]])
+    np.testing.assert_allclose(alone, p32[:10], atol=1e-5)
+    with pytest.raises(ValueError, match="fp16"):
+        UcseClassifier.from_pretrained(saved, device="cpu", precision="fp16")
+
+
 def test_temporary_run_folder_goes_with_the_estimator(tiny_params, rows):
     import gc
 

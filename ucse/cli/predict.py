@@ -113,6 +113,7 @@ def loaded_classifier(head_dir: Path, cfg: Any, **extra: Any) -> Any:
         device=cfg.accelerator,
         batch_size=cfg.batch_size,
         trust_remote_code=cfg.trust_remote_code,
+        precision=getattr(getattr(cfg, "precision", None), "value", None),  # predict's own option
         warn=False,  # each command says it once, in its own summary line
         **extra,
     )

@@ -27,7 +27,7 @@ from sklearn.utils.validation import check_is_fitted
 from tqdm.auto import tqdm
 
 from ucse.backbone.device import resolve_device
-from ucse.config import Device
+from ucse.config import Device, Precision
 from ucse.config.run_layout import RunFolder, read_run_metrics, resolve_head_dir, run_of_head
 from ucse.core.encoder import EncodedBatch, UcseEncoder
 from ucse.heads.io import copy_head, refuse_overlap
@@ -206,6 +206,7 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         trust_remote_code: bool = False,
         compile_head: bool = False,
         warn: bool = True,
+        precision: str | None = None,
     ) -> UcseClassifier:
         """Load a run folder (or its ``head/``), the backbone it names and its uncertainty profile.
 
@@ -217,6 +218,8 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
                 it is ignored).
             compile_head: run the head through ``torch.compile`` (see the class's parameters).
             warn: warn when the saved abstention rule certified no threshold (predict's summary says it).
+            precision: ``fp32``, ``bf16`` or ``auto`` for the backbone and head; ``None`` keeps the run's.
+                ``fp32`` makes a text's probabilities independent of the texts batched with it.
 
         Training parameters stay the defaults (``get_params``): ``clone``/``fit`` train a default model.
 
@@ -230,6 +233,8 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
             compile_head=compile_head,
         )
         head_dir = resolve_head_dir(path, name="UcseClassifier.from_pretrained: ")
+        if precision is not None:  # a load-time choice, kept through pickling
+            clf._precision = Precision(precision).value
         clf._load(head_dir, batch_size, warn)
         clf.run_dir_ = run_of_head(head_dir)
         without = "the run's recorded figures (metrics_) are left empty"
@@ -252,6 +257,8 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
 
     def _load(self, head_dir: Path, batch_size: int | None, warn: bool = True) -> None:
         overrides = {} if batch_size is None else {"batch_size": batch_size}
+        if getattr(self, "_precision", None) is not None:
+            overrides["precision"] = self._precision
         device = resolve_device(Device(self.device))
         self._head_files = read_head_files(head_dir)  # what pickling and save_pretrained write
         # building the modules draws their initial weights from torch's generator before the saved ones load

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ucse.config import ConfigError, Device, parse_flat_config
+from ucse.config import ConfigError, Device, Precision, parse_flat_config
 from ucse.uncertainty.acquisition import Strategy
 
 ROW_FIELDS = ("text", "label", "confidence", "uncertainty", "abstain", "ood", "ood_score", "probs", "set")
@@ -41,6 +41,10 @@ class PredictConfig:
     with a warning)."""
     batch_size: int | None = None
     """Texts per backbone forward pass; ``None`` keeps the run's backbone setting."""
+    precision: Precision | None = None
+    """The backbone's (and head's) arithmetic for these texts; ``None`` keeps the run's (``auto``: bf16 on a
+    GPU or a CPU with AVX-512 BF16). ``fp32``: a text's probabilities no longer depend on the texts it is
+    batched with (bf16 rounding of a padded batch moves them, by up to ~1e-2), at ~2x the CPU time."""
     compile_head: bool = False
     """Run the head through ``torch.compile`` (compiled on first use, 1-6 s; eager again, with a warning,
     where compilation fails). On an H100 it cut the served head's share of inference from 1.9 % to 1.1 % at
