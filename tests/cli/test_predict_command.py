@@ -349,3 +349,12 @@ def test_precision_is_predicts_choice_for_these_texts(tiny_clf_run, tmp_path):
     from ucse.config import from_yaml
 
     assert from_yaml(tiny_clf_run / "config.yaml").backbone.precision.value == "fp32"  # the run is unchanged
+
+
+def test_a_piped_predict_keeps_its_counts_on_stderr(tiny_clf_run, tmp_path, capsys):
+    # out=- printed no summary, so a piped nightly job's log lost the counts
+    (tmp_path / "in.txt").write_text("\n".join(r["text"] for r in own_rows(5, seed=9)) + "\n")
+    assert main(["predict", f"run={tiny_clf_run}", f"input={tmp_path / 'in.txt'}", "out=-"]) == 0
+    captured = capsys.readouterr()
+    assert len(captured.out.splitlines()) == 5 and "predictions" not in captured.out
+    assert "5 predictions -> stdout (uncertainty score: " in captured.err

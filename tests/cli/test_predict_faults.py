@@ -122,6 +122,39 @@ def test_ctrl_c_during_predict_exits_130_in_one_line(run, txt, tmp_path, monkeyp
     assert line.startswith("error: interrupted (Ctrl-C).") and not out.exists()
 
 
+@pytest.mark.parametrize("stop", ["ctrl-c", "sigterm"])
+def test_a_stop_says_what_stdout_got(run, tmp_path, monkeypatch, capsys, stop):
+    # With out=- a batch job's stdout had the first block when the stop came, and the message said "No
+    # output file was left half-written"; SIGTERM said nothing of what was left.
+    import ucse.inference.blocks as blocks_mod
+    from ucse.inference.classifier import UcseClassifier
+    from ucse.interrupt import TerminatedError
+
+    real, calls = UcseClassifier.predict_with_uncertainty, []
+
+    def second_block_stops(self, texts, *args, **kwargs):
+        calls.append(len(texts))
+        if len(calls) == 2:
+            raise KeyboardInterrupt if stop == "ctrl-c" else TerminatedError("stopped by SIGTERM")
+        return real(self, texts, *args, **kwargs)
+
+    monkeypatch.setattr(blocks_mod, "BLOCK", 4)
+    monkeypatch.setattr(UcseClassifier, "predict_with_uncertainty", second_block_stops)
+    texts = tmp_path / "in.txt"
+    texts.write_text("".join(f"text number {i}\n" for i in range(11)))
+    code = _main(["predict", f"run={run}", f"input={texts}", "out=-"])
+    captured = capsys.readouterr()
+    assert code == (130 if stop == "ctrl-c" else 143)
+    assert len(captured.out.splitlines()) == 4  # the first block, whole
+    line = captured.err.strip().splitlines()[-1]
+    assert "stdout holds what was written before the stop: the first 4 of 11 rows" in line, line
+    assert "No output file" not in line
+    out = tmp_path / "p.jsonl"  # to a file: nothing left, and SIGTERM says so too
+    calls.clear()
+    assert _main(["predict", f"run={run}", f"input={texts}", f"out={out}"]) == code
+    assert "No output file was left half-written." in capsys.readouterr().err and not out.exists()
+
+
 # The first call each command's body makes, where the command looks it up (by name in its module, or at the
 # source when imported inside the body).
 FIRST_CALL = {

@@ -14,14 +14,15 @@ INTERRUPTED = 130
 """Exit status after Ctrl-C: 128 + SIGINT, what a shell reports for a process the signal ended."""
 
 
-def run_cli(body: Callable[[], int], interrupted: str = "") -> int:
+def run_cli(body: Callable[[], int], interrupted: str | Callable[[], str] = "") -> int:
     """Run a command's body; an input error prints one ``error: ...`` line and exits 2, Ctrl-C exits 130.
 
     Every ucse input error (bad config key, bad row, missing package or run folder...) is a ``ValueError``
     subclass or ``FileNotFoundError`` whose message names the fix, so a traceback adds nothing for the
     user; ``UCSE_DEBUG=1`` re-raises to show it. A failed write (full disk, read-only folder, an output
     that appeared meanwhile) is one line too, exit 2; SIGTERM is one line and exit 143; Ctrl-C is one line,
-    followed by ``interrupted`` (what the command left behind), exit 130.
+    exit 130. Both stops are followed by ``interrupted``: what the command left behind (a callable: said as
+    things stand when the stop came).
     """
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
@@ -31,14 +32,16 @@ def run_cli(body: Callable[[], int], interrupted: str = "") -> int:
         if debug_mode():
             raise
         # a training run says what it left and how to resume; otherwise the command's own word
-        said = str(err) if err.args else f"interrupted (Ctrl-C).{' ' + interrupted if interrupted else ''}"
+        left = interrupted() if callable(interrupted) else interrupted
+        said = str(err) if err.args else f"interrupted (Ctrl-C).{' ' + left if left else ''}"
         print(f"error: {said}", file=sys.stderr)
         return INTERRUPTED
     except (ValueError, FileNotFoundError, OSError, TerminatedError) as err:
         if debug_mode():
             raise
         if isinstance(err, TerminatedError):
-            print(f"error: {err}", file=sys.stderr)
+            left = interrupted() if callable(interrupted) else interrupted
+            print(f"error: {err}{'. ' + left if left else ''}", file=sys.stderr)
             return err.exit_code
         ours = isinstance(err, (ValueError, FileNotFoundError))  # ucse's own messages name the fix already
         message = err if ours else write_error(err)

@@ -124,8 +124,11 @@ def main(argv: list[str]) -> int:
     if wants_help(argv):
         return show(help_text())
 
+    done = {"out": None, "rows": 0, "texts": 0}  # what a stop left behind (said by run_cli)
+
     def body() -> int:
         cfg = build_predict_config(argv)
+        done["out"] = cfg.out
         # Imported once the arguments are checked (datasets and pandas to read the input; torch and
         # transformers once the run folder, the output and the input are checked): a mistake answers at once.
         from ucse.config import ConfigError
@@ -144,32 +147,41 @@ def main(argv: list[str]) -> int:
         from ucse.uncertainty.inert_parts import inert_messages, unfitted_message
 
         clf = loaded_classifier(head_dir, cfg, compile_head=cfg.compile_head)
-        counts = {"rows": 0, "abstain": 0, "ood": 0}
+        counts = done | {"rows": 0, "abstain": 0, "ood": 0, "texts": len(texts)}
 
         def counted(blocks):  # written block by block: memory stays flat on a long input
             for rows in blocks:
                 if ids is not None:  # the id first, under its column's name
                     start = counts["rows"]
                     rows = [{cfg.id_column: ids[start + i], **r} for i, r in enumerate(rows)]
-                counts["rows"] += len(rows)
                 counts["abstain"] += sum(r["abstain"] for r in rows)
                 counts["ood"] += sum(bool(r["ood"]) for r in rows)
                 yield rows
+                counts["rows"] += len(rows)  # written (stdout: printed) once the writer asks for the next
+                done.update(rows=counts["rows"], texts=counts["texts"])
 
         progress = cfg.progress and sys.stderr.isatty()
         blocks = predict_blocks(clf, texts, top_k=cfg.top_k, sets=cfg.sets, progress=progress)
         write_predictions(counted(blocks), cfg.out, cfg.overwrite)
         message = uncertifiable_message(clf.profile_, run) or unfitted_message(clf.profile_, head_dir)
         prior = clf.profile_.calibrator.prior.value
-        if cfg.out != "-":
-            print(
-                f"{counts['rows']} predictions -> {cfg.out} (uncertainty score: {clf.uncertainty_score_}; "
-                f"abstain on {counts['abstain']}; out of scope: {counts['ood']}"
-                f"{'' if prior == 'train' else f'; class prior: {prior}'})",
-                file=sys.stderr,
-            )
+        where = "stdout" if cfg.out == "-" else cfg.out  # on stderr either way: a piped job's log keeps it
+        print(
+            f"{counts['rows']} predictions -> {where} (uncertainty score: {clf.uncertainty_score_}; "
+            f"abstain on {counts['abstain']}; out of scope: {counts['ood']}"
+            f"{'' if prior == 'train' else f'; class prior: {prior}'})",
+            file=sys.stderr,
+        )
         for said in [*([] if message is None else [message]), *inert_messages(clf.profile_)]:
             print(said, file=sys.stderr)
         return 0
 
-    return run_cli(body, interrupted="No output file was left half-written.")
+    def left() -> str:
+        if done["out"] != "-":
+            return "No output file was left half-written."
+        return (
+            f"stdout holds what was written before the stop: the first {done['rows']} of "
+            f"{done['texts'] or 'the'} rows, or a few more (they go out in blocks of 8,192 texts)."
+        )
+
+    return run_cli(body, interrupted=left)
