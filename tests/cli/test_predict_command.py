@@ -151,6 +151,7 @@ def _bad_cases(run: Path, tmp: Path) -> dict[str, tuple[list[str], str]]:
         "no run": ([ok], "predict needs run="),
         "missing input": ([f"run={run}", f"input={tmp / 'nope.txt'}"], "no such file"),
         "blank line": ([f"run={run}", f"input={tmp / 'blank.txt'}"], "line 2 is blank"),
+        "blank line, the way out": ([f"run={run}", f"input={tmp / 'blank.txt'}"], "drop_bad_rows=true"),
         "unknown column": ([f"run={run}", f"input={tmp / 't.csv'}"], "has no column 'text'"),
         "empty text": ([f"run={run}", f"input={tmp / 'empty.csv'}"], "line 3"),
         "bad suffix": ([f"run={run}", f"input={tmp / 't.docx'}"], "unsupported file type '.docx'"),
@@ -180,6 +181,7 @@ def _bad_cases(run: Path, tmp: Path) -> dict[str, tuple[list[str], str]]:
         "no run",
         "missing input",
         "blank line",
+        "blank line, the way out",
         "unknown column",
         "empty text",
         "bad suffix",
@@ -358,3 +360,31 @@ def test_a_piped_predict_keeps_its_counts_on_stderr(tiny_clf_run, tmp_path, caps
     captured = capsys.readouterr()
     assert len(captured.out.splitlines()) == 5 and "predictions" not in captured.out
     assert "5 predictions -> stdout (uncertainty score: " in captured.err
+
+
+@pytest.mark.parametrize("form", ["txt", "csv", "parquet"])
+def test_drop_bad_rows_leaves_out_rows_without_a_text_and_names_them(
+    tiny_clf_run, tmp_path, capsys, caplog, form
+):
+    # One empty message failed a whole nightly batch, and predict had no way to leave it out.
+    texts = [r["text"] for r in own_rows(6, seed=4)]
+    given = [texts[0], "", texts[1], "\u200b", texts[2], "  ", texts[3]]  # lines / rows 1-7
+    path = tmp_path / f"in.{form}"
+    if form == "txt":
+        path.write_text("\n".join(given) + "\n")
+    else:
+        frame = pd.DataFrame({"id": [f"m{i}" for i in range(len(given))], "text": given})
+        frame.to_csv(path, index=False) if form == "csv" else frame.to_parquet(path)
+    ids = [] if form == "txt" else ["id_column=id"]
+    base = [f"run={tiny_clf_run}", f"input={path}", "out=-", *ids]
+    assert main(["predict", *base]) == 2
+    assert "drop_bad_rows=true" in capsys.readouterr().err
+    assert main(["predict", *base, "drop_bad_rows=true"]) == 0
+    captured = capsys.readouterr()
+    rows = [json.loads(line) for line in captured.out.splitlines()]
+    assert [r["text"] for r in rows] == texts[:4]  # the others, in order
+    if form != "txt":
+        assert [r["id"] for r in rows] == ["m0", "m2", "m4", "m6"]  # each row's id beside it
+    named = {"txt": "(lines 2, 4, 6)", "csv": "(lines 3, 5, 7)", "parquet": "(rows 1, 3, 5, 0-based)"}[form]
+    assert f"3 of 7 rows have no text to read {named} and are left out" in caplog.text  # a warning
+    assert "4 predictions -> stdout" in captured.err

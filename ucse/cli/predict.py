@@ -141,7 +141,9 @@ def main(argv: list[str]) -> int:
                 f"({', '.join(ROW_FIELDS)}); copy another column, or rename it in the input."
             )
         column = cfg.text_column or trained_text_column(run, cfg.input)
-        texts, ids = read_texts_and_ids(cfg.input, column, cfg.id_column, sole_column=cfg.text_column is None)
+        texts, ids = read_texts_and_ids(
+            cfg.input, column, cfg.id_column, sole_column=cfg.text_column is None, drop_bad=cfg.drop_bad_rows
+        )
         from ucse.inference.blocks import predict_blocks
         from ucse.uncertainty.abstain_rule import uncertifiable_message
         from ucse.uncertainty.inert_parts import inert_messages, unfitted_message

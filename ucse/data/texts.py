@@ -20,33 +20,57 @@ from ucse.data.tasks import DataError
 
 logger = logging.getLogger(__name__)
 INPUT_SUFFIXES = (".txt", *FORMATS)
+_OFFER = ", or pass drop_bad_rows=true to leave such rows out"
 STDIO = "-"
 
 
-def _lines(text: str, where: str) -> list[str]:
+def _lines(text: str, where: str, drop_bad: bool | None = None) -> list[str]:
     r"""One text per line; a blank line between texts fails naming it (every input line must get its row).
 
     Lines end at ``\n`` (or ``\r\n``) only: ``str.splitlines`` also splits at ``\f``, ``\v``, a bare
-    ``\r``, U+0085, U+2028 and U+2029, which would give one input line several output rows.
+    ``\r``, U+0085, U+2028 and U+2029, which would give one input line several output rows. ``drop_bad``:
+    blank lines are left out instead, with a warning naming them (``False``: the error offers that).
     """
     lines = [line.removesuffix("\r") for line in text.split("\n")]
     # The newline that ends the last line starts no new one; blank lines after the last text (an editor's
     # or a script's trailing newlines) are no texts either. A blank line between texts is still refused.
     while lines and is_blank(lines[-1]):  # a DOS end-of-file mark (\x1a) too
         lines.pop()
+    if drop_bad:
+        bad = [number for number, line in enumerate(lines, 1) if is_blank(line)]
+        _tell_dropped(where, "line", bad, len(lines), table=False)
+        lines = [line for line in lines if not is_blank(line)]
     for number, line in enumerate(lines, 1):
         if not line.strip():
             raise DataError(
-                f"{where} line {number} is blank; every line must hold one text (remove blank lines)."
+                f"{where} line {number} is blank; every line must hold one text (remove blank lines"
+                f"{_OFFER if drop_bad is False else ''})."
             )
         if is_blank(line):
             raise DataError(
                 f"{where} line {number} holds {blank_problem(line)}, no word to read; every line must hold "
-                "one text (fix or remove it)."
+                f"one text (fix or remove it{_OFFER if drop_bad is False else ''})."
             )
     if not lines:
         raise DataError(f"{where} holds no texts; expected one text per line.")
     return lines
+
+
+def _tell_dropped(where: str, unit: str, bad: list[int], n: int, table: bool) -> None:
+    """Warn of the rows ``drop_bad_rows=true`` leaves out, by ``unit`` (``line``, or 0-based ``row``)."""
+    if not bad:
+        return
+    shown = ", ".join(str(b) for b in bad[:10]) + (", ..." if len(bad) > 10 else "")
+    named = f"{unit}{'s' if len(bad) > 1 else ''} {shown}{', 0-based' if unit == 'row' else ''}"
+    logger.warning(
+        "%s: %d of %d rows have no text to read (%s) and are left out (drop_bad_rows=true): the output has "
+        "no row for them; the others keep their order%s.",
+        where,
+        len(bad),
+        n,
+        named,
+        ", and id_column= keeps each row's id beside it" if table else "",
+    )
 
 
 def _read_stdin() -> bytes:
@@ -98,8 +122,13 @@ def read_texts_and_ids(
     option: str = "input",
     column_option: str = "text_column",
     sole_column: bool = False,
+    drop_bad: bool | None = None,
 ) -> tuple[list[str], list[Any] | None]:
     """:func:`read_texts`, and the values of ``id_column`` of a table input from the same read.
+
+    ``drop_bad`` (``ucse predict drop_bad_rows=true``): rows without a text to read (missing, empty, blank
+    or invisible) are left out with their ids, and a warning names them, instead of failing the input;
+    ``False``: such a row fails, offering ``drop_bad_rows=true``; ``None``: not offered (other commands).
 
     The ids (``ucse predict id_column=``) are JSON values, one per row: a value JSON cannot hold (a Parquet
     date, bytes) as its ``str``, a missing cell ``None``; ``None`` without ``id_column``. A ``.txt`` file or
@@ -111,7 +140,7 @@ def read_texts_and_ids(
     if id_column is not None and (source == STDIO or Path(source).suffix.lower() == ".txt"):
         raise ValueError(f"id_column={id_column}: {option}={source} is one text per line, with no columns.")
     if source == STDIO:
-        return _lines(decode_utf8("stdin", _read_stdin()), "stdin"), None
+        return _lines(decode_utf8("stdin", _read_stdin()), "stdin", drop_bad), None
     path = Path(source).expanduser()
     if not path.is_file():
         raise FileNotFoundError(f"{option}={source}: no such file.")
@@ -121,7 +150,7 @@ def read_texts_and_ids(
             f"{option}={source}: unsupported file type '{suffix}'; use one of {', '.join(INPUT_SUFFIXES)}."
         )
     if suffix == ".txt":  # bytes, decoded here: read_text would turn every bare \r into a line break
-        return _lines(decode_utf8(path, path.read_bytes()), str(path)), None
+        return _lines(decode_utf8(path, path.read_bytes()), str(path), drop_bad), None
     raw = read_file(path)
     if text_column not in raw.columns and sole_column and len(raw.columns) == 1:
         logger.info("%s: reading its only column, %r (no column %r)", path, raw.columns[0], text_column)
@@ -133,15 +162,31 @@ def read_texts_and_ids(
             )
     texts = raw.values(text_column)
     bad = text_value_problems(texts, text_column)
+    lines = raw.lines()
+    keep = None
+    if bad and drop_bad and len(bad) < len(texts):
+        gone = {b.index for b in bad}
+        _tell_dropped(
+            str(path),
+            "line" if lines else "row",
+            [lines[i] if lines else i for i in sorted(gone)],
+            len(texts),
+            table=True,
+        )
+        keep = [i for i in range(len(texts)) if i not in gone]
+        texts, bad = [texts[i] for i in keep], []
     if bad:  # one line naming the file and the first bad line (the 0-based row for Parquet)
-        lines = raw.lines()
         at = f"line {lines[bad[0].index]}" if lines else f"row {bad[0].index} (0-based)"
         more = f" ({len(bad)} such rows)" if len(bad) > 1 else ""
-        raise DataError(f"{path} {at}: {bad[0].problem}{more}; every row needs a text: fix or remove it.")
+        offer = _OFFER if drop_bad is False and len(bad) < len(texts) else ""
+        raise DataError(
+            f"{path} {at}: {bad[0].problem}{more}; every row needs a text: fix or remove it{offer}."
+        )
     if id_column is None:
         return texts, None
     plain = (str, int, float, bool, type(None))
     values = [v.item() if isinstance(v, np.generic) else v for v in raw.values(id_column)]
+    values = values if keep is None else [values[i] for i in keep]
     return texts, [v if isinstance(v, plain) else str(v) for v in values]
 
 

@@ -32,6 +32,9 @@ class PredictConfig:
     id_column: str | None = None
     """A column of a table input copied into each output row, first and under its own name (e.g. ``id``), to
     join the predictions back to your records (rows keep the input's order either way)."""
+    drop_bad_rows: bool = False
+    """Leave out rows without a text to read (missing, empty, blank or invisible characters only), with a
+    warning naming them, instead of failing the whole input (a nightly batch with one empty message)."""
     top_k: int | None = None
     """Keep only the ``top_k`` most probable labels in each row's ``probs``; ``None`` keeps all."""
     sets: bool = True
