@@ -143,7 +143,8 @@ def read_texts_and_ids(
         return _lines(decode_utf8("stdin", _read_stdin()), "stdin", drop_bad), None
     path = Path(source).expanduser()
     if not path.is_file():
-        raise FileNotFoundError(f"{option}={source}: no such file.")
+        what = "a folder, not a file: name a file in it" if path.is_dir() else "no such file"
+        raise FileNotFoundError(f"{option}={source}: {what}.")
     suffix = path.suffix.lower()
     if suffix not in INPUT_SUFFIXES:
         raise DataError(
