@@ -530,3 +530,14 @@ def test_a_backbone_that_cannot_load_leaves_no_folder(argv, tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and _one_error_line(err) and "broken-model" in err
     assert not (tmp_path / "run").exists()
+
+
+def test_an_output_dir_that_cannot_be_made_is_named_by_its_setting(argv, tmp_path, capsys):
+    # named the hidden lock file ('/proc/.x.ucse-lock') with a bare errno, not output_dir=
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    code = train_cli.main([*argv(), f"output_dir={blocker / 'run'}"])
+    err = capsys.readouterr().err
+    assert code == 2 and _one_error_line(err) and "ucse-lock" not in err
+    assert f"output_dir={blocker / 'run'}: its folder {blocker} cannot be written" in err
+    assert blocker.read_text() == "not a folder"

@@ -36,8 +36,14 @@ def hold_run_folder(run_dir: Path) -> Iterator[None]:
     if key in _HELD:
         yield
         return
-    run_dir.parent.mkdir(parents=True, exist_ok=True)
-    fd = _acquire(lock_path(run_dir), run_dir)
+    try:
+        run_dir.parent.mkdir(parents=True, exist_ok=True)
+        fd = _acquire(lock_path(run_dir), run_dir)
+    except OSError as err:  # named by the setting, not by the hidden lock file (a read-only, virtual folder)
+        raise ConfigError(
+            f"output_dir={run_dir}: its folder {run_dir.parent} cannot be written ({err.strerror}); nothing "
+            "was changed. Choose an output_dir in a folder you can write to."
+        ) from None
     _HELD.add(key)
     try:
         yield
