@@ -199,3 +199,23 @@ def test_a_flag_set_by_examples_is_reported_by_what_it_keeps():
     assert report["out_of_scope"]["heldout_kept"] == 0.893
     line = "out-of-scope flag (msp, threshold set by your out-of-scope examples, kept 0.89 of held-out"
     assert line in format_table(report) and "keeps 0.95" not in format_table(report)
+
+
+def test_a_sample_without_some_labels_also_gets_the_macro_f1_of_the_labels_it_holds():
+    # A monthly sample holding 38 of 77 labels read macro-F1 0.56 beside accuracy 0.91: each label predicted
+    # but absent scores 0 (scikit-learn's default average). The line beside it: the labels the sample holds.
+    from ucse.training.label_report import confusion_counts, per_label
+
+    rng = np.random.default_rng(3)
+    y = rng.choice(3, 200)  # labels 0-2 of 6
+    pred = np.where(rng.random(200) < 0.8, y, rng.choice(6, 200))
+    rows = per_label(confusion_counts(pred, y, 6), [f"l{i}" for i in range(6)])
+    f1 = f1_score(y, pred, average="macro")
+    metrics = {"accuracy": 0.8, "f1_macro": f1, "auroc": None, "ece": 0.1, "nll": 1.0}
+    report = {"task": "t", "split": "march.csv", "n": 200, "metrics": metrics}
+    lines = eval_summary({**report, "per_label": rows}, None)
+    want = f1_score(y, pred, labels=[0, 1, 2], average="macro")
+    assert f"macro-F1 over the 3 labels this split holds: {want:.4f} (3 of the run's 6 labels" in lines
+    assert want > f1 + 0.2  # the premise: the absent labels pulled it down
+    full = per_label(confusion_counts(y, y, 3), ["l0", "l1", "l2"])  # every label held: no such line
+    assert "labels this split holds" not in eval_summary({**report, "per_label": full}, None)

@@ -31,6 +31,15 @@ def eval_summary(report: dict, written: Path | None) -> str:
             f"accuracy {m['accuracy']:.4f}  macro-F1 {m['f1_macro']:.4f}  "
             f"AUROC {'n/a' if m.get('auroc') is None else format(m['auroc'], '.4f')}  {probs}"
         )
+    rows = report.get("per_label") or []
+    held = [r for r in rows if isinstance(r, dict) and r.get("support") and isinstance(r.get("f1"), float)]
+    if m and held and len(held) < len(rows):  # a sample without some labels: their predictions score 0 above
+        f1 = sum(r["f1"] for r in held) / len(held)
+        absent = len(rows) - len(held)
+        lines.append(
+            f"  macro-F1 over the {len(held)} labels this split holds: {f1:.4f} ({absent} of the run's "
+            f"{len(rows)} labels have no row here; predicted, they count 0 in the macro-F1 above)"
+        )
     if report.get("dropped"):  # input= with drop_bad_rows=true
         n = report["dropped"]
         lines.append(f"  {n} bad row{'s' if n != 1 else ''} of the file dropped (drop_bad_rows=true)")
