@@ -109,6 +109,38 @@ def test_a_report_of_another_file_of_the_same_name_is_never_replaced(run, tmp_pa
     assert evaluate_file(build_eval_config([f"run={run}", f"input={long}"]))["written"] == str(path)
 
 
+def test_out_writes_the_report_where_asked_and_a_read_only_run_is_found_out_first(run, tmp_path, monkeypatch):
+    # The report could only go into the run folder: a read-only one lost the whole evaluation at its end, and
+    # monthly samples in dated folders (m3/labelled.csv, m4/labelled.csv) shared one report name.
+    import ucse.evaluation.evaluate_file as module
+
+    (tmp_path / "m3").mkdir()
+    sample = _write(tmp_path / "m3" / "labelled.csv", _new_rows(9), ("text", "label"))
+    before = sorted(p.name for p in run.iterdir())
+    out = tmp_path / "m3" / "report.json"
+    got = evaluate_file(build_eval_config([f"run={run}", f"input={sample}", f"out={out}"]))
+    assert got["written"] == str(out) and json.loads(out.read_text())["n"] == 9
+    assert sorted(p.name for p in run.iterdir()) == before  # nothing written into the run
+    for extra, message in (
+        ([f"out={out}"], "already exists; nothing was written. overwrite=true replaces it"),
+        ([f"out={tmp_path / 'r.txt'}"], "input='s report is JSON"),
+        ([f"out={tmp_path / 'nope' / 'r.json'}"], "does not exist; create it first"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            evaluate_file(build_eval_config([f"run={run}", f"input={sample}", *extra]))
+    evaluate_file(build_eval_config([f"run={run}", f"input={sample}", f"out={out}", "overwrite=true"]))
+    calls = []
+
+    def read_only(path, mode):
+        calls.append(path)
+        return False
+
+    monkeypatch.setattr(module.os, "access", read_only)  # as a read-only mount answers (root ignores chmod)
+    with pytest.raises(ValueError, match="cannot be written .*pass out=<report.json>"):
+        evaluate_file(build_eval_config([f"run={run}", f"input={sample}"]))
+    assert calls == [run]
+
+
 def test_labels_of_another_kind_or_column_fail_in_one_line(run, tmp_path):
     ids = _write(tmp_path / "ids.csv", [(t, y[-1]) for t, y in _new_rows(9)], ("text", "label"))
     with pytest.raises(DataError) as err:

@@ -42,9 +42,11 @@ class EvalConfig:
     export: str | None = None
     """Export mode: a ``.jsonl`` file of ``{"text": ...}`` rows or a split name of the run's task."""
     out: str | None = None
-    """Output folder of an export or an ensemble evaluation."""
+    """Output folder of an export or an ensemble evaluation; with ``input=``, the report's ``.json`` file
+    (default: ``eval-input-<file name>.json`` in the run folder)."""
     overwrite: bool = False
-    """Let an export replace a non-empty ``out`` folder whole; without it such a folder is refused."""
+    """Let an export replace a non-empty ``out`` folder whole, or ``input=``'s report an existing ``out``
+    file; without it they are refused."""
     trust_remote_code: bool = False
     """Run the backbone's own model code (``auto_map``). Only this flag turns it on: a value stored in a run
     or head is ignored."""
@@ -97,12 +99,13 @@ def build_eval_config(overrides: list[str] | None = None) -> EvalConfig:
             "input= evaluates a run on a labelled file: give it with run=, not export= or ensemble=."
         )
     if modes == ["run"]:  # accepted and ignored before: the report goes into the run folder
-        stray = [k for k in ("out", "task") if getattr(cfg, k) is not None]
+        # input='s report may go elsewhere (a read-only run folder, a dated folder of monthly samples)
+        stray = [k for k in ("out", "task") if getattr(cfg, k) is not None and not (k == "out" and cfg.input)]
         if stray:
             raise ConfigError(
                 f"{' and '.join(f'{k}=' for k in stray)}: not used when evaluating a run (its report is "
-                "written into the run folder as eval.json); out= is for export= or ensemble=, task= for "
-                "ensemble=."
+                "written into the run folder as eval.json); out= is for export=, ensemble= or input= (the "
+                "report's file), task= for ensemble=."
             )
     # checked here, not after the whole evaluation has run (t-SNE needs perplexity 2 < its rows)
     for key, least in (("tsne_samples", 4), ("batch_size", 1), ("efficiency_batches", 1)):

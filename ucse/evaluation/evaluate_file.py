@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import re
 from pathlib import Path
 
@@ -37,6 +38,33 @@ def input_report_path(run: Path, source: str) -> Path:
     if len(name) > NAME_CHARS:
         name = f"{name[:NAME_CHARS]}-{hashlib.sha256(raw.encode()).hexdigest()[:12]}"
     return run / f"eval-input-{name}.json"
+
+
+def report_path(cfg: EvalConfig, run: Path) -> Path:
+    """Where ``input=``'s report goes: ``out=`` (a ``.json`` file), else :func:`input_report_path` in the run.
+
+    Checked before the backbone loads: a report that could not be written was found out once the whole file
+    had been scored (a read-only run folder lost the evaluation).
+
+    Raises:
+        ValueError: naming the path and the fix.
+    """
+    if cfg.out is None:
+        written = input_report_path(run, cfg.input or "")
+        if not os.access(run, os.W_OK):
+            raise ValueError(
+                f"run={run} cannot be written (read-only), where input='s report would go; pass "
+                "out=<report.json> to write it elsewhere."
+            )
+        return written
+    written = Path(cfg.out).expanduser()
+    if written.suffix.lower() != ".json":
+        raise ValueError(f"out={cfg.out}: input='s report is JSON; give a .json file.")
+    if not written.parent.is_dir():
+        raise ValueError(f"out={cfg.out}: folder {written.parent} does not exist; create it first.")
+    if written.exists() and not cfg.overwrite:
+        raise ValueError(f"out={cfg.out} already exists; nothing was written. overwrite=true replaces it.")
+    return written
 
 
 def check_report_is_of(report: Path, source: Path) -> None:
@@ -82,8 +110,9 @@ def evaluate_file(cfg: EvalConfig) -> dict:
             "retrain it with ucse train (its heads save them)."
         )
     source = Path(cfg.input or "").expanduser().resolve()
-    written = input_report_path(run, cfg.input or "")
-    check_report_is_of(written, source)
+    written = report_path(cfg, run)
+    if cfg.out is None:  # out= and overwrite= are the user's own word on that file
+        check_report_is_of(written, source)
     texts, labels, dropped = read_labelled_file(
         cfg.input or "",
         cfg.text_column or train_cfg.data.text_column,
