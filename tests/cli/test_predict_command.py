@@ -38,7 +38,12 @@ def test_txt_in_jsonl_out_in_input_order(tiny_clf_run, reference, tmp_path, caps
     assert [r["text"] for r in rows] == texts
     assert all(set(r) == FIELDS and r["label"] in NAMES for r in rows)
     assert [r["label"] for r in rows] == list(reference.predict(texts))
-    assert f"25 predictions -> {out}" in capsys.readouterr().err
+    said = capsys.readouterr().err
+    assert f"25 predictions -> {out}" in said
+    abstained, flagged = sum(r["abstain"] for r in rows), sum(bool(r["ood"]) for r in rows)
+    # counts and their shares of the rows, which a batch job's log compares with the ~5 % expected
+    shares = f"abstain on {abstained} ({4 * abstained:.1f} %); out of scope: {flagged} ({4 * flagged:.1f} %)"
+    assert shares in said  # of 25 rows: 4 % each
 
 
 def test_a_head_saved_beside_a_config_of_the_users_own_is_not_a_run(tiny_clf_run, reference, tmp_path):

@@ -168,9 +168,10 @@ def main(argv: list[str]) -> int:
         message = uncertifiable_message(clf.profile_, run) or unfitted_message(clf.profile_, head_dir)
         prior = clf.profile_.calibrator.prior.value
         where = "stdout" if cfg.out == "-" else cfg.out  # on stderr either way: a piped job's log keeps it
+        share = lambda k: f" ({100 * counts[k] / counts['rows']:.1f} %)" if counts["rows"] else ""  # noqa: E731
         print(
             f"{counts['rows']} predictions -> {where} (uncertainty score: {clf.uncertainty_score_}; "
-            f"abstain on {counts['abstain']}; out of scope: {counts['ood']}"
+            f"abstain on {counts['abstain']}{share('abstain')}; out of scope: {counts['ood']}{share('ood')}"
             f"{'' if prior == 'train' else f'; class prior: {prior}'})",
             file=sys.stderr,
         )
