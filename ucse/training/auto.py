@@ -125,7 +125,15 @@ def _probe_logits(head: Head, x: np.ndarray) -> np.ndarray:
     return x @ w.T + head.linear.bias.detach().double().numpy()  # (N, C)
 
 
-def probe_folds(cfg, x, y, c, h, folds, groups=None) -> tuple[dict, np.ndarray, np.ndarray]:
+def probe_folds(
+    cfg: TrainConfig,
+    x: np.ndarray,
+    y: np.ndarray,
+    c: int,
+    h: int,
+    folds: list[tuple[np.ndarray, np.ndarray]],
+    groups: np.ndarray | None = None,
+) -> tuple[dict, np.ndarray, np.ndarray]:
     """The probe's C* chosen on every row, and two sets of its out-of-fold (N, C) logits over ``folds``.
 
     Returns (C*'s report, nested, at C*). Nested: fold probes that choose their own C inside the fold, which
@@ -146,7 +154,13 @@ def probe_folds(cfg, x, y, c, h, folds, groups=None) -> tuple[dict, np.ndarray, 
     return info, nested, shipped
 
 
-def cross_fitted_probe(cfg, states, labels, c, groups=None) -> AutoResult:
+def cross_fitted_probe(
+    cfg: TrainConfig,
+    states: dict[str, TokenStates],
+    labels: dict[str, np.ndarray],
+    c: int,
+    groups: np.ndarray | None = None,
+) -> AutoResult:
     """``head=logreg`` where validation is too small to calibrate on (``cross_validates``), with data.refit.
 
     The probe ships fitted on train + validation at C*, and the profile is calibrated on its out-of-fold
