@@ -395,3 +395,28 @@ def test_drop_bad_rows_leaves_out_rows_without_a_text_and_names_them(
     named = {"txt": "(lines 2, 4, 6)", "csv": "(lines 3, 5, 7)", "parquet": "(rows 1, 3, 5, 0-based)"}[form]
     assert f"3 of 7 rows have no text to read {named} and are left out" in caplog.text  # a warning
     assert "4 predictions -> stdout" in captured.err
+
+
+def test_the_texts_read_only_up_to_the_token_limit_are_counted_over_every_block(
+    tiny_clf_run, tmp_path, monkeypatch, capsys
+):
+    # The warning names the first block of texts that held any (8,192 texts); a 20k batch's log had no total.
+    from transformers import AutoTokenizer
+
+    import ucse.inference.blocks as blocks_mod
+
+    monkeypatch.setattr(blocks_mod, "BLOCK", 2)
+    short = [r["text"] for r in own_rows(4, seed=10)]
+    long = [" ".join([r["text"] for r in own_rows(120, seed=11)])] * 2  # far past the tiny model's limit
+    texts = [short[0], short[1], long[0], short[2], long[1], short[3]]  # the long ones in blocks 2 and 3
+    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n")
+    assert main(["predict", f"run={tiny_clf_run}", f"input={tmp_path / 'in.txt'}", "out=-"]) == 0
+    err = capsys.readouterr().err
+    # the reference: the run's tokenizer says which texts exceed its limit
+    cfg = json.loads((tiny_clf_run / "head" / "config.json").read_text())["meta"]["backbone"]
+    tokenizer = AutoTokenizer.from_pretrained(cfg["model"])
+    over = sum(
+        len(tokenizer(t)["input_ids"]) >= min(cfg["max_length"], tokenizer.model_max_length) for t in texts
+    )
+    assert over == 2
+    assert "2 of 6 texts reached the backbone's token limit and were read up to it" in err

@@ -109,9 +109,8 @@ class FrozenBackbone:
         self._read_limit = self.max_length
         if self._frame is not None:
             self._read_limit = sum(self._frame) + cfg.max_windows * (self.max_length - sum(self._frame))
-        self._told_truncation = False
-        self._told_unknown = False
-        self._told_split = False
+        self._told_truncation = self._told_unknown = self._told_split = False
+        self.texts_cut = 0  # texts that reached the token limit over every encode that tells: predict's total
 
     def _resolve_layer(self, layer: int | None) -> int | None:
         """``backbone.layer`` as an index into ``hidden_states`` (0..L), ``None`` for the last layer.
@@ -193,6 +192,7 @@ class FrozenBackbone:
         head sees only their first ``max_length`` tokens (prompt and special tokens included).
         """
         cut = int((lengths >= self._read_limit).sum())
+        self.texts_cut += cut
         if not cut or self._told_truncation:
             return
         self._told_truncation = True

@@ -175,6 +175,19 @@ def main(argv: list[str]) -> int:
             f"{'' if prior == 'train' else f'; class prior: {prior}'})",
             file=sys.stderr,
         )
+        backbone = clf.encoder_.backbone
+        if backbone.texts_cut:  # the warning named the first block that held any: the total, for a log
+            windows = backbone.cfg.long_texts.value == "windows"
+            print(
+                f"{backbone.texts_cut} of {counts['rows']} texts reached the backbone's token limit and were "
+                "read up to it"
+                + (
+                    " (backbone.max_windows windows)"
+                    if windows
+                    else " (backbone.long_texts=windows at training reads long texts whole)"
+                ),
+                file=sys.stderr,
+            )
         for said in [*([] if message is None else [message]), *inert_messages(clf.profile_)]:
             print(said, file=sys.stderr)
         return 0
