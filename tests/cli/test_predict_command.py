@@ -420,3 +420,27 @@ def test_the_texts_read_only_up_to_the_token_limit_are_counted_over_every_block(
     )
     assert over == 2
     assert "2 of 6 texts reached the backbone's token limit and were read up to it" in err
+
+
+def test_parquet_out_holds_the_jsonl_rows_with_their_types_block_by_block(
+    tiny_clf_run, tmp_path, monkeypatch
+):
+    # a warehouse job loads Parquet: the rows as the JSONL holds them, typed, written a block at a time
+    import ucse.inference.blocks as blocks_mod
+
+    monkeypatch.setattr(blocks_mod, "BLOCK", 4)
+    texts = [r["text"] for r in own_rows(11, seed=12)]
+    pd.DataFrame({"msg": list(range(100, 111)), "text": texts}).to_parquet(tmp_path / "in.parquet")
+    args = [f"run={tiny_clf_run}", f"input={tmp_path / 'in.parquet'}", "id_column=msg"]
+    assert main(["predict", *args, f"out={tmp_path / 'p.jsonl'}"]) == 0
+    assert main(["predict", *args, f"out={tmp_path / 'p.parquet'}"]) == 0
+    want = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
+    got = pd.read_parquet(tmp_path / "p.parquet")
+    assert list(got.columns) == list(want[0]) and len(got) == 11
+    assert str(got["msg"].dtype) == "int64" and str(got["confidence"].dtype) == "float64"
+    assert str(got["abstain"].dtype) == "bool"
+    for row, ref in zip(got.to_dict("records"), want, strict=True):
+        assert {**row, "probs": json.loads(row["probs"]), "set": json.loads(row["set"])} == ref
+    import pyarrow.parquet as pq
+
+    assert pq.ParquetFile(tmp_path / "p.parquet").num_row_groups == 3  # blocks of 4, 4 and 3

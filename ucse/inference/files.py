@@ -2,7 +2,8 @@
 
 Tables (``.csv``/``.tsv``/``.jsonl``/``.json``/``.parquet``) are read by :func:`ucse.data.files.read_file`
 (``datasets`` underneath, errors naming the file and line); a ``.txt`` file or stdin is one text per line.
-Predictions are written as JSON lines or CSV (``probs`` and ``set`` as JSON inside the cell), atomically.
+Predictions are written as JSON lines, CSV or Parquet (``probs`` and ``set`` as JSON inside the cell),
+atomically.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from ucse.data.texts import STDIO
 from ucse.data.texts import read_texts as read_texts  # re-exported (it lives in the data layer)
 from ucse.data.texts import read_texts_and_ids as read_texts_and_ids  # re-exported, as read_texts
 
-OUTPUT_SUFFIXES = (".jsonl", ".csv")
+OUTPUT_SUFFIXES = (".jsonl", ".csv", ".parquet")
 
 
 def check_output(out: str, overwrite: bool = False) -> None:
@@ -40,10 +41,11 @@ def check_output(out: str, overwrite: bool = False) -> None:
     path = Path(out).expanduser()
     if path.suffix.lower() not in OUTPUT_SUFFIXES:
         raise DataError(
-            f"out={out}: unsupported output type '{path.suffix}'; use a .jsonl or .csv path, or - for stdout."
+            f"out={out}: unsupported output type '{path.suffix}'; use a .jsonl, .csv or .parquet path, or - "
+            "for stdout."
         )
     if path.is_dir():
-        raise DataError(f"out={out} is a folder; give a file path ending in .jsonl or .csv.")
+        raise DataError(f"out={out} is a folder; give a file path ending in .jsonl, .csv or .parquet.")
     if not path.parent.is_dir():
         raise FileNotFoundError(f"out={out}: folder {path.parent} does not exist; create it first.")
     if (path.exists() or path.is_symlink()) and not overwrite:  # a link to nowhere is there too
@@ -112,9 +114,14 @@ def write_predictions(rows: list[dict] | Iterable[list[dict]], out: str, overwri
             os.dup2(devnull, sys.stdout.fileno())
         return
     path = Path(out).expanduser()
+    parquet = path.suffix.lower() == ".parquet"
     try:
-        with atomic.atomic_file(path, replace=overwrite) as fh:
-            for chunk in _render(blocks, path.suffix.lower()):
+        with atomic.atomic_file(path, "wb" if parquet else "w", replace=overwrite) as fh:
+            if parquet:  # pyarrow: imported with the format that needs it
+                from ucse.inference.parquet_out import write_parquet
+
+                write_parquet(blocks, fh, out)
+            for chunk in [] if parquet else _render(blocks, path.suffix.lower()):
                 fh.write(chunk)
     except FileExistsError:
         raise  # another process wrote out= meanwhile: run_cli says so (not a disk problem)
