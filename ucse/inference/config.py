@@ -21,8 +21,9 @@ class PredictConfig:
     """Texts to label: ``.txt`` (one text per line), ``.csv``/``.tsv``/``.jsonl``/``.json``/``.parquet``
     (a text column), or ``-`` for stdin (one text per line)."""
     out: str = "-"
-    """Where the predictions go: ``.jsonl`` or ``.csv`` (by extension), or ``-`` for stdout (JSON lines).
-    One row per input text, in input order. An existing file is refused unless ``overwrite``."""
+    """Where the predictions go: ``.jsonl``, ``.csv`` or ``.parquet`` (by extension), or ``-`` for stdout
+    (JSON lines). One row per input text (``drop_bad_rows`` aside), in input order. An existing file is
+    refused unless ``overwrite``."""
     overwrite: bool = False
     """Replace an existing ``out`` file (written to a temporary sibling, renamed when complete)."""
     trust_remote_code: bool = False
