@@ -193,6 +193,7 @@ def test_texts_of_mostly_unknown_tokens_are_reported_once(tiny_bert_dir, tiny_qw
     assert "e.g. '🙂'" in told[0]
     fb.token_lengths(texts)  # once per loaded backbone
     assert sum("mostly tokens" in r.getMessage() for r in caplog.records) == 1
+    assert fb.texts_unknown == 4  # but counted every time: predict's total over its blocks
     caplog.clear()
     FrozenBackbone(make_tiny_bert_cfg(tiny_bert_dir)).token_lengths(["a dog", "a dog zzqx"])
     # GPT-2-style tokenizers call their EOS the unknown token: the EOS appended for last-token pooling made

@@ -420,6 +420,7 @@ def test_the_texts_read_only_up_to_the_token_limit_are_counted_over_every_block(
     )
     assert over == 2
     assert "2 of 6 texts reached the backbone's token limit and were read up to it" in err
+    assert "mostly tokens the backbone does not know" not in err  # none here (the encoder's tests: emoji)
 
 
 def test_parquet_out_holds_the_jsonl_rows_with_their_types_block_by_block(
@@ -444,3 +445,20 @@ def test_parquet_out_holds_the_jsonl_rows_with_their_types_block_by_block(
     import pyarrow.parquet as pq
 
     assert pq.ParquetFile(tmp_path / "p.parquet").num_row_groups == 3  # blocks of 4, 4 and 3
+
+
+def test_texts_of_unknown_tokens_are_counted_over_every_block(tiny_clf_run, tmp_path, monkeypatch, capsys):
+    import ucse.inference.blocks as blocks_mod
+
+    monkeypatch.setattr(blocks_mod, "BLOCK", 2)
+    short = [r["text"] for r in own_rows(3, seed=13)]
+    texts = [
+        short[0],
+        short[1],
+        "🙂",
+        short[2],
+        "🚚❓",
+    ]  # the emoji in blocks 2 and 3: [UNK] to the tiny BERT
+    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n")
+    assert main(["predict", f"run={tiny_clf_run}", f"input={tmp_path / 'in.txt'}", "out=-"]) == 0
+    assert "2 of 5 texts are mostly tokens the backbone does not know" in capsys.readouterr().err

@@ -110,7 +110,7 @@ class FrozenBackbone:
         if self._frame is not None:
             self._read_limit = sum(self._frame) + cfg.max_windows * (self.max_length - sum(self._frame))
         self._told_truncation = self._told_unknown = self._told_split = False
-        self.texts_cut = 0  # texts that reached the token limit over every encode that tells: predict's total
+        self.texts_cut = self.texts_unknown = 0  # over every encode that tells: predict's totals
 
     def _resolve_layer(self, layer: int | None) -> int | None:
         """``backbone.layer`` as an index into ``hidden_states`` (0..L), ``None`` for the last layer.
@@ -221,14 +221,13 @@ class FrozenBackbone:
         A WordPiece vocabulary reads an emoji or a script it lacks as ``[UNK]``: "🙂" and "🚚❓" become the
         same token sequence, so the backbone gives them the same state and the head the same answer (a
         new user's emoji text matched a training row of other emoji exactly). Byte-level tokenizers have no
-        unknown token and never warn.
+        unknown token and never warn. Counted in ``texts_unknown`` every time, said once.
         """
         t = self.tokenizer
         unk = t.unk_token_id
-        # GPT-2-style tokenizers name their EOS (or BOS, pad) as the unknown token too: an appended EOS is no
-        # unknown text, and such byte-level vocabularies know every character anyway
+        # GPT-2-style tokenizers name EOS/BOS/pad the unknown token too (byte-level: every character is known)
         roles = {t.eos_token_id, t.bos_token_id, t.pad_token_id, t.sep_token_id, t.cls_token_id}
-        if unk is None or unk in roles or self._told_unknown or len(tok) == 0:
+        if unk is None or unk in roles or len(tok) == 0:
             return
         ids = tok.flat["input_ids"]
         special = np.isin(ids, np.asarray(t.all_special_ids, dtype=ids.dtype))
@@ -236,7 +235,8 @@ class FrozenBackbone:
         unknown = np.add.reduceat((ids == unk).astype(np.int64), starts)  # (N,)
         content = np.add.reduceat((~special | (ids == unk)).astype(np.int64), starts)  # (N,)
         mostly = np.flatnonzero((unknown > 0) & (2 * unknown >= content))
-        if not len(mostly):
+        self.texts_unknown += len(mostly)
+        if not len(mostly) or self._told_unknown:
             return
         self._told_unknown = True
         log.warning(

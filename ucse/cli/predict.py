@@ -188,6 +188,12 @@ def main(argv: list[str]) -> int:
                 ),
                 file=sys.stderr,
             )
+        if backbone.texts_unknown:
+            print(
+                f"{backbone.texts_unknown} of {counts['rows']} texts are mostly tokens the backbone does not "
+                "know (emoji, or a script outside its vocabulary): their answers say little",
+                file=sys.stderr,
+            )
         for said in [*([] if message is None else [message]), *inert_messages(clf.profile_)]:
             print(said, file=sys.stderr)
         return 0
