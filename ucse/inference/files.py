@@ -121,8 +121,9 @@ def write_predictions(rows: list[dict] | Iterable[list[dict]], out: str, overwri
                 from ucse.inference.parquet_out import write_parquet
 
                 write_parquet(blocks, fh, out)
-            for chunk in [] if parquet else _render(blocks, path.suffix.lower()):
-                fh.write(chunk)
+            else:
+                for chunk in _render(blocks, path.suffix.lower()):
+                    fh.write(chunk)
     except FileExistsError:
         raise  # another process wrote out= meanwhile: run_cli says so (not a disk problem)
     except OSError as err:  # a full disk or a folder that became read-only: the temporary file is gone
