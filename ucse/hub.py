@@ -37,8 +37,9 @@ def model_unreachable(hub_id: str) -> str | None:
     A cached copy is left to transformers, which falls back to it.
     """
     from huggingface_hub import constants
+    from huggingface_hub.file_download import repo_folder_name  # the cache's own folder naming
 
-    if (Path(constants.HF_HUB_CACHE) / f"models--{hub_id.replace('/', '--')}").exists():
+    if (Path(constants.HF_HUB_CACHE) / repo_folder_name(repo_id=hub_id, repo_type="model")).exists():
         return None
     why = hub_unreachable()
     return None if why is None else f"hub id '{hub_id}' is not in the local cache and {why}"

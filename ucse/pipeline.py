@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ucse.config import TrainConfig, build_config, debug_mode
 from ucse.config.checks import check_data_path
+from ucse.config.env import quiet_loggers
 from ucse.config.run_layout import RunFolder, profile_repair
 from ucse.config.uncertainty import check_uncertainty_config
 
@@ -64,15 +65,11 @@ def quiet_lightning() -> Iterator[None]:
     names = (
         "lightning.pytorch.utilities.rank_zero",
         "lightning.fabric.utilities.rank_zero",
-        "ucse.training.run",
+        "ucse.training.run",  # the run folder's INFO line repeats what the summary prints
     )
-    levels = {name: logging.getLogger(name).level for name in names}
     env_was_unset = "HF_HUB_DISABLE_PROGRESS_BARS" not in os.environ
     bars_were_on = None
-    with warnings.catch_warnings():  # the filters below go with the block
-        # The run folder's INFO line repeats what the summary prints.
-        for name in names:
-            logging.getLogger(name).setLevel(logging.WARNING)
+    with warnings.catch_warnings(), quiet_loggers(names):  # the filters and levels go with the block
         # Hugging Face's progress bars ("Loading weights" once per model load): before transformers is
         # imported, its documented switch, read when it is (importing it here costs a bad data path ~0.4 s).
         if "transformers" in sys.modules or "huggingface_hub" in sys.modules:
@@ -95,8 +92,6 @@ def quiet_lightning() -> Iterator[None]:
         try:
             yield
         finally:
-            for name, level in levels.items():
-                logging.getLogger(name).setLevel(level)
             if bars_were_on:
                 from transformers.utils import logging as hf_logging
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from ucse.cli import run_cli
 from ucse.cli.help import format_fields, show, wants_help
 from ucse.config import ConfigError
-from ucse.config.env import debug_mode
+from ucse.config.env import quiet_loggers
 from ucse.summary import describe_flag
 
 if TYPE_CHECKING:
@@ -142,16 +142,10 @@ def main(argv: list[str]) -> int:
 
         # The data's reading notes (separator, copies, label spellings) were said when the run trained; the
         # rows are checked against the run's, and a change is refused in its own line.
-        data_log = logging.getLogger("ucse.data")
-        level = data_log.level
-        data_log.setLevel(level if debug_mode() else logging.ERROR)
-        try:
-            with quiet_lightning():
-                before, after = refit_run_profile(
-                    own["run"], rest, own.get("data_root"), trust == "true", own.get("data_path")
-                )
-        finally:
-            data_log.setLevel(level)
+        with quiet_lightning(), quiet_loggers(("ucse.data",), logging.ERROR):
+            before, after = refit_run_profile(
+                own["run"], rest, own.get("data_root"), trust == "true", own.get("data_path")
+            )
         print(f"run: {own['run']}")
         print(f"class prior: {_prior(before, after)}")
         mix = _mix(own["run"], after)

@@ -124,7 +124,7 @@ def main(argv: list[str]) -> int:
     if wants_help(argv):
         return show(help_text())
 
-    done = {"out": None, "rows": 0, "texts": 0}  # what a stop left behind (said by run_cli)
+    done = {"out": None, "rows": 0, "texts": 0}  # what was written: the summary, and a stop (said by run_cli)
 
     def body() -> int:
         cfg = build_predict_config(argv)
@@ -149,18 +149,17 @@ def main(argv: list[str]) -> int:
         from ucse.uncertainty.inert_parts import inert_messages, unfitted_message
 
         clf = loaded_classifier(head_dir, cfg, compile_head=cfg.compile_head)
-        counts = done | {"rows": 0, "abstain": 0, "ood": 0, "texts": len(texts)}
+        done.update(rows=0, abstain=0, ood=0, texts=len(texts))  # the summary's counts, and a stop's
 
         def counted(blocks):  # written block by block: memory stays flat on a long input
             for rows in blocks:
                 if ids is not None:  # the id first, under its column's name
-                    start = counts["rows"]
+                    start = done["rows"]
                     rows = [{cfg.id_column: ids[start + i], **r} for i, r in enumerate(rows)]
-                counts["abstain"] += sum(r["abstain"] for r in rows)
-                counts["ood"] += sum(bool(r["ood"]) for r in rows)
+                done["abstain"] += sum(r["abstain"] for r in rows)
+                done["ood"] += sum(bool(r["ood"]) for r in rows)
                 yield rows
-                counts["rows"] += len(rows)  # written (stdout: printed) once the writer asks for the next
-                done.update(rows=counts["rows"], texts=counts["texts"])
+                done["rows"] += len(rows)  # written (stdout: printed) once the writer asks for the next
 
         progress = cfg.progress and sys.stderr.isatty()
         blocks = predict_blocks(clf, texts, top_k=cfg.top_k, sets=cfg.sets, progress=progress)
@@ -168,10 +167,10 @@ def main(argv: list[str]) -> int:
         message = uncertifiable_message(clf.profile_, run) or unfitted_message(clf.profile_, head_dir)
         prior = clf.profile_.calibrator.prior.value
         where = "stdout" if cfg.out == "-" else cfg.out  # on stderr either way: a piped job's log keeps it
-        share = lambda k: f" ({100 * counts[k] / counts['rows']:.1f} %)" if counts["rows"] else ""  # noqa: E731
+        share = lambda k: f" ({100 * done[k] / done['rows']:.1f} %)" if done["rows"] else ""  # noqa: E731
         print(
-            f"{counts['rows']} predictions -> {where} (uncertainty score: {clf.uncertainty_score_}; "
-            f"abstain on {counts['abstain']}{share('abstain')}; out of scope: {counts['ood']}{share('ood')}"
+            f"{done['rows']} predictions -> {where} (uncertainty score: {clf.uncertainty_score_}; "
+            f"abstain on {done['abstain']}{share('abstain')}; out of scope: {done['ood']}{share('ood')}"
             f"{'' if prior == 'train' else f'; class prior: {prior}'})",
             file=sys.stderr,
         )
@@ -179,7 +178,7 @@ def main(argv: list[str]) -> int:
         if backbone.texts_cut:  # the warning named the first block that held any: the total, for a log
             windows = backbone.cfg.long_texts.value == "windows"
             print(
-                f"{backbone.texts_cut} of {counts['rows']} texts reached the backbone's token limit and were "
+                f"{backbone.texts_cut} of {done['rows']} texts reached the backbone's token limit and were "
                 "read up to it"
                 + (
                     " (backbone.max_windows windows)"
@@ -190,7 +189,7 @@ def main(argv: list[str]) -> int:
             )
         if backbone.texts_unknown:
             print(
-                f"{backbone.texts_unknown} of {counts['rows']} texts are mostly tokens the backbone does not "
+                f"{backbone.texts_unknown} of {done['rows']} texts are mostly tokens the backbone does not "
                 "know (emoji, or a script outside its vocabulary): their answers say little",
                 file=sys.stderr,
             )

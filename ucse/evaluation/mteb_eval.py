@@ -25,7 +25,7 @@ from torch.utils.data import DataLoader
 
 from ucse import json_read
 from ucse.blank_text import blank_problem, is_blank
-from ucse.config import debug_mode
+from ucse.config.env import quiet_loggers
 from ucse.data.files import quiet_datasets
 from ucse.evaluation.encoder_protocol import TextEncoder
 
@@ -288,13 +288,11 @@ def _not_superseded(record: logging.LogRecord) -> bool:
 def _task_result(model: AbsEncoder, task: AbsTask, batch_size: int) -> Any:
     """The ``TaskResult`` of ``model`` on ``task`` from mteb, evaluated afresh (no result cache)."""
     # cache=None: otherwise results go to ~/.cache/mteb and a rerun silently returns the old score.
-    mteb_log, task_log = logging.getLogger("mteb"), logging.getLogger("mteb.abstasks.abstask")
-    level = mteb_log.level
-    if not debug_mode():  # mteb's INFO lines: six per evaluation, ~100 for an ensemble
-        mteb_log.setLevel(logging.WARNING)
+    task_log = logging.getLogger("mteb.abstasks.abstask")
     task_log.addFilter(_not_superseded)  # its warning is logged as well as warned
-    # quiet_datasets: mteb's "Flattening the indices" / "Casting the dataset" bars
-    with warnings.catch_warnings(), quiet_datasets():
+    # mteb's INFO lines (six per evaluation, ~100 for an ensemble); quiet_datasets: mteb's "Flattening the
+    # indices" / "Casting the dataset" bars
+    with warnings.catch_warnings(), quiet_datasets(), quiet_loggers(("mteb",)):
         # The task versions are the papers' (MTEB(eng, v2) as the UCSE paper's Table 1 runs them), chosen on
         # purpose: mteb's "superseded by ... .v2" advice would repeat on every evaluation.
         warnings.filterwarnings("ignore", message=r"The task .* is superseded by", category=UserWarning)
@@ -308,7 +306,6 @@ def _task_result(model: AbsEncoder, task: AbsTask, batch_size: int) -> Any:
                 co2_tracker=False,
             )
         finally:
-            mteb_log.setLevel(level)
             task_log.removeFilter(_not_superseded)
     return res.task_results[0]
 

@@ -176,7 +176,7 @@ def cross_fitted_probe(
     heldout = Outputs(x.astype(np.float32), None, shipped.astype(np.float32))
     dist = bank_rows = None
     if _joint_flag(cfg, len(y)):  # each row's distances to the other folds' rows, the bank of its probe
-        dist = _fold_distances({"weight": 0.0}, rows, x, folds, [None] * len(folds), None)
+        dist = _fold_distances({"weight": 0.0}, rows, x, folds, None, None)
         bank_rows = np.zeros(len(y), dtype=np.int64)
         for tr, te in folds:
             bank_rows[te] = len(tr)
@@ -268,21 +268,21 @@ def _fold_distances(
     rows: TokenStates,
     x: np.ndarray,
     folds: list,
-    heads: list[Head],
-    oof_mean: np.ndarray,
+    heads: list[Head] | None,
+    oof_mean: np.ndarray | None,
     outputs=run_head,
 ) -> np.ndarray:
     """(N, K) joint distances of every row to its fold's training rows.
 
     Under the fold TextCNNs (``heads``, run by ``outputs``: :func:`predict_outputs`; ``oof_mean`` holds each
     row's mu from the head that did not train on it), or, when the choice is the probe alone, under the
-    probe's unit vectors (its mu, the same in every fold): the fold heads then never run over their training
-    rows.
+    probe's unit vectors (its mu, the same in every fold): the fold heads (``None`` then) never run over
+    their training rows.
     """
     dist = np.zeros((len(x), min(MAX_K, min(len(tr) for tr, _ in folds))), dtype=np.float32)
-    for (tr, te), head in zip(folds, heads):
+    for i, (tr, te) in enumerate(folds):
         if choice["weight"] > 0:
-            bank = joint_features(outputs(head, SubsetStates(rows, tr.tolist())).mean, x[tr])
+            bank = joint_features(outputs(heads[i], SubsetStates(rows, tr.tolist())).mean, x[tr])
             d = neighbour_distances(joint_features(oof_mean[te], x[te]), bank, MAX_K)
         else:
             d = neighbour_distances(_joint(choice, None, x[te]), _joint(choice, None, x[tr]), MAX_K)
