@@ -122,11 +122,9 @@ def test_uncertifiable_target_follows_the_configured_fallback(fallback, abstains
     assert profile.abstain.val_coverage == (0.0 if abstains else 1.0)
     assert ("every text will abstain" if abstains else "no text will abstain") in caplog.text
     offer = profile.info["offered_target_error"]  # what the warning offers, saved with the profile
-    said = (
-        "No target up to 0.99 can be certified with these texts"
-        if offer is None
-        else f"The smallest target they certify is {offer:.2f} (`ucse calibrate run=runs/tickets"
-    )
+    # 17 texts, 2 wrong, certify no target by abstaining: only an error bound with every text answered
+    assert offer is None
+    said = "No target that leaves any text out can be certified with these texts (they certify only an error"
     assert said in caplog.text and (offer is None or f"target_error={offer:.2f}`" in caplog.text)
     # 17 held-out texts: coverage=0.9 keeps the ceil(18 x 0.9) = 17th smallest score, every one of them, so
     # it is not offered as abstaining on ~10 %
@@ -165,16 +163,50 @@ def test_the_offered_target_is_the_smallest_grid_target_sgr_certifies():
     from ucse.uncertainty.selective import lowest_certifiable_error, offered_target, threshold_for_error
 
     rng = np.random.default_rng(8)
+    offers = []
     for n in (60, 145, 400):
         u = rng.uniform(size=n)
         correct = rng.uniform(size=n) > 0.3 * u
         offer = offered_target(u, correct, 0.05)
-        passing = [
-            t / 100 for t in range(1, 100) if threshold_for_error(u, correct, t / 100, 0.05).achievable
-        ]
-        assert offer == (passing[0] if passing else None)  # brute force over the whole grid
+        rules = {t / 100: threshold_for_error(u, correct, t / 100, 0.05) for t in range(1, 100)}
+        leaving_out = [t for t, r in rules.items() if r.achievable and r.threshold < math.inf]
+        assert offer == (leaving_out[0] if leaving_out else None)  # brute force over the whole grid
         if offer is not None:
             assert offer >= lowest_certifiable_error(u, correct, 0.05)  # never below the floor
+        offers.append(offer)
+    assert offers[-1] is not None  # 400 texts whose errors cluster at high scores: abstaining certifies
+
+
+def test_no_target_is_offered_where_only_answering_every_text_is_certified(caplog):
+    # A trial's 57 held-out texts: the warning offered 0.22, and `ucse calibrate` with it abstained on none
+    # (threshold +inf). Scores that carry no signal put the lowest bound at answering every text.
+    from ucse.config.uncertainty import AbstainConfig
+    from ucse.uncertainty.abstain_rule import fit_abstain
+    from ucse.uncertainty.selective import (
+        answer_all_bound,
+        lowest_certifiable_error,
+        offered_target,
+        per_test_delta,
+        risk_upper_bound,
+        threshold_for_error,
+    )
+
+    n = 57
+    u = np.arange(n, dtype=float)
+    correct = np.ones(n, bool)
+    correct[[0, 10, 20, 30, 40]] = False  # 5 errors, none among the 16 least certain texts
+    rules = [threshold_for_error(u, correct, t / 100, 0.05) for t in range(1, 100)]
+    passing = [r for r in rules if r.achievable]
+    assert passing and all(r.threshold == math.inf for r in passing)  # brute force: only answer-all passes
+    assert offered_target(u, correct, 0.05) is None
+    everything = answer_all_bound(correct, 0.05)
+    assert everything == risk_upper_bound(5, n, per_test_delta(n, 0.05))  # SGR's first test
+    assert everything == pytest.approx(lowest_certifiable_error(u, correct, 0.05))  # the floor is there
+    rule, info = fit_abstain(u, correct, AbstainConfig(), 0.05, "runs/tickets")
+    assert info["offered_target_error"] is None and rule.threshold == math.inf
+    said = f"they certify only an error <= {math.ceil(everything * 100) / 100:.2f} with every text answered"
+    assert "No target that leaves any text out" in caplog.text and said in caplog.text
+    assert "target_error=" not in caplog.text  # no setting offered that changes nothing
 
 
 def test_a_nan_uncertainty_is_refused_by_every_rank_based_figure():

@@ -20,6 +20,7 @@ from ucse.config.uncertainty import AbstainConfig, Uncertifiable
 from ucse.uncertainty.conformal import order_rank
 from ucse.uncertainty.selective import (
     AbstainThreshold,
+    answer_all_bound,
     lowest_certifiable_error,
     offered_target,
     threshold_for_coverage,
@@ -89,7 +90,13 @@ def fit_abstain(
         )
     floor = lowest_certifiable_error(u, correct, delta)
     offer = offered_target(u, correct, delta, floor)
-    if offer is None:
+    everything = answer_all_bound(correct, delta)
+    if offer is None and everything < 0.99:  # certified only by answering all: no abstention setting to offer
+        what = (
+            f"No target that leaves any text out can be certified with these texts (they certify only an "
+            f"error <= {math.ceil(everything * 100 - 1e-9) / 100:.2f} with every text answered)"
+        )
+    elif offer is None:
         what = "No target up to 0.99 can be certified with these texts"
     else:
         hint = setting_hint(run, f"uncertainty.abstain.target_error={offer:.2f}")

@@ -240,11 +240,15 @@ def threshold_for_coverage(uncertainty: Array, correct: Array, coverage: float) 
 def offered_target(
     uncertainty: Array, correct: Array, delta: float = 0.05, floor: float | None = None
 ) -> float | None:
-    """The smallest error target on a 1-point grid that :func:`threshold_for_error` certifies on these rows.
+    """The smallest error target on a 1-point grid that :func:`threshold_for_error` certifies by abstaining.
 
     What to offer a user whose target failed: starting at the lowest certifiable bound
     (:func:`lowest_certifiable_error`), rounded up to a point, each target is tried as SGR would run it (its
     binary search may miss a threshold the floor counted, so the floor itself is not always certifiable).
+    A target certified only by answering every text (threshold +inf) is no offer: it abstains on nothing,
+    which is what the failed target's warning already said would happen (a trial on 57 held-out texts was
+    offered 0.22, and ``ucse calibrate`` with it still abstained on none). Every larger target is certified
+    the same way, so the search stops there.
 
     Args:
         uncertainty: (N,) validation scores.
@@ -253,12 +257,23 @@ def offered_target(
         floor: :func:`lowest_certifiable_error` of these rows, when the caller has it already.
 
     Returns:
-        The target in (0, 1), or ``None`` when none below 0.99 can be certified.
+        The target in (0, 1), or ``None`` when none below 0.99 is certified with some text left out.
     """
     if floor is None:
         floor = lowest_certifiable_error(uncertainty, correct, delta)
     start = max(1, math.ceil(floor * 100 - 1e-9))
     for points in range(start, 100):
-        if threshold_for_error(uncertainty, correct, points / 100, delta).achievable:
-            return points / 100
+        rule = threshold_for_error(uncertainty, correct, points / 100, delta)
+        if rule.achievable:
+            return None if rule.threshold == math.inf else points / 100
     return None
+
+
+def answer_all_bound(correct: Array, delta: float = 0.05) -> float:
+    """The error bound SGR certifies for answering every one of these N texts (its first test).
+
+    What the N held-out texts guarantee about the model's overall error, at :func:`per_test_delta`: where no
+    target is certified by abstaining (:func:`offered_target` is ``None``), the one statement they support.
+    """
+    err = ~_np_bool(correct)
+    return risk_upper_bound(int(err.sum()), int(err.size), per_test_delta(int(err.size), delta))
