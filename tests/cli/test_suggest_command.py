@@ -227,3 +227,34 @@ def test_a_strategy_given_as_a_string_is_that_strategy():
     for name in ("margin", "random", "diverse_margin"):
         assert select_to_label(p, f, 4, name).tolist() == select_to_label(p, f, 4, Strategy(name)).tolist()
     assert select_to_label(p, f, 4, "margin").tolist() == np.argsort(margins(p), kind="stable")[:4].tolist()
+
+
+def test_texts_of_the_runs_own_data_are_not_offered_again(train_overrides, tmp_path, caplog, capsys):
+    # A trial's second round on the same pool was offered 6 texts it had labelled and trained on in the first.
+    import ucse
+
+    rows = own_rows(150)
+    pd.DataFrame(rows).to_csv(tmp_path / "train.csv", index=False)
+    run = ucse.train(str(tmp_path / "train.csv"), **train_overrides(tmp_path / "run")).run_dir_
+    trained = [r["text"] for r in rows]
+    fresh = [t for t in _texts(40) if t not in set(trained)]
+    pool = fresh + [trained[0].upper() + "!", trained[5], trained[149]]  # copies of labelled rows
+    (tmp_path / "pool.txt").write_text("\n".join(pool) + "\n")
+    args = [f"run={run}", f"input={tmp_path / 'pool.txt'}", "n=500", "include_out_of_scope=true"]
+    assert main(["suggest", *args, f"out={tmp_path / 'a.csv'}"]) == 0
+    offered = [r["text"] for r in csv.DictReader(io.StringIO((tmp_path / "a.csv").read_text()))]
+    assert sorted(offered) == sorted(set(fresh))  # every row of train, validation and test is known
+    said = "left out: 3 already in the run's own data (skip_trained=false offers them)"
+    assert said in capsys.readouterr().err
+    assert main(["suggest", *args, "skip_trained=false", f"out={tmp_path / 'b.csv'}"]) == 0
+    assert len(list(csv.DictReader(io.StringIO((tmp_path / "b.csv").read_text())))) == len(set(pool))
+    # the training file moved: said in one line, the picks made without it, data_path= finds it again
+    (tmp_path / "train.csv").rename(tmp_path / "moved.csv")
+    assert main(["suggest", *args, f"out={tmp_path / 'c.csv'}"]) == 0
+    said = "texts the run already has labels for are not left out: its training file"
+    assert said in caplog.text and "pass data_path=<where it is now>" in caplog.text
+    assert len(list(csv.DictReader(io.StringIO((tmp_path / "c.csv").read_text())))) == len(set(pool))
+    caplog.clear()
+    assert main(["suggest", *args, f"data_path={tmp_path / 'moved.csv'}", f"out={tmp_path / 'd.csv'}"]) == 0
+    assert said not in caplog.text
+    assert (tmp_path / "d.csv").read_text() == (tmp_path / "a.csv").read_text()

@@ -10,18 +10,22 @@ text and an empty label under the run's own column names (fill it in, then add t
 and train again), ``guess`` (the label the model would answer), ``confidence``, ``margin`` and ``line`` (the
 text's position in the input; ``suggest_<field>`` where the run's columns or the id column have that name).
 Where nothing is left to pick, no file is written. Rows of a table input that already hold a value in the
-run's label column are no candidates (one sheet, some rows labelled). ``strategy=random`` picks at random:
+run's label column are no candidates (one sheet, some rows labelled), nor are texts of the run's own data
+(its training file read again; ``skip_trained=false`` offers them). ``strategy=random`` picks at random:
 the baseline, to measure what the uncertainty buys on your data.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 
 from ucse.cli import run_cli
 from ucse.cli.help import format_fields, show, wants_help
 from ucse.cli.predict import check_run_and_files, loaded_classifier, trained_text_column
 from ucse.inference.config import SuggestConfig, build_suggest_config
+
+log = logging.getLogger("ucse.suggest")
 
 
 def help_text() -> str:
@@ -53,7 +57,7 @@ def main(argv: list[str]) -> int:
         cfg = build_suggest_config(argv)
         from ucse.config import ConfigError
         from ucse.inference.files import read_texts_and_ids, write_predictions
-        from ucse.inference.suggest import field_names, suggest_to_label, suggestion_rows
+        from ucse.inference.suggest import field_names, run_labelled_texts, suggest_to_label, suggestion_rows
 
         head_dir, run = check_run_and_files(cfg)
         column = cfg.text_column or trained_text_column(run, cfg.input)  # the one read
@@ -71,10 +75,15 @@ def main(argv: list[str]) -> int:
         from ucse.data.texts import labelled_rows
 
         labelled = labelled_rows(cfg.input, written[1])  # rows of a table that already carry a label
+        known = None
+        if cfg.skip_trained and run is not None:
+            known, why = run_labelled_texts(run, cfg.data_path)
+            if why:
+                log.warning("texts the run already has labels for are not left out: %s.", why)
         clf = loaded_classifier(head_dir, cfg)
         progress = cfg.progress and sys.stderr.isatty()
         picks = suggest_to_label(
-            clf, texts, cfg.n, cfg.strategy, cfg.seed, cfg.include_out_of_scope, progress, labelled
+            clf, texts, cfg.n, cfg.strategy, cfg.seed, cfg.include_out_of_scope, progress, labelled, known
         )
         with_ids = None if ids is None else (cfg.id_column, ids)
         if len(picks.positions) or cfg.out == "-":  # no empty file that a later call would have to replace
@@ -86,6 +95,8 @@ def main(argv: list[str]) -> int:
             if picks.labelled
             else []
         )
+        if picks.known:
+            left.append(f"{picks.known} already in the run's own data (skip_trained=false offers them)")
         left += [copies] if picks.copies else []
         if picks.out_of_scope:
             left.append(f"{picks.out_of_scope} flagged out of scope (include_out_of_scope=true keeps them)")

@@ -111,6 +111,13 @@ class SuggestConfig:
     """Texts per backbone forward pass; ``None`` keeps the run's backbone setting."""
     progress: bool = True
     """Show a progress bar on stderr for inputs of 1,000 texts or more."""
+    skip_trained: bool = True
+    """Leave out texts the run already has labels for: every row of its own data (train, validation and test,
+    read again from the ``data.path`` its ``config.yaml`` records) and copies of them (up to case and
+    punctuation), so a pool suggested from before need not be trimmed by hand."""
+    data_path: str | None = None
+    """The run's training file (or folder) where it is now, when it moved since training (for
+    ``skip_trained``)."""
 
 
 def build_suggest_config(overrides: list[str] | None = None) -> SuggestConfig:

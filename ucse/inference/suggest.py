@@ -11,7 +11,10 @@ column names, so the file, once filled in, can be added to the training file as 
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -36,6 +39,7 @@ class Suggestions:
         copies: input texts left out as copies of an earlier one.
         out_of_scope: distinct texts left out because the out-of-scope flag raised them.
         labelled: input texts left out as already labelled (or copies of a labelled text).
+        known: input texts left out as copies of ``known_texts`` (the run's own labelled rows).
     """
 
     positions: np.ndarray
@@ -45,6 +49,7 @@ class Suggestions:
     copies: int
     out_of_scope: int
     labelled: int = 0
+    known: int = 0
 
 
 def suggest_to_label(
@@ -56,6 +61,7 @@ def suggest_to_label(
     include_out_of_scope: bool = False,
     progress: bool = False,
     labelled: np.ndarray | None = None,
+    known_texts: Sequence[str] | None = None,
 ) -> Suggestions:
     """The texts to label next, the least sure first.
 
@@ -69,6 +75,9 @@ def suggest_to_label(
         progress: show a progress bar on long inputs.
         labelled: (N,) bool, texts that already have a label (a table whose label column is filled in on
             some rows): left out, and so are their copies among the others.
+        known_texts: texts labelled elsewhere (``ucse suggest`` passes every row of the run's own data): input
+            texts that are copies of one (up to case and punctuation) are left out. A trial's second round on
+            the same pool was offered 6 texts it had labelled and trained on in the first.
 
     Returns:
         :class:`Suggestions` (no picks where every text is left out).
@@ -80,15 +89,17 @@ def suggest_to_label(
     strategy = Strategy(strategy)
     keys = [text_key(t) for t in texts]
     done = set() if labelled is None else {k for k, known in zip(keys, labelled) if known}
+    elsewhere = {text_key(t) for t in known_texts or ()} - done  # a labelled row of the input counts there
     first: dict[str, int] = {}
     for i, k in enumerate(keys):
-        if k not in done:
+        if k not in done and k not in elsewhere:
             first.setdefault(k, i)
     left = sum(k in done for k in keys)  # labelled rows and their unlabelled copies
+    known = sum(k in elsewhere for k in keys)
     unique = np.fromiter(first.values(), dtype=np.int64, count=len(first))  # (U,) a position per text
     if not len(unique):
         empty = np.zeros(0)
-        return Suggestions(np.zeros(0, dtype=np.int64), clf.classes_[:0], empty, empty, 0, 0, left)
+        return Suggestions(np.zeros(0, dtype=np.int64), clf.classes_[:0], empty, empty, 0, 0, left, known)
     out = clf.encode_gaussian([texts[i] for i in unique], progress=progress)
     decided = clf.profile_.apply(out.mean, out.var, out.logits, pooled=out.pooled)
     keep = np.ones(len(unique), dtype=bool)  # (U,)
@@ -105,10 +116,45 @@ def suggest_to_label(
         guess=ordered[decided.prediction[picked]],
         confidence=np.asarray(decided.confidence, dtype=np.float64)[picked],
         margin=margins(decided.probs[picked]),
-        copies=len(texts) - left - len(unique),
+        copies=len(texts) - left - known - len(unique),
         out_of_scope=int(len(unique) - len(rows)),
         labelled=left,
+        known=known,
     )
+
+
+def run_labelled_texts(run: Path, data_path: str | None = None) -> tuple[list[str] | None, str]:
+    """Every labelled text of a run's own data (train, validation and test), read again as it was trained.
+
+    Args:
+        run: a run folder written by ``ucse train``.
+        data_path: the run's training file where it is now (``None``: the ``data.path`` it records).
+
+    Returns:
+        (the texts, ``""``), or (``None``, why they cannot be read from here): a caller that only uses them to
+        leave texts out goes on without them, and says why. A run trained on rows passed in memory has no
+        data to read again: (``None``, ``""``), nothing to say (its trainer holds the rows).
+    """
+    from ucse.config import ConfigError, from_yaml
+    from ucse.config.env import quiet_loggers
+    from ucse.config.run_layout import RunFolder, reads_back_data
+    from ucse.core.run_folder import relocate_data
+    from ucse.data import load_classification
+
+    cfg = from_yaml(RunFolder(run).config)
+    relocate_data(cfg, None, data_path)
+    path = cfg.data.path
+    if path is not None and not Path(path).expanduser().exists():
+        return None, f"its training file {path} is not there from here (pass data_path=<where it is now>)"
+    if not reads_back_data(cfg):
+        return None, ""
+    try:
+        # the notes on these rows were said when the run trained them
+        with quiet_loggers(("ucse.data",), logging.ERROR):
+            data = load_classification(cfg.task, cfg.data, cfg.seed)
+    except (ConfigError, OSError, ValueError) as err:
+        return None, f"its data do not read back ({err})"
+    return [t for split in ("train", "validation", "test") for t in data.texts(split)], ""
 
 
 def suggestion_rows(
