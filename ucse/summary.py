@@ -114,7 +114,7 @@ def _target_line(info: dict) -> str | None:
         return None
 
 
-def _interval(accuracy: float, n: Any) -> str:
+def accuracy_interval(accuracy: float, n: Any) -> str:
     """`` (95 % interval lo-hi, n texts)``: Wilson's score interval of an accuracy on ``n`` test texts.
 
     On the small test slice of a small file (10 texts: 9 right is 0.60-0.98) the point figure alone reads
@@ -156,7 +156,8 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
     }.get(val.get("estimate"), "validation accuracy")
     tested = "no test split"
     if test:
-        tested = f"test accuracy {test['accuracy']:.4f}{_interval(test['accuracy'], sizes.get('test'))}  "
+        interval = accuracy_interval(test["accuracy"], sizes.get("test"))
+        tested = f"test accuracy {test['accuracy']:.4f}{interval}  "
         tested += f"macro-F1 {test['f1_macro']:.4f}"
     lines = [
         f"run: {run_dir}",

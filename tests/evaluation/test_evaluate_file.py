@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import random
 
 import numpy as np
@@ -202,9 +203,21 @@ def test_the_command_prints_the_table_and_the_files_figures(run, tmp_path, capsy
     assert main(["eval", f"run={run}", f"input={path}"]) == 0
     out = capsys.readouterr().out
     saved = json.loads(input_report_path(run, str(path)).read_text())
-    assert f"march.csv (n=33): accuracy {saved['metrics']['accuracy']:.4f}" in out
+    acc = saved["metrics"]["accuracy"]
+    # with Wilson's interval, recomputed by hand: two runs compared on a small file need it (a trial)
+    z, k = 1.959963984540054, round(acc * 33)
+    centre, half = (k + z * z / 2) / (33 + z * z), z / (33 + z * z) * math.sqrt(k * (33 - k) / 33 + z * z / 4)
+    assert (
+        f"march.csv (n=33): accuracy {acc:.4f} (95 % interval {centre - half:.3f}-{centre + half:.3f}" in out
+    )
     assert "error on the file" in out and "test error" not in out
-    assert f"full report: {input_report_path(run, str(path))}" in out
+    assert f"full report: {input_report_path(run, str(path))}\n" in out
+    # the same file again: its report is replaced, and that is said
+    assert main(["eval", f"run={run}", f"input={path}"]) == 0
+    assert (
+        f"full report: {input_report_path(run, str(path))} (replacing the one written 20"
+        in capsys.readouterr().out
+    )
     # the three mislabelled rows are errors: the per-label line names the file its rows are in
     assert (
         "recall by label on march.csv: " in out and "the confusion matrix: eval-input-march.csv.json)" in out

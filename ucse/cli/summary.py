@@ -26,9 +26,13 @@ def eval_summary(report: dict, written: Path | None) -> str:
                 f"ECE {ece:.4f}{below}  NLL {nll:.4f} (calibrated, as predict gives them: eval.json's "
                 f"calibration; the head's softmax {own}: its metrics)"
             )
+        from ucse.summary import accuracy_interval
+
+        # the interval: two runs compared on one 60-text file differ by 2 texts within it (a trial)
         lines.append(
             f"{report.get('task')} {report.get('split')} (n={report.get('n')}): "
-            f"accuracy {m['accuracy']:.4f}  macro-F1 {m['f1_macro']:.4f}  "
+            f"accuracy {m['accuracy']:.4f}{accuracy_interval(m['accuracy'], report.get('n'))}  "
+            f"macro-F1 {m['f1_macro']:.4f}  "
             f"AUROC {'n/a' if m.get('auroc') is None else format(m['auroc'], '.4f')}  {probs}"
         )
     rows = report.get("per_label") or []
@@ -70,7 +74,9 @@ def eval_summary(report: dict, written: Path | None) -> str:
             + (f"; {res['note']}" if res.get("note") else "")
         )
     if written is not None:
-        lines.append(f"full report: {written}" + (" (MTEB scores included)" if report.get("mteb") else ""))
+        replaced = f" (replacing the one written {report['replaced']})" if report.get("replaced") else ""
+        mteb = " (MTEB scores included)" if report.get("mteb") else ""
+        lines.append(f"full report: {written}{mteb}{replaced}")
     for plot in report.get("plots", []):
         lines.append(f"plot: {plot}")
     return "\n".join(lines)

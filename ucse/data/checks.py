@@ -59,6 +59,11 @@ def _short_repr(value: Any) -> str:
     return text if len(text) <= REPR_CHARS else text[: REPR_CHARS - 3] + "..."
 
 
+def _said(b: BadRow) -> str:
+    """``problem: value``, or the problem alone where the value is missing (": None" said nothing)."""
+    return b.problem if b.value is None else f"{b.problem}: {_short_repr(b.value)}"
+
+
 def _is_string_column(ds: datasets.Dataset, column: str) -> bool:
     feature = ds.features[column]
     return isinstance(feature, datasets.Value) and feature.dtype in ("string", "large_string")
@@ -196,7 +201,7 @@ def resolve_bad_rows(
     if not len(bad_idx):
         return keep
     shown = "\n".join(
-        f"  {_place(b.index, lines)}: {b.problem}: {_short_repr(b.value)}"
+        f"  {_place(b.index, lines)}: {_said(b)}"
         for b in sorted(bad, key=lambda b: b.index)[:MAX_SHOWN]
     )
     more = f"\n  ... and {len(bad) - MAX_SHOWN} more problem(s)" if len(bad) > MAX_SHOWN else ""
@@ -206,7 +211,7 @@ def resolve_bad_rows(
     if not drop and len(bad) == 1:  # one problem: one line
         b = bad[0]
         raise DataError(
-            f"{where} {_place(b.index, lines)}: {b.problem}: {_short_repr(b.value)} (the one bad row of "
+            f"{where} {_place(b.index, lines)}: {_said(b)} (the one bad row of "
             f"{num_rows} in split '{split}'{'' if lines else '; rows are 0-based'}); fix it, or set {fix}."
         )
     if not drop:

@@ -12,6 +12,7 @@ import hashlib
 import logging
 import os
 import re
+from datetime import datetime
 from pathlib import Path
 
 from ucse import atomic, json_read
@@ -144,5 +145,9 @@ def evaluate_file(cfg: EvalConfig) -> dict:
     report["profile_source"] = "saved" if profile.fitted else "plain softmax (no saved profile)"
     if cfg.efficiency:
         report["efficiency"] = efficiency_report(encoder, texts, cfg.efficiency_batches, cfg.batch_size)
+    replaced = None
+    if written.is_file():  # the same file's report, from an earlier call: said, not replaced silently
+        stamp = datetime.fromtimestamp(written.stat().st_mtime)
+        replaced = stamp.strftime("%Y-%m-%d %H:%M:%S")
     atomic.write_json(written, report)
-    return terminal_view(report) | {"written": str(written)}
+    return terminal_view(report) | {"written": str(written), "replaced": replaced}
