@@ -75,6 +75,19 @@ def test_a_text_with_two_labels_is_warned_once_with_an_example(tmp_path, caplog)
     assert repr(rows[3]["text"]) in warned[0] and repr(other) in warned[0]
 
 
+def test_copies_up_to_case_and_punctuation_with_two_labels_are_warned(tmp_path, caplog):
+    # a trial: "My bin wasnt collected this morning" as bins, "my bin wasnt collected this morning" as pothole
+    rows = own_rows(60)
+    names = sorted({r["label"] for r in rows})
+    other = next(n for n in names if n != rows[3]["label"])
+    copy = {"text": rows[3]["text"].upper() + " !!", "label": other}
+    same = {"text": rows[7]["text"].upper(), "label": rows[7]["label"]}  # a copy with its own label
+    load_task_data(write_rows(tmp_path / "d.csv", rows + [copy, same]))
+    warned = [r.getMessage() for r in caplog.records if "different labels" in r.getMessage()]
+    assert len(warned) == 1 and warned[0].startswith("1 text(s) occur with different labels (the same words")
+    assert repr(other) in warned[0] and repr(rows[3]["label"]) in warned[0]
+
+
 def test_carving_is_seeded(tmp_path):
     path = write_rows(tmp_path / "d.csv", own_rows(90))
     a, b, c = (load_task_data(path, seed=s).splits["test"]["text"] for s in (1, 1, 2))

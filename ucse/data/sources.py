@@ -328,23 +328,28 @@ def load_task_data(
 def _warn_overlap(td: TaskData) -> None:
     """Warn when a text carries two labels, and when validation / test texts occur in an earlier split."""
     texts = {split: td.texts(split) for split in ROLES}  # each split's texts read once
+    # copies up to case, punctuation and spacing (a lowercased "how do i ... !" of "How do I ...?" raised a
+    # test figure unseen); test against validation too: head=auto's shipped model trains on validation
+    keys = {split: [text_key(t) for t in texts[split]] for split in ROLES}
     labels: dict[str, set[int]] = defaultdict(set)
+    first: dict[str, str] = {}  # a text as it is written, for the message
     for split in ROLES:
-        for text, label in zip(texts[split], td.labels(split).tolist()):
-            labels[text].add(label)
-    clash = [(t, sorted(ids)) for t, ids in labels.items() if len(ids) > 1]
+        for key, text, label in zip(keys[split], texts[split], td.labels(split).tolist()):
+            labels[key].add(label)
+            first.setdefault(key, text)
+    # copies with other labels, up to case and punctuation too (a trial's "My bin wasnt collected" as bins
+    # and "my bin wasnt collected" as pothole drew only the copies' info line)
+    clash = [(first[k], sorted(ids)) for k, ids in labels.items() if len(ids) > 1]
     if clash:
         text, ids = clash[0]
         logger.warning(
-            "%d text(s) occur with different labels, e.g. %s as %s: no model can get every copy right. "
-            "Fix or drop the wrong copies.",
+            "%d text(s) occur with different labels (the same words up to case and punctuation), e.g. %s as "
+            "%s: at most one of them is right, and no model can get every copy right. Fix or drop the wrong "
+            "copies.",
             len(clash),
             repr(text if len(text) <= 60 else text[:57] + "..."),
             " and ".join(repr(td.label_names[i]) for i in ids),
         )
-    # copies up to case, punctuation and spacing (a lowercased "how do i ... !" of "How do I ...?" raised a
-    # test figure unseen); test against validation too: head=auto's shipped model trains on validation
-    keys = {split: [text_key(t) for t in texts[split]] for split in ROLES}
     seen = set(keys["train"])
     for split, before in (("validation", "train"), ("test", "train or validation")):
         shared = sum(k in seen for k in keys[split])
