@@ -319,3 +319,24 @@ def test_an_integer_run_scores_the_ids_of_a_file_with_label_text_beside_them(tmp
     assert ids.tolist() == [0, 1, 0]
     _, ids, _ = read_labelled_file(path, "text", "label", ["billing", "login"], False)  # a run of names
     assert ids.tolist() == [0, 1, 0]
+
+
+def test_texts_the_run_trained_on_are_counted_and_warned(run, tmp_path, caplog):
+    # a labelling loop's fixed test file shared "bin!!" with a later round's training rows, unsaid (a trial)
+    from ucse.config import from_yaml
+    from ucse.data import load_classification
+
+    cfg = from_yaml(run / "config.yaml")
+    data = load_classification(cfg.task, cfg.data, cfg.seed)
+    names = data.label_names
+    own = [(t.upper() + "!!", names[y]) for t, y in zip(data.texts("train")[:4], data.labels("train")[:4])]
+    own += [(data.texts("test")[0], names[data.labels("test")[0]])]  # a test row: measured on, also seen
+    path = _write(tmp_path / "mixed.csv", _new_rows(20) + own, ("text", "label"))
+    report = evaluate_file(build_eval_config([f"run={run}", f"input={path}"]))
+    assert report["copies_of_run_rows"] == 5
+    assert json.loads(input_report_path(run, str(path)).read_text())["copies_of_run_rows"] == 5
+    assert f"5 of 25 texts of {path} are copies of rows of the run's own data" in caplog.text
+    caplog.clear()
+    fresh = _write(tmp_path / "fresh.csv", _new_rows(20), ("text", "label"))
+    assert evaluate_file(build_eval_config([f"run={run}", f"input={fresh}"]))["copies_of_run_rows"] == 0
+    assert "copies of rows" not in caplog.text

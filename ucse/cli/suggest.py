@@ -56,8 +56,9 @@ def main(argv: list[str]) -> int:
     def body() -> int:
         cfg = build_suggest_config(argv)
         from ucse.config import ConfigError
+        from ucse.core.run_folder import run_labelled_texts
         from ucse.inference.files import read_texts_and_ids, write_predictions
-        from ucse.inference.suggest import field_names, run_labelled_texts, suggest_to_label, suggestion_rows
+        from ucse.inference.suggest import field_names, suggest_to_label, suggestion_rows
 
         head_dir, run = check_run_and_files(cfg)
         column = cfg.text_column or trained_text_column(run, cfg.input)  # the one read

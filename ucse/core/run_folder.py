@@ -9,9 +9,11 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from ucse.config import ConfigError, TrainConfig
+from ucse.config import ConfigError, TrainConfig, from_yaml
+from ucse.config.env import quiet_loggers
 from ucse.config.run_layout import RunFolder, read_run_metrics
 from ucse.config.run_layout import reads_back_data as reads_back_data  # re-exported
+from ucse.data import load_classification
 from ucse.data.tasks import TaskData, changed_splits
 from ucse.heads.io import CONFIG_FILE, WEIGHTS_FILE
 
@@ -107,3 +109,34 @@ def relocate_data(cfg: TrainConfig, data_root: str | None, data_path: str | None
         cfg.data.root = data_root
     if data_path:
         cfg.data.path = str(Path(data_path).expanduser().absolute())  # as train records it
+
+
+def run_labelled_texts(
+    run: Path, data_path: str | None = None, data_root: str | None = None
+) -> tuple[list[str] | None, str]:
+    """Every labelled text of a run's own data (train, validation and test), read again as it was trained.
+
+    Args:
+        run: a run folder written by ``ucse train``.
+        data_path: the run's training file where it is now (``None``: the ``data.path`` it records).
+        data_root: the task data folder where it is now (``None``: the one it records).
+
+    Returns:
+        (the texts, ``""``), or (``None``, why they cannot be read from here): a caller that only uses them to
+        leave texts out goes on without them, and says why. A run trained on rows passed in memory has no
+        data to read again: (``None``, ``""``), nothing to say (its trainer holds the rows).
+    """
+    cfg = from_yaml(RunFolder(run).config)
+    relocate_data(cfg, data_root, data_path)
+    path = cfg.data.path
+    if path is not None and not Path(path).expanduser().exists():
+        return None, f"its training file {path} is not there from here (pass data_path=<where it is now>)"
+    if not reads_back_data(cfg):
+        return None, ""
+    try:
+        # the notes on these rows were said when the run trained them
+        with quiet_loggers(("ucse.data",), logging.ERROR):
+            data = load_classification(cfg.task, cfg.data, cfg.seed)
+    except (ConfigError, OSError, ValueError) as err:
+        return None, f"its data do not read back ({err})"
+    return [t for split in ("train", "validation", "test") for t in data.texts(split)], ""

@@ -201,8 +201,7 @@ def resolve_bad_rows(
     if not len(bad_idx):
         return keep
     shown = "\n".join(
-        f"  {_place(b.index, lines)}: {_said(b)}"
-        for b in sorted(bad, key=lambda b: b.index)[:MAX_SHOWN]
+        f"  {_place(b.index, lines)}: {_said(b)}" for b in sorted(bad, key=lambda b: b.index)[:MAX_SHOWN]
     )
     more = f"\n  ... and {len(bad) - MAX_SHOWN} more problem(s)" if len(bad) > MAX_SHOWN else ""
     numbering = "" if lines else " (rows are 0-based)"

@@ -17,6 +17,8 @@ from pathlib import Path
 
 from ucse import atomic, json_read
 from ucse.config.run_layout import RunFolder
+from ucse.core.run_folder import run_labelled_texts
+from ucse.data.duplicates import text_key
 from ucse.evaluation.config import EvalConfig
 from ucse.evaluation.evaluate import efficiency_report, judge_outputs, load_run, terminal_view
 from ucse.heads.meta import label_values
@@ -90,6 +92,32 @@ def check_report_is_of(report: Path, source: Path) -> None:
         )
 
 
+def copies_of_run_rows(run: Path, texts: list[str], cfg: EvalConfig) -> int | None:
+    """How many of ``texts`` are copies of the run's own rows (up to case and punctuation), warned.
+
+    A labelled sample that shares texts with the data the run trained (or was tested) on scores them
+    optimistically; in a labelling loop it happens by itself (a trial's test file held "bin!!", and a later
+    round labelled the pool's "bin" into training). ``None`` where the run's data cannot be read from here.
+    """
+    known, why = run_labelled_texts(run, cfg.data_path, cfg.data_root)
+    if known is None:
+        if why:
+            log.info("not checked for copies of the run's own rows: %s", why)
+        return None
+    keys = {text_key(t) for t in known}
+    seen = sum(text_key(t) in keys for t in texts)
+    if seen:
+        log.warning(
+            "%d of %d texts of %s are copies of rows of the run's own data (the same words up to case and "
+            "punctuation): the run trained (or was tested) on them, so the figures below are optimistic. "
+            "Leave them out of the file to measure how it does on new texts.",
+            seen,
+            len(texts),
+            cfg.input,
+        )
+    return seen
+
+
 def evaluate_file(cfg: EvalConfig) -> dict:
     """Evaluate the run ``cfg.run`` on the labelled file ``cfg.input`` and write its report.
 
@@ -122,6 +150,7 @@ def evaluate_file(cfg: EvalConfig) -> dict:
         meta.get("label_type") == "int",
         cfg.drop_bad_rows,
     )
+    seen = copies_of_run_rows(run, texts, cfg)
     # only now torch, the backbone and the profile: every check above answers without them
     from ucse.core.encoder import UcseEncoder
     from ucse.training.run import resolve_device
@@ -140,6 +169,7 @@ def evaluate_file(cfg: EvalConfig) -> dict:
         "split": repr(source.name)[1:-1],  # how the lines name it: control characters escaped
         "n": len(labels),
         "dropped": dropped,
+        "copies_of_run_rows": seen,
     }
     report |= judge_outputs(out, labels, label_values(meta), profile, cfg.sigma_thresholds, None)[0]
     report["profile_source"] = "saved" if profile.fitted else "plain softmax (no saved profile)"

@@ -11,10 +11,8 @@ column names, so the file, once filled in, can be added to the training file as 
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -121,40 +119,6 @@ def suggest_to_label(
         labelled=left,
         known=known,
     )
-
-
-def run_labelled_texts(run: Path, data_path: str | None = None) -> tuple[list[str] | None, str]:
-    """Every labelled text of a run's own data (train, validation and test), read again as it was trained.
-
-    Args:
-        run: a run folder written by ``ucse train``.
-        data_path: the run's training file where it is now (``None``: the ``data.path`` it records).
-
-    Returns:
-        (the texts, ``""``), or (``None``, why they cannot be read from here): a caller that only uses them to
-        leave texts out goes on without them, and says why. A run trained on rows passed in memory has no
-        data to read again: (``None``, ``""``), nothing to say (its trainer holds the rows).
-    """
-    from ucse.config import ConfigError, from_yaml
-    from ucse.config.env import quiet_loggers
-    from ucse.config.run_layout import RunFolder, reads_back_data
-    from ucse.core.run_folder import relocate_data
-    from ucse.data import load_classification
-
-    cfg = from_yaml(RunFolder(run).config)
-    relocate_data(cfg, None, data_path)
-    path = cfg.data.path
-    if path is not None and not Path(path).expanduser().exists():
-        return None, f"its training file {path} is not there from here (pass data_path=<where it is now>)"
-    if not reads_back_data(cfg):
-        return None, ""
-    try:
-        # the notes on these rows were said when the run trained them
-        with quiet_loggers(("ucse.data",), logging.ERROR):
-            data = load_classification(cfg.task, cfg.data, cfg.seed)
-    except (ConfigError, OSError, ValueError) as err:
-        return None, f"its data do not read back ({err})"
-    return [t for split in ("train", "validation", "test") for t in data.texts(split)], ""
 
 
 def suggestion_rows(
