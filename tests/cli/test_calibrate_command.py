@@ -117,8 +117,18 @@ def test_bad_arguments_are_one_line_and_change_nothing(tickets, tmp_path, capsys
     assert _profile(run) == before
 
 
+def test_a_run_trained_in_memory_is_served_from_its_copy_of_the_rows(tiny_bert_dir, tmp_path, capsys):
+    clf = train_in_memory(tmp_path, tiny_bert_dir)
+    assert _profile(clf.run_dir_)["info"]["recalibrate"] is True  # its messages offer `ucse calibrate`
+    assert main(["calibrate", f"run={clf.run_dir_}", "uncertainty.abstain.coverage=0.5"]) == 0
+    assert main(["eval", f"run={clf.run_dir_}", "plots=false"]) == 0
+    test = json.loads((clf.run_dir_ / "eval.json").read_text())
+    assert test["n"] == json.loads((clf.run_dir_ / "metrics.json").read_text())["data"]["sizes"]["test"]
+
+
 def test_a_run_trained_in_memory_is_refused_clearly(tickets, tiny_bert_dir, tmp_path, capsys):
     clf = train_in_memory(tmp_path, tiny_bert_dir)
+    (clf.run_dir_ / "rows.parquet").unlink()  # a run from before its copy of the rows
     assert main(["calibrate", f"run={clf.run_dir_}", "uncertainty.abstain.coverage=0.5"]) == 2
     assert "in memory" in capsys.readouterr().err
     # eval too: one line naming the run and what to do, not the loader's "no data source" for a task
@@ -126,8 +136,6 @@ def test_a_run_trained_in_memory_is_refused_clearly(tickets, tiny_bert_dir, tmp_
     err = capsys.readouterr().err
     assert "in memory, which eval cannot read back" in err and "from_pretrained(run).score" in err
     assert "no data source" not in err and not (clf.run_dir_ / "eval.json").exists()
-    # what the profile records decides whether its messages offer `ucse calibrate`: where it serves the run
-    assert _profile(clf.run_dir_)["info"]["recalibrate"] is False
     assert _profile(tickets[1])["info"]["recalibrate"] is True
 
 
@@ -197,6 +205,12 @@ def test_a_run_on_rows_in_memory_without_its_profile_is_told_to_train_again(tiny
     with caplog.at_level(logging.WARNING):
         UcseClassifier.from_pretrained(run, device="cpu")
     (msg,) = [r.getMessage() for r in caplog.records if "no uncertainty profile" in r.getMessage()]
+    assert f"`ucse calibrate run={run}` fits it" in msg  # from the run's own copy of its rows
+    caplog.clear()
+    (run / "rows.parquet").unlink()  # a run from before the copy
+    with caplog.at_level(logging.WARNING):
+        UcseClassifier.from_pretrained(run, device="cpu")
+    (msg,) = [r.getMessage() for r in caplog.records if "no uncertainty profile" in r.getMessage()]
     # `ucse calibrate` refuses such a run (its rows cannot be read back): not offered
     assert "passed in memory" in msg and "train it again" in msg and "calibrate run=" not in msg
 
@@ -252,6 +266,7 @@ def test_data_changed_since_training_are_refused_by_calibrate_and_named_by_eval(
     data = write_rows(tmp_path / "tickets.csv", rows)
     run = tmp_path / "run"
     run_training(_cfg(data, run, tiny_bert_dir))
+    (run / "rows.parquet").unlink()  # a run from before its copy of the rows: its data are read again
     metrics = json.loads((run / "metrics.json").read_text())
     assert set(metrics["data"]["fingerprints"]) == {"train", "validation", "test"}
     assert main(["calibrate", f"run={run}", "uncertainty.abstain.coverage=0.7"]) == 0  # same data: fine
@@ -395,6 +410,7 @@ def test_eval_refuses_to_fit_a_profile_on_changed_rows(tiny_bert_dir, tmp_path, 
     rows = own_rows(120, seed=9)
     data = write_rows(tmp_path / "tickets.csv", rows)
     run = train(_cfg(data, tmp_path / "run", tiny_bert_dir)).run_dir
+    (run / "rows.parquet").unlink()  # a run from before its copy of the rows: its data are read again
     assert main(["eval", f"run={run}", "plots=false", "efficiency=false"]) == 0
     assert json.loads((run / "eval.json").read_text())["profile_source"] == "fitted at evaluation"
     capsys.readouterr()
@@ -413,6 +429,7 @@ def test_a_moved_training_file_is_named_and_data_path_finds_it(tiny_bert_dir, tm
     data = write_rows(tmp_path / "tickets.csv", rows)
     run = tmp_path / "run"
     run_training(_cfg(data, run, tiny_bert_dir))
+    (run / "rows.parquet").unlink()  # a run from before its copy of the rows: its data are read again
     before = _profile(run)
     moved = data.rename(tmp_path / "tickets-2026.csv")
     for command in (["calibrate"], ["eval"], ["review"]):
@@ -441,3 +458,40 @@ def test_calibrate_does_not_repeat_the_datas_reading_notes(tickets, caplog):
     assert main(["calibrate", f"run={run}"]) == 0
     assert not [r.getMessage() for r in caplog.records if r.name.startswith("ucse.data")]
     assert logging.getLogger("ucse.data").level == logging.NOTSET  # given back
+
+
+def test_the_runs_copy_of_its_rows_serves_every_command_whatever_becomes_of_the_file(
+    tiny_bert_dir, tmp_path, capsys, caplog
+):
+    # A labelling loop keeps one sheet and labels a few more rows each round: every earlier run was refused
+    # ("not the ones this run was trained with"), and a moved file needed data_path= every time (a trial).
+    rows = own_rows(120, seed=13)
+    data = write_rows(tmp_path / "sheet.csv", rows)
+    run = tmp_path / "run"
+    run_training(_cfg(data, run, tiny_bert_dir))
+    assert main(["eval", f"run={run}", "plots=false"]) == 0
+    before = json.loads((run / "eval.json").read_text())["metrics"]
+    write_rows(data, rows + own_rows(30, seed=14))  # the next round's rows added
+    assert main(["calibrate", f"run={run}", "uncertainty.abstain.coverage=0.7"]) == 0
+    assert main(["review", f"run={run}"]) == 0
+    assert main(["eval", f"run={run}", "plots=false"]) == 0
+    assert json.loads((run / "eval.json").read_text())["metrics"] == before  # the run's own test rows
+    data.unlink()  # gone altogether
+    assert main(["calibrate", f"run={run}", "uncertainty.abstain.coverage=0.8"]) == 0
+    assert main(["eval", f"run={run}", "plots=false"]) == 0
+    assert "rows.parquet" not in caplog.text  # the copy was whole: nothing said
+    # a copy whose rows are not the run's (edited, or damaged) is set aside with a note, and the data read
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(run / "rows.parquet")
+    texts = table.column("text").to_pylist()
+    edited = table.set_column(1, "text", pa.array([texts[0] + " x", *texts[1:]], pa.string()))
+    pq.write_table(edited.replace_schema_metadata(table.schema.metadata), run / "rows.parquet")
+    assert main(["calibrate", f"run={run}", "uncertainty.abstain.coverage=0.7"]) == 2  # the file is gone
+    assert "is not the run's copy of its rows (its " in caplog.text
+    assert "records data.path=" in capsys.readouterr().err
+    (run / "rows.parquet").write_bytes(b"PAR1 not parquet")
+    caplog.clear()
+    assert main(["calibrate", f"run={run}", "uncertainty.abstain.coverage=0.7"]) == 2
+    assert "rows.parquet cannot be used (" in caplog.text

@@ -328,8 +328,8 @@ def test_an_uncertifiable_abstention_rule_is_said_once_in_the_summary(tiny_clf_r
     assert main(["predict", f"run={run}", f"input={tmp_path / 'new.txt'}", f"out={out}"]) == 0
     err = capsys.readouterr().err
     said = "no abstention threshold was certifiable on the held-out texts (target error 0.05), so no text"
-    # trained on a DataFrame in memory, which `ucse calibrate` refuses: the setting for the next training
-    assert err.count(said) == 1 and "retraining with `uncertainty.abstain." in err and "calibrate" not in err
+    # trained on a DataFrame in memory, which `ucse calibrate` reads back from the run's rows.parquet
+    assert err.count(said) == 1 and f"`ucse calibrate run={run} uncertainty.abstain." in err
     assert not [r for r in caplog.records if r.levelname == "WARNING" and "abstention" in r.getMessage()]
     assert not any(json.loads(line)["abstain"] for line in out.read_text().splitlines())
     # The Python API warns once per load, as before.

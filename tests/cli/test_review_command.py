@@ -198,6 +198,8 @@ def test_copies_of_a_text_are_scored_in_one_fold():
 
 def test_a_run_trained_in_memory_is_refused_clearly_and_not_offered(tiny_bert_dir, tmp_path, capsys):
     clf = train_in_memory(tmp_path, tiny_bert_dir)
+    (clf.run_dir_ / "rows.parquet").unlink()  # a run from before its copy of the rows
+    clf.profile_.info["recalibrate"] = False  # as a profile fitted without the copy records
     # its summary does not offer what would be refused (ucse.train prints none: built as ucse train does)
     files = train_summary(clf.run_dir_, clf.metrics_, clf.profile_).splitlines()[-2]
     assert files.startswith("files: ") and "label_review.csv" in files and "ucse review" not in files

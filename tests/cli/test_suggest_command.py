@@ -248,8 +248,13 @@ def test_texts_of_the_runs_own_data_are_not_offered_again(train_overrides, tmp_p
     assert said in capsys.readouterr().err
     assert main(["suggest", *args, "skip_trained=false", f"out={tmp_path / 'b.csv'}"]) == 0
     assert len(list(csv.DictReader(io.StringIO((tmp_path / "b.csv").read_text())))) == len(set(pool))
-    # the training file moved: said in one line, the picks made without it, data_path= finds it again
+    # the training file moved: the run's own copy of its rows serves
     (tmp_path / "train.csv").rename(tmp_path / "moved.csv")
+    assert main(["suggest", *args, f"out={tmp_path / 'e.csv'}"]) == 0
+    assert (tmp_path / "e.csv").read_text() == (tmp_path / "a.csv").read_text()
+    # without that copy (a run from before it): said in one line, the picks made without the rows,
+    # data_path= finds them again
+    (run / "rows.parquet").unlink()
     assert main(["suggest", *args, f"out={tmp_path / 'c.csv'}"]) == 0
     said = "texts the run already has labels for are not left out: its training file"
     assert said in caplog.text and "pass data_path=<where it is now>" in caplog.text

@@ -103,12 +103,19 @@ def test_a_sweep_of_your_own_file_is_named_after_it_and_never_passes_for_another
     moved = tmp_path / "moved" / "tickets.csv"
     moved.parent.mkdir()
     shutil.move(path, moved)
-    # ... and its run stopped before its profile: the refit cannot reread the old path, which must not stop
-    # the sweep (it did, with "data.path=<the old path> does not exist")
+    # ... and its run stopped before its profile: refitted from the run's own copy of its rows
     for name in ("head/calibration.json", "head/calibration.safetensors", "label_review.csv"):
         (done / name).unlink(missing_ok=True)
     assert main([f"data.path={moved}", "seeds=1", *common]) == 0
     assert "kept as done (the same task name)" in caplog.text and str(path) in caplog.text
+    assert json.loads((done / "head" / "calibration.json").read_text()) == json.loads(saved)
+    # without that copy (a run from before it) the refit cannot reread the old path, which must not stop the
+    # sweep (it did, with "data.path=<the old path> does not exist")
+    (done / "rows.parquet").unlink()
+    for name in ("head/calibration.json", "head/calibration.safetensors", "label_review.csv"):
+        (done / name).unlink(missing_ok=True)
+    caplog.clear()
+    assert main([f"data.path={moved}", "seeds=1", *common]) == 0
     assert "its profile could not be fitted" in caplog.text and f"`ucse calibrate run={done}`" in caplog.text
     shutil.copy(moved, path)  # back where the run was trained (the steps below name it)
     # a finished run of another task where this sweep's would go: refused before any run is trained

@@ -59,7 +59,11 @@ def test_the_report_scores_the_profiles_decisions(prior):
 def test_the_headline_scores_the_probabilities_predict_returns():
     metrics = {"accuracy": 0.9, "f1_macro": 0.8, "auroc": None, "ece": 0.2235, "nll": 0.4428}
     head = eval_summary({"task": "t", "split": "test", "n": 12, "metrics": metrics}, None).splitlines()[0]
-    assert head == "t test (n=12): accuracy 0.9000  macro-F1 0.8000  AUROC n/a  ECE 0.2235  NLL 0.4428"
+    # with Wilson's interval of 11 right of 12 (scipy: 0.6461-0.9851)
+    assert head == (
+        "t test (n=12): accuracy 0.9000 (95 % interval 0.646-0.985, 12 texts)  macro-F1 0.8000  AUROC n/a  "
+        "ECE 0.2235  NLL 0.4428"
+    )
     calibration = {"ece_after": 0.1157, "nll_after": 0.3557}
     report = {"task": "t", "split": "test", "n": 12, "metrics": metrics, "calibration": calibration}
     head = eval_summary(report, None).splitlines()[0]

@@ -438,7 +438,8 @@ def test_the_layout_names_what_a_run_writes(finished):
     assert run.config.is_file() and run.metrics.is_file() and run.head.is_dir()
     assert run.last_checkpoint.is_file() and run.logs.is_dir()
     named = {RunFolder.CONFIG, RunFolder.METRICS, RunFolder.HEAD, RunFolder.CHECKPOINTS, RunFolder.HELDOUT}
-    named |= {RunFolder.LOGS}
+    named |= {RunFolder.LOGS, RunFolder.ROWS}
+    assert run.rows.is_file()
     assert {p.name for p in run_dir.iterdir()} <= named  # hidden lock files sit beside the folder, not in it
     assert (
         run.eval_report("test").name == "eval.json"

@@ -50,6 +50,8 @@ class RunFolder:
     """CSV and TensorBoard logs."""
     LABEL_REVIEW = "label_review.csv"
     """The held-out rows, most doubtful label first (``ucse.uncertainty.label_review``; written once)."""
+    ROWS = "rows.parquet"
+    """The run's own copy of its rows as split (``ucse.data.run_rows``): what later commands read again."""
 
     def __init__(self, path: str | Path) -> None:
         object.__setattr__(self, "path", Path(path))
@@ -64,6 +66,7 @@ class RunFolder:
     heldout = property(lambda self: self.path / self.HELDOUT, doc="``heldout.safetensors``.")
     logs = property(lambda self: self.path / self.LOGS, doc="``logs/``.")
     label_review = property(lambda self: self.path / self.LABEL_REVIEW, doc="``label_review.csv``.")
+    rows = property(lambda self: self.path / self.ROWS, doc="``rows.parquet``.")
 
     SCRATCH_PREFIX = "ucse-fit-"
     """``UcseClassifier.fit`` without ``output_dir`` trains in ``<tmp>/ucse-fit-<random>/run``, removed with
@@ -180,6 +183,6 @@ def profile_repair(run: str | Path) -> str:
         cfg = from_yaml(folder.config)
     except (ConfigError, OSError, ValueError):  # untrusted: a config that cannot be read serves no command
         return "train it again (its config.yaml cannot be read)"
-    if reads_back_data(cfg):
+    if reads_back_data(cfg) or folder.rows.is_file():
         return f"`ucse calibrate run={run}` fits it without retraining"
     return "it was trained on data passed in memory, which `ucse calibrate` cannot read back: train it again"

@@ -14,6 +14,7 @@ from ucse.config.env import quiet_loggers
 from ucse.config.run_layout import RunFolder, read_run_metrics
 from ucse.config.run_layout import reads_back_data as reads_back_data  # re-exported
 from ucse.data import load_classification
+from ucse.data.run_rows import read_rows
 from ucse.data.tasks import TaskData, changed_splits
 from ucse.heads.io import CONFIG_FILE, WEIGHTS_FILE
 
@@ -111,6 +112,25 @@ def relocate_data(cfg: TrainConfig, data_root: str | None, data_path: str | None
         cfg.data.path = str(Path(data_path).expanduser().absolute())  # as train records it
 
 
+def run_data(
+    run: Path, cfg: TrainConfig, data_root: str | None, data_path: str | None, command: str, fix: str
+) -> TaskData:
+    """The rows a run was trained and tested on, as split: its own copy, else its data read again.
+
+    The copy (``rows.parquet``, :func:`ucse.data.run_rows.read_rows`) is used where it is whole and matches
+    the run's fingerprints, unless ``data_root`` or ``data_path`` say where to read the data instead; else
+    the data are read as :func:`refuse_unreadable_data` allows (``command`` and ``fix`` name the caller in its
+    message) from where ``relocate_data`` points ``cfg``.
+    """
+    if not data_root and not data_path:
+        own = read_rows(run)
+        if own is not None:
+            return own
+    refuse_unreadable_data(run, cfg, data_root, command, fix, data_path)
+    relocate_data(cfg, data_root, data_path)
+    return load_classification(cfg.task, cfg.data, cfg.seed)
+
+
 def run_labelled_texts(
     run: Path, data_path: str | None = None, data_root: str | None = None
 ) -> tuple[list[str] | None, str]:
@@ -126,6 +146,9 @@ def run_labelled_texts(
         leave texts out goes on without them, and says why. A run trained on rows passed in memory has no
         data to read again: (``None``, ``""``), nothing to say (its trainer holds the rows).
     """
+    own = None if data_root or data_path else read_rows(run)
+    if own is not None:
+        return [t for split in ("train", "validation", "test") for t in own.texts(split)], ""
     cfg = from_yaml(RunFolder(run).config)
     relocate_data(cfg, data_root, data_path)
     path = cfg.data.path

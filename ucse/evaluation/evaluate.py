@@ -13,7 +13,7 @@ from ucse import atomic
 from ucse.config import TrainConfig, from_yaml
 from ucse.config.run_layout import RunFolder, read_run_metrics
 from ucse.core.encoder import EncodedBatch, UcseEncoder
-from ucse.core.run_folder import check_same_splits, finished_run, refuse_unreadable_data, relocate_data
+from ucse.core.run_folder import check_same_splits, finished_run, relocate_data, run_data
 from ucse.data import TaskData, load_classification
 from ucse.evaluation.config import EvalConfig
 from ucse.evaluation.efficiency import count_parameters, measure_throughput
@@ -230,12 +230,11 @@ def evaluate_run(cfg: EvalConfig) -> dict:
     """
     run, train_cfg = load_run(cfg.run or "", cfg.data_root, cfg.data_path)
     fix = "score labelled texts from Python with UcseClassifier.from_pretrained(run).score(texts, labels)"
-    # before the loader's "no data source"
-    refuse_unreadable_data(run, train_cfg, cfg.data_root, "eval", fix, cfg.data_path)
+    # before the backbone loads
+    data = run_data(run, train_cfg, cfg.data_root, cfg.data_path, "eval", fix)
     device = resolve_device(cfg.accelerator)
     folder = RunFolder(run)
     encoder = UcseEncoder.from_dir(folder.head, device=device, trust_remote_code=cfg.trust_remote_code)
-    data = load_classification(train_cfg.task, train_cfg.data, train_cfg.seed)
     if cfg.split not in data.splits:
         raise ValueError(f"split={cfg.split!r} is not one of {list(data.splits)}.")
     if len(data.splits[cfg.split]) == 0:  # data.test_fraction=0, or a file too small to carve test rows

@@ -27,6 +27,7 @@ from ucse.config import HeadType, Precision, ProfilerType, TrainConfig, to_yaml
 from ucse.config.run_layout import RunFolder
 from ucse.data import TaskData, load_classification
 from ucse.data.duplicates import text_groups
+from ucse.data.run_rows import save_rows
 from ucse.heads import build_head, save_head
 from ucse.interrupt import TerminatedError, interrupt_as_error, stop_mark, stop_on_sigterm, stops_since
 from ucse.training.auto_run import fit_auto_run
@@ -317,6 +318,7 @@ def _run(
         "train_capped": cfg.data.max_train_samples is not None,  # a slice by choice: no "label more" advice
     }
     atomic.write_json(RunFolder(run_dir).metrics, metrics)
+    save_rows(run_dir, data)  # later commands read the rows from here, whatever becomes of the data file
     return metrics
 
 

@@ -105,6 +105,7 @@ _UNFINISHED = {
     RunFolder.CHECKPOINTS,
     RunFolder.HELDOUT,
     RunFolder.LABEL_REVIEW,
+    RunFolder.ROWS,
 }
 """What a run that stopped before its results can leave (besides profiler reports, ``<stage>-profile*``)."""
 

@@ -38,10 +38,9 @@ from ucse.core.run_folder import (
     check_same_splits,
     finished_run,
     reads_back_data,
-    refuse_unreadable_data,
-    relocate_data,
+    run_data,
 )
-from ucse.data import TaskData, load_classification
+from ucse.data import TaskData
 from ucse.training.auto_run import read_heldout
 from ucse.training.run import build_states, resolve_device
 from ucse.uncertainty import conformal
@@ -228,8 +227,9 @@ def fit_for_run(
     weight = classifier_weight(encoder.head)
     class_gaussians = gaussians or streamed.get("mean")
     # Commands name the run only where `ucse calibrate` can serve it: the estimator's scratch folder goes
-    # with the estimator, and calibrate cannot reread rows passed in memory.
-    named = run if not folder.scratch and reads_back_data(train_cfg) else None
+    # with the estimator, and rows passed in memory are read back only from the run's own copy.
+    readable = reads_back_data(train_cfg) or folder.rows.is_file()
+    named = run if not folder.scratch and readable else None
     # The class mix the shipped head learned: its training rows (train + validation after a refit on both).
     trained = [data.labels("train")] + ([data.labels("validation")] if heldout is not None else [])
     counts = class_counts(np.concatenate(trained), c)
@@ -299,14 +299,13 @@ def fit_run_uncertainty(
     run = finished_run(run_dir)
     folder = RunFolder(run)
     train_cfg = from_yaml(folder.config)
-    if data_root:
-        train_cfg.data.root = data_root
     ucfg = cfg or train_cfg.uncertainty
+    fix = "fit it from Python with ucse.uncertainty.fit.fit_profile"
+    data = run_data(run, train_cfg, data_root, None, "fitting the profile", fix)
     # The run's own command asked for the model code; a stored config.yaml alone never enables it.
     encoder = UcseEncoder.from_dir(
         folder.head, device=resolve_device(train_cfg.accelerator), trust_remote_code=trust_remote_code
     )
-    data = load_classification(train_cfg.task, train_cfg.data, train_cfg.seed)
     check_same_splits(run, data, ("train", "validation"), refuse=True)
     profile = fit_for_run(run, train_cfg, ucfg, data, encoder)
     log.info("uncertainty profile (score %s) saved in %s", profile.score.value, folder.head)
@@ -378,9 +377,8 @@ def refit_run_profile(
         ucfg.abstain.coverage = None  # an error target replaces the run's coverage rule (coverage wins)
     check_uncertainty_config(ucfg)
     fix = "refit from Python with ucse.uncertainty.fit.fit_profile"
-    refuse_unreadable_data(run, train_cfg, data_root, "calibrate", fix, data_path)
     recorded = (train_cfg.data.root, train_cfg.data.path)
-    relocate_data(train_cfg, data_root, data_path)
+    data = run_data(run, train_cfg, data_root, data_path, "calibrate", fix)
     encoder = UcseEncoder.from_dir(
         folder.head, device=resolve_device(train_cfg.accelerator), trust_remote_code=trust_remote_code
     )
@@ -392,7 +390,6 @@ def refit_run_profile(
             "the saved profile cannot be used (%s); fitting it afresh", str(err).splitlines()[0][:300]
         )
         before = UncertaintyProfile.plain(c if c is not None else saved_sizes(folder.head)[0])
-    data = load_classification(train_cfg.task, train_cfg.data, train_cfg.seed)
     check_same_splits(run, data, ("train", "validation"), refuse=True)  # before anything is replaced
     check_target_labels(ucfg.calibration, data.label_names)
     # a run stopped before its profile was fitted also lacks its label review: written where missing

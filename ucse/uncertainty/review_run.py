@@ -28,8 +28,8 @@ from sklearn.model_selection import cross_val_predict
 from ucse.config import ConfigError, from_yaml
 from ucse.config.run_layout import RunFolder, read_run_metrics
 from ucse.core.encoder import UcseEncoder
-from ucse.core.run_folder import check_same_splits, finished_run, refuse_unreadable_data, relocate_data
-from ucse.data import TaskData, load_classification
+from ucse.core.run_folder import check_same_splits, finished_run, relocate_data, run_data
+from ucse.data import TaskData
 from ucse.data.duplicates import text_groups
 from ucse.losses.temperature import fit_temperature
 from ucse.training.logreg import SOLVER, cv_splits, fit_probe, probe_features
@@ -91,9 +91,9 @@ def review_run(
     cfg = from_yaml(folder.config)
     if data is None:
         fix = "review from Python with ucse.uncertainty.review_run.review_run(run, data=...)"
-        refuse_unreadable_data(run, cfg, data_root, "review", fix, data_path)
-    relocate_data(cfg, data_root, data_path)
-    data = data if data is not None else load_classification(cfg.task, cfg.data, cfg.seed)
+        data = run_data(run, cfg, data_root, data_path, "review", fix)
+    else:
+        relocate_data(cfg, data_root, data_path)
     check_same_splits(run, data, ("train", "validation"), refuse=True)
     # the run's own backbone, as every command loads it (its weights' fingerprint checked; the model code
     # only on the caller's word)
