@@ -150,8 +150,8 @@ def test_output_dir_keeps_the_run(tiny_params, rows, tmp_path):
 
 
 def test_the_uncertifiable_warning_offers_no_command_it_cannot_serve(tiny_params, rows, tmp_path, caplog):
-    # The estimator trains on rows in memory, which `ucse calibrate` cannot reread (it refuses such a run):
-    # the warnings offer the setting for the next fit instead, kept folder or scratch.
+    # The estimator trains on rows in memory: its scratch folder goes with it, so the warnings offer the
+    # setting for the next fit; a kept folder holds its rows (rows.parquet), which `ucse calibrate` reads.
     texts, y = rows
     with caplog.at_level("WARNING", logger="ucse.uncertainty"):
         UcseClassifier(**tiny_params).fit(texts, y)  # 24 validation texts: 5 % error is not certifiable
@@ -161,9 +161,11 @@ def test_the_uncertifiable_warning_offers_no_command_it_cannot_serve(tiny_params
         kept = caplog.text
         caplog.clear()
         served = UcseClassifier.from_pretrained(tmp_path / "kept", device="cpu")
-    assert served.profile_.info["recalibrate"] is False
-    for said in (scratch, kept, caplog.text):
-        assert "retraining with `uncertainty.abstain." in said and "ucse calibrate" not in said
+    assert served.profile_.info["recalibrate"] is True
+    assert "retraining with `uncertainty.abstain." in scratch and "ucse calibrate" not in scratch
+    command = f"`ucse calibrate run={tmp_path / 'kept'} uncertainty.abstain."
+    for said in (kept, caplog.text):
+        assert command in said and "retraining" not in said
     assert RunFolder.SCRATCH_PREFIX not in scratch
 
 
