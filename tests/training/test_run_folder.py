@@ -79,6 +79,26 @@ def test_a_finished_run_is_refused_and_left_unchanged(finished, argv, capsys):
     assert _snapshot(run) == before
 
 
+def test_resuming_is_offered_only_where_a_checkpoint_is_there(tmp_path):
+    # a trial followed "ckpt_path=last to resume it" on a head=auto run, which writes no checkpoint
+    from ucse.config import build_config
+    from ucse.training.run_folder import check_run_dir
+
+    run = tmp_path / "run"
+    (run / "head").mkdir(parents=True)
+    for name in ("config.yaml", "metrics.json", "head/calibration.json"):
+        (run / name).write_text("{}")
+    cfg = build_config([f"output_dir={run}"])
+    with pytest.raises(ConfigError) as err:
+        check_run_dir(cfg, run)
+    assert "overwrite=true to replace it whole or choose another output_dir" in str(err.value)
+    assert "ckpt_path" not in str(err.value)
+    (run / "checkpoints").mkdir()
+    (run / "checkpoints" / "last.ckpt").write_bytes(b"")
+    with pytest.raises(ConfigError, match="ckpt_path=last to resume it, or choose another output_dir"):
+        check_run_dir(cfg, run)
+
+
 def test_a_folder_of_other_files_is_refused(tiny_run_cfg, tmp_path):
     mine = tmp_path / "run"
     mine.mkdir()

@@ -85,9 +85,12 @@ def check_run_dir(cfg: TrainConfig, run_dir: Path) -> bool:
             f"profile, {profile_repair(run_dir)}; "
             "or pass overwrite=true to train it again, or choose another output_dir (or name)."
         )
+    # resuming is offered only where there is a checkpoint to resume from (head=auto writes none: a trial
+    # followed the offer into "writes no checkpoint")
+    resume = ", ckpt_path=last to resume it," if RunFolder(run_dir).last_checkpoint.is_file() else ""
     raise ConfigError(
         f"{run_dir} already holds a run ({', '.join(present)}); nothing was changed. Pass overwrite=true to "
-        "replace it whole, ckpt_path=last to resume it, or choose another output_dir (or name)."
+        f"replace it whole{resume} or choose another output_dir (or name) to keep it beside the new one."
     )
 
 
