@@ -126,6 +126,29 @@ def test_an_existing_file_is_never_replaced_and_bad_options_answer_in_one_line(f
     assert "folds=1000 asked: " in out and " made, as many as the rarest label's rows" in out
 
 
+def test_include_test_reviews_the_test_rows_too_and_overwrite_replaces(flipped_run, capsys, tmp_path):
+    # a trial planted four wrong labels; two landed in the carved test slice, out of every review
+    run, planted = flipped_run
+    out = tmp_path / "all.csv"
+    assert main(["review", f"run={run}", f"out={out}", "include_test=true"]) == 0
+    cfg = from_yaml(run / "config.yaml")
+    data = load_classification(cfg.task, cfg.data, cfg.seed)
+    every = _held_texts(run) + data.texts("test")
+    review = _read(out)
+    assert sorted(r["text"] for r in review) == sorted(every) and data.texts("test")  # test rows too, once
+    ranks = [i for i, r in enumerate(review) if r["text"] in planted]
+    assert len(ranks) == len(planted)  # every planted row is in some split, so every one is ranked now
+    auroc = np.mean([[a < b for b in range(len(review)) if b not in ranks] for a in ranks])
+    assert auroc >= 0.9
+    capsys.readouterr()
+    assert main(["review", f"run={run}", f"out={out}"]) == 2  # an existing file: refused without overwrite
+    assert "Pass overwrite=true to replace it" in capsys.readouterr().err
+    assert main(["review", f"run={run}", f"out={out}", "overwrite=true"]) == 0
+    assert sorted(r["text"] for r in _read(out)) == sorted(_held_texts(run))  # replaced: without test
+    assert main(["review", f"run={run}", "include_test=maybe"]) == 2
+    assert "include_test=maybe: give true or false." in capsys.readouterr().err
+
+
 def test_the_runs_c_is_read_back_only_when_it_is_a_positive_number():
     assert run_probe_c({"selection": {"probe": {"C": 31.6}}}) == 31.6
     assert run_probe_c({"probe": {"C": 3}}) == 3.0

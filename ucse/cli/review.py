@@ -10,10 +10,12 @@ regression on the run's frozen pooled embeddings (its cached states: no backbone
 there), at the run's C, scores each of ``folds`` stratified folds from the others; the out-of-fold
 probabilities, calibrated by one temperature, are ranked as in ``label_review.csv`` (columns rank, text,
 label, p_label, suggested, p_suggested; most doubtful first). Cost: ``folds`` probe fits (Banking77's
-10,003 rows: ~11 s of fits, ~18 s in all, on 2 cores). An existing file is never replaced. Besides
-``run=``, ``out=`` and ``folds=`` (default 5): ``data_root=`` (the task data moved since training),
-``data_path=`` (the training file moved or was renamed),
-``trust_remote_code=true`` (the backbone's own model code; only from you).
+10,003 rows: ~11 s of fits, ~18 s in all, on 2 cores). An existing file is replaced only with
+``overwrite=true``. Besides ``run=``, ``out=`` and ``folds=`` (default 5): ``include_test=true`` (the test
+rows too: a wrong test label is as likely as any, but test labels corrected where the probe doubts them make
+the test figures optimistic), ``data_root=`` (the task data moved since training), ``data_path=`` (the
+training file moved or was renamed), ``trust_remote_code=true`` (the backbone's own model code; only from
+you).
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from ucse.cli import run_cli
 from ucse.cli.help import show, wants_help
 from ucse.config import ConfigError, did_you_mean
 
-KEYS = ("run", "out", "folds", "data_root", "data_path", "trust_remote_code")
+KEYS = ("run", "out", "folds", "data_root", "data_path", "trust_remote_code", "overwrite", "include_test")
+FLAGS = ("trust_remote_code", "overwrite", "include_test")
+"""The keys that take true or false."""
 
 
 def main(argv: list[str]) -> int:
@@ -46,9 +50,11 @@ def main(argv: list[str]) -> int:
             raise ConfigError(f"folds={opts['folds']}: give an integer >= 2.") from None
         if "out" in opts and not opts["out"].lower().endswith(".csv"):  # a .jsonl name got CSV text
             raise ConfigError(f"out={opts['out']}: review writes a CSV table; give a path ending in .csv.")
-        trust = opts.get("trust_remote_code", "false").lower()
-        if trust not in ("true", "false"):
-            raise ConfigError(f"trust_remote_code={opts['trust_remote_code']}: give true or false.")
+        flags = {}
+        for key in FLAGS:
+            flags[key] = opts.get(key, "false").lower()
+            if flags[key] not in ("true", "false"):
+                raise ConfigError(f"{key}={opts[key]}: give true or false.")
         from ucse.pipeline import quiet_lightning
         from ucse.summary import review_note
         from ucse.uncertainty.review_run import review_run
@@ -59,8 +65,10 @@ def main(argv: list[str]) -> int:
                 opts.get("out"),
                 folds,
                 opts.get("data_root"),
-                trust == "true",
+                flags["trust_remote_code"] == "true",
                 data_path=opts.get("data_path"),
+                overwrite=flags["overwrite"] == "true",
+                include_test=flags["include_test"] == "true",
             )
         print(f"{path}: {review_note(info)}")
         probe = f"C={info['C']:g}, {info['folds']} folds, temperature {info['temperature']:.3f}"

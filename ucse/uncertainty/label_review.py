@@ -61,8 +61,9 @@ def write_label_review(
     probs: np.ndarray,
     names: Sequence[str],
     cut: np.ndarray | None = None,
+    replace: bool = False,
 ) -> dict[str, Any]:
-    """Write the review file (a new file; an existing one is left alone) and say what it holds.
+    """Write the review file (a new file, unless ``replace``) and say what it holds.
 
     Args:
         path: where (``RunFolder.label_review``).
@@ -72,6 +73,7 @@ def write_label_review(
         names: the label names, in id order.
         cut: (N,) True where the backbone read the text only up to its token limit, or ``None`` (unknown:
             the column is left empty).
+        replace: replace an existing file (the user's ``overwrite=true``); else it is left alone.
 
     Returns:
         ``{"rows": N, "doubted": rows whose own label gets < DOUBT and less than another label, "below":
@@ -105,7 +107,7 @@ def write_label_review(
                 "yes" if cut[i] else "",
             ]
         )
-    atomic.write_text(path, buf.getvalue(), replace=False)
+    atomic.write_text(path, buf.getvalue(), replace=replace)
     doubted = (p_label < DOUBT) & (p_label < p_suggested)
     return {
         "rows": len(order),

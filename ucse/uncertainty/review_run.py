@@ -66,6 +66,8 @@ def review_run(
     trust_remote_code: bool = False,
     data: TaskData | None = None,
     data_path: str | None = None,
+    overwrite: bool = False,
+    include_test: bool = False,
 ) -> tuple[Path, dict[str, Any]]:
     """Write the cross-fitted review of every labelled row outside test; return its path and what it holds.
 
@@ -77,6 +79,10 @@ def review_run(
         trust_remote_code: let the backbone's model code run (the caller's choice).
         data: the run's data, when the caller holds it (a run trained on rows in memory); else read again.
         data_path: the run's ``data.path`` file (or folder), when it moved since training.
+        overwrite: replace an existing ``out`` file (else it is refused).
+        include_test: review the test rows too. A test label wrong is as likely as any (a trial planted four
+            and two landed in the carved test slice, out of every review); but test labels corrected where
+            this probe doubts them make the test figures optimistic, so they are left out by default.
 
     Returns:
         (the file, ``write_label_review``'s counts with the probe's ``C``, ``folds`` and ``temperature``).
@@ -86,24 +92,28 @@ def review_run(
     run = finished_run(run_dir)
     folder = RunFolder(run)
     target = Path(out) if out is not None else run / ALL_ROWS
-    if target.exists():
-        raise ConfigError(f"{target} already exists; nothing was written. Pass out=<a new file>.")
+    if target.exists() and not overwrite:
+        raise ConfigError(
+            f"{target} already exists; nothing was written. Pass overwrite=true to replace it, or out=<a new "
+            "file>."
+        )
     cfg = from_yaml(folder.config)
     if data is None:
         fix = "review from Python with ucse.uncertainty.review_run.review_run(run, data=...)"
         data = run_data(run, cfg, data_root, data_path, "review", fix)
     else:
         relocate_data(cfg, data_root, data_path)
-    check_same_splits(run, data, ("train", "validation"), refuse=True)
+    splits = ("train", "validation", "test") if include_test else ("train", "validation")
+    check_same_splits(run, data, splits, refuse=True)
     # the run's own backbone, as every command loads it (its weights' fingerprint checked; the model code
     # only on the caller's word)
     encoder = UcseEncoder.from_dir(
         folder.head, device=resolve_device(cfg.accelerator), trust_remote_code=trust_remote_code
     )
     states, _ = build_states(cfg, encoder.backbone, data)  # the run's cache entry: no pass when it is there
-    x = np.concatenate([probe_features(states[s], cfg.backbone.pooling) for s in ("train", "validation")])
-    y = np.concatenate([data.labels("train"), data.labels("validation")])
-    texts = data.texts("train") + data.texts("validation")
+    x = np.concatenate([probe_features(states[s], cfg.backbone.pooling) for s in splits])
+    y = np.concatenate([data.labels(s) for s in splits])
+    texts = [t for s in splits for t in data.texts(s)]
     # copies of a text in one fold, as the run's own folds keep them (a copy scored beside its twin vouches
     # for its label: copies with the same wrong label ranked as sure)
     groups = text_groups(texts) if cfg.data.group_copies else None
@@ -115,7 +125,8 @@ def review_run(
         )
         c_value = info["C"]
     probs, t, k = cross_fitted_probs(x, y, c_value, folds, cfg.seed, cfg.head.logreg_max_iter, groups)
-    info = write_label_review(target, texts, y, probs, list(data.label_names), encoder.backbone.cut(texts))
+    cut = encoder.backbone.cut(texts)
+    info = write_label_review(target, texts, y, probs, list(data.label_names), cut, replace=overwrite)
     return target, {**info, "C": c_value, "folds": k, "temperature": t}
 
 
