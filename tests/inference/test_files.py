@@ -32,6 +32,18 @@ def test_a_txt_file_gives_one_text_per_line_whatever_the_line_holds(tmp_path, en
     assert read_texts(str(path)) == texts
 
 
+@pytest.mark.parametrize("first", ["msg", "MSG ", "text"])
+def test_a_header_line_in_a_txt_file_is_warned_and_kept(tmp_path, caplog, first):
+    # a spreadsheet column exported as text kept its header: "msg" was answered and offered to label (a trial)
+    path = tmp_path / "pool.txt"
+    path.write_text(f"{first}\nbins not collected\nbroken streetlight\n")
+    assert read_texts(str(path), "msg") == [first, "bins not collected", "broken streetlight"]
+    assert f"line 1 is {first!r}, the name of a text column: a header?" in caplog.text
+    caplog.clear()
+    path.write_text("message\nmsg\n")  # the word elsewhere, or another first line: nothing said
+    assert read_texts(str(path), "msg") == ["message", "msg"] and "header" not in caplog.text
+
+
 def test_a_blank_line_between_texts_is_still_refused(tmp_path):
     path = tmp_path / "in.txt"
     path.write_text("a\n\nb\n\n")

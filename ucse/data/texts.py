@@ -24,6 +24,22 @@ _OFFER = ", or pass drop_bad_rows=true to leave such rows out"
 STDIO = "-"
 
 
+def _warn_header(lines: list[str], where: str, text_column: str) -> list[str]:
+    """``lines``, with a warning where the first is a column name: a header a text file cannot have.
+
+    A spreadsheet's column exported as text keeps its header (a trial: ``msg``, the run's text column,
+    answered as a message and offered for labelling). It stays a text, since a text may be that word.
+    """
+    if lines and lines[0].strip().casefold() in {text_column.casefold(), "text"}:
+        logger.warning(
+            "%s: line 1 is %r, the name of a text column: a header? One text per line is read, so it is "
+            "answered as a text too; remove that line, or give the table itself (.csv).",
+            where,
+            lines[0],
+        )
+    return lines
+
+
 def _lines(text: str, where: str, drop_bad: bool | None = None) -> list[str]:
     r"""One text per line; a blank line between texts fails naming it (every input line must get its row).
 
@@ -140,7 +156,9 @@ def read_texts_and_ids(
     if id_column is not None and (source == STDIO or Path(source).suffix.lower() == ".txt"):
         raise ValueError(f"id_column={id_column}: {option}={source} is one text per line, with no columns.")
     if source == STDIO:
-        return _lines(decode_utf8("stdin", _read_stdin()), "stdin", drop_bad), None
+        return _warn_header(
+            _lines(decode_utf8("stdin", _read_stdin()), "stdin", drop_bad), "stdin", text_column
+        ), None
     path = Path(source).expanduser()
     if not path.is_file():
         what = "a folder, not a file: name a file in it" if path.is_dir() else "no such file"
@@ -151,7 +169,9 @@ def read_texts_and_ids(
             f"{option}={source}: unsupported file type '{suffix}'; use one of {', '.join(INPUT_SUFFIXES)}."
         )
     if suffix == ".txt":  # bytes, decoded here: read_text would turn every bare \r into a line break
-        return _lines(decode_utf8(path, path.read_bytes()), str(path), drop_bad), None
+        return _warn_header(
+            _lines(decode_utf8(path, path.read_bytes()), str(path), drop_bad), str(path), text_column
+        ), None
     raw = read_file(path)
     if text_column not in raw.columns and sole_column and len(raw.columns) == 1:
         logger.info("%s: reading its only column, %r (no column %r)", path, raw.columns[0], text_column)
