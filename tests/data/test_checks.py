@@ -109,6 +109,23 @@ def test_drop_mode_drops_counts_and_logs(tmp_path, caplog):
     assert "Dropping 3 bad row(s)" in caplog.text and "Dropping 1 bad row(s)" in caplog.text
 
 
+def test_rows_left_unlabelled_are_left_out_in_one_line_without_a_bad_row_alarm(tmp_path, caplog):
+    # one sheet, some rows labelled and the rest to label (the README's loop): "Dropping 130 bad row(s)" and
+    # a list of lines alarmed a trial's user about rows left blank on purpose
+    train = toy_rows("tr")
+    for i in range(0, 24, 2):
+        train = _with_bad(train, i, label_text=None)
+    root = make_task(tmp_path, {"train": train, "test": toy_rows("te")})
+    with caplog.at_level(logging.WARNING):
+        td = load_classification(toy_task(), toy_data(root, drop_bad_rows=True), seed=0)
+    assert td.dropped["train"] == 12
+    (said,) = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    assert "12 of " in said
+    assert "have no value in 'label_text' and are left out (data.drop_bad_rows=true)" in said
+    assert said.endswith(": row 0, row 2, row 4, row 6, row 8, ...")  # the first few named
+    assert "Dropping" not in caplog.text and "bad row" not in caplog.text
+
+
 def test_drop_mode_with_mixed_type_text_column(tmp_path):
     train = _with_bad(toy_rows("tr"), 7, text=42)
     root = make_task(tmp_path, {"train": train, "test": toy_rows("te")})

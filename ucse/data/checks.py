@@ -215,5 +215,22 @@ def resolve_bad_rows(
         )
     if not drop:
         raise DataError(f"{summary}:\n{shown}{more}\nFix the data, or set {fix}.")
+    columns = {b.column for b in bad}
+    if len(columns) == 1 and all(b.value is None for b in bad):
+        # one sheet, some rows labelled and the rest to label (the README's loop): no "bad rows" alarm, and
+        # no list of a hundred lines (a trial's "Dropping 130 bad row(s)")
+        named = ", ".join(_place(int(i), lines) for i in bad_idx[:MAX_SHOWN])
+        logger.warning(
+            "%s: %d of %d rows in split '%s' have no value in %r and are left out (%s=true): %s%s",
+            where,
+            len(bad_idx),
+            num_rows,
+            split,
+            columns.pop(),
+            drop_key,
+            named,
+            ", ..." if len(bad_idx) > MAX_SHOWN else "",
+        )
+        return keep
     logger.warning("Dropping %s:\n%s%s", summary, shown, more)
     return keep
