@@ -263,3 +263,21 @@ def test_texts_of_the_runs_own_data_are_not_offered_again(train_overrides, tmp_p
     assert main(["suggest", *args, f"data_path={tmp_path / 'moved.csv'}", f"out={tmp_path / 'd.csv'}"]) == 0
     assert said not in caplog.text
     assert (tmp_path / "d.csv").read_text() == (tmp_path / "a.csv").read_text()
+
+
+def test_the_runs_out_of_scope_examples_are_not_offered_again(train_overrides, tmp_path, capsys):
+    # a trial's "lost property at the town hall" was offered after it had gone into data.ood_path's file
+    import ucse
+
+    oos = ["what time does the library open", "lost property at the town hall", "who won the football"]
+    (tmp_path / "oos.txt").write_text("\n".join(oos) + "\n")
+    pd.DataFrame(own_rows(150)).to_csv(tmp_path / "train.csv", index=False)
+    overrides = train_overrides(tmp_path / "run") | {"data.ood_path": str(tmp_path / "oos.txt")}
+    run = ucse.train(str(tmp_path / "train.csv"), **overrides).run_dir_
+    fresh = [t for t in _texts(20) if t not in {r["text"] for r in own_rows(150)}]
+    (tmp_path / "pool.txt").write_text("\n".join(fresh + [oos[1].upper() + "?", oos[2]]) + "\n")
+    args = [f"run={run}", f"input={tmp_path / 'pool.txt'}", "n=500", "include_out_of_scope=true"]
+    assert main(["suggest", *args, f"out={tmp_path / 'a.csv'}"]) == 0
+    offered = [r["text"] for r in csv.DictReader(io.StringIO((tmp_path / "a.csv").read_text()))]
+    assert sorted(offered) == sorted(set(fresh))
+    assert "left out: 2 already in the run's own data" in capsys.readouterr().err

@@ -58,7 +58,7 @@ def main(argv: list[str]) -> int:
         from ucse.config import ConfigError
         from ucse.core.run_folder import run_labelled_texts
         from ucse.inference.files import read_texts_and_ids, write_predictions
-        from ucse.inference.suggest import field_names, suggest_to_label, suggestion_rows
+        from ucse.inference.suggest import field_names, run_ood_examples, suggest_to_label, suggestion_rows
 
         head_dir, run = check_run_and_files(cfg)
         column = cfg.text_column or trained_text_column(run, cfg.input)  # the one read
@@ -79,6 +79,7 @@ def main(argv: list[str]) -> int:
         known = None
         if cfg.skip_trained and run is not None:
             known, why = run_labelled_texts(run, cfg.data_path)
+            known = [*(known or []), *run_ood_examples(run)]
             if why:
                 log.warning("texts the run already has labels for are not left out: %s.", why)
         clf = loaded_classifier(head_dir, cfg)

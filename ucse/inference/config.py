@@ -112,9 +112,10 @@ class SuggestConfig:
     progress: bool = True
     """Show a progress bar on stderr for inputs of 1,000 texts or more."""
     skip_trained: bool = True
-    """Leave out texts the run already has labels for: every row of its own data (train, validation and test,
-    read again from the ``data.path`` its ``config.yaml`` records) and copies of them (up to case and
-    punctuation), so a pool suggested from before need not be trimmed by hand."""
+    """Leave out texts the run already has labels for: every row of its own data (train, validation and test:
+    its ``rows.parquet``, or its training file read again), its out-of-scope examples (``data.ood_path``)
+    and copies of them (up to case and punctuation), so a pool suggested from before need not be trimmed
+    by hand."""
     data_path: str | None = None
     """The run's training file (or folder) where it is now, when it moved since training (for
     ``skip_trained``)."""

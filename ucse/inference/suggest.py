@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -119,6 +120,27 @@ def suggest_to_label(
         labelled=left,
         known=known,
     )
+
+
+def run_ood_examples(run: Path) -> list[str]:
+    """The out-of-scope examples a run was trained with (``data.ood_path``), where that file is still there.
+
+    They are labelled, as none of the run's labels: a pick among them would be labelled twice (a trial's
+    "lost property at the town hall" was offered after it had gone into the examples file). A file moved
+    or unreadable gives none: the picks are made without them.
+    """
+    from ucse.config import ConfigError, from_yaml
+    from ucse.config.run_layout import RunFolder
+    from ucse.uncertainty.ood_examples import read_ood_texts
+
+    cfg = from_yaml(RunFolder(run).config)
+    path = cfg.data.ood_path
+    if not path or not Path(path).expanduser().is_file():
+        return []
+    try:
+        return read_ood_texts(Path(path).expanduser(), cfg.data.text_column)
+    except (ConfigError, OSError, ValueError):
+        return []
 
 
 def suggestion_rows(
