@@ -321,6 +321,35 @@ def test_an_integer_run_scores_the_ids_of_a_file_with_label_text_beside_them(tmp
     assert ids.tolist() == [0, 1, 0]
 
 
+def test_the_wrong_answers_are_listed_the_surest_first_as_predict_gives_them(run, tmp_path, capsys):
+    # a labelling team ran predict with the gold label as an id column to find which texts were wrong
+    from ucse import UcseClassifier
+    from ucse.cli.main import main
+
+    rows = _new_rows(30, seed=5)
+    rows += [(t, "class_1") for t, y in _new_rows(3, seed=6, labels=(0,))]  # class_0's cue, labelled class_1
+    path = _write(tmp_path / "april.csv", rows, ("text", "label"))
+    assert main(["eval", f"run={run}", f"input={path}"]) == 0
+    saved = json.loads(input_report_path(run, str(path)).read_text())
+    got = UcseClassifier.from_pretrained(run, device="cpu").predict_with_uncertainty([t for t, _ in rows])
+    want = [
+        {"row": i + 1, "text": t, "label": y, "answer": g["label"], "confidence": round(g["confidence"], 4)}
+        for i, ((t, y), g) in enumerate(zip(rows, got))
+        if g["label"] != y
+    ]
+    assert saved["errors_total"] == len(want) >= 3  # the three mislabelled rows at least
+    assert sorted(saved["errors"], key=lambda e: e["row"]) == [
+        w | {"abstain": g["abstain"], "ood": g["ood"]}
+        for w, g in zip(want, [got[w["row"] - 1] for w in want])
+    ]
+    conf = [e["confidence"] for e in saved["errors"]]
+    assert conf == sorted(conf, reverse=True)  # the surest first
+    first = saved["errors"][0]
+    said = f"{len(want)} wrong answers, the surest first in eval-input-april.csv.json's errors"
+    assert said in capsys.readouterr().out
+    assert first["confidence"] == max(conf)
+
+
 def test_texts_the_run_trained_on_are_counted_and_warned(run, tmp_path, caplog):
     # a labelling loop's fixed test file shared "bin!!" with a later round's training rows, unsaid (a trial)
     from ucse.config import from_yaml

@@ -63,6 +63,16 @@ def eval_summary(report: dict, written: Path | None) -> str:
         lines += [f"  {weakest} (every label, and the confusion matrix: {where})"] if weakest else []
         unsure = weakest_line(report["per_label"], split, of="precision")
         lines += [f"  {unsure}"] if unsure else []
+    errors = report.get("errors")
+    if report.get("errors_total") and errors:  # input=: the wrong answers, the surest first
+        e = errors[0]
+        text = e["text"] if len(e["text"]) <= 60 else e["text"][:57] + "..."
+        where = written.name if written is not None else "the report"
+        lines.append(
+            f"  {report['errors_total']} wrong answers, the surest first in {where}'s errors (a sure one is "
+            f"often a wrong label): {text!r} labelled {e['label']!r}, answered {e['answer']!r} at "
+            f"{e['confidence']:.2f}"
+        )
     areas = report.get("arc_area")
     if areas:
         shown = "  ".join(f"{k} {v:.4f}" for k, v in areas.items())

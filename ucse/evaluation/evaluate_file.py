@@ -14,6 +14,9 @@ import os
 import re
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from ucse import atomic, json_read
 from ucse.config.run_layout import RunFolder
@@ -22,6 +25,9 @@ from ucse.data.duplicates import text_key
 from ucse.evaluation.config import EvalConfig
 from ucse.evaluation.evaluate import efficiency_report, judge_outputs, load_run, terminal_view
 from ucse.heads.meta import label_values
+
+if TYPE_CHECKING:
+    from ucse.uncertainty.profile import UncertaintyOutput
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +124,35 @@ def copies_of_run_rows(run: Path, texts: list[str], cfg: EvalConfig) -> int | No
     return seen
 
 
+MAX_ERRORS = 1000
+"""The most wrong answers a report lists (the surest first); ``errors_total`` counts them all."""
+
+
+def wrong_answers(res: UncertaintyOutput, texts: list[str], labels: np.ndarray, names: list) -> dict:
+    """The texts answered wrong, the surest answer first: ``{"errors": [...], "errors_total": n}``.
+
+    What a labelling team reads next: a sure wrong answer is often a wrong label in the file, an unsure one
+    a hard text (a trial had to run ``predict`` with the gold label as an id column to find them). Each row:
+    ``row`` (1-based among the rows read), ``text``, ``label``, ``answer``, ``confidence``, ``abstain`` and
+    ``ood`` (``None`` without a flag), as ``predict`` answers.
+    """
+    wrong = np.flatnonzero(np.asarray(res.prediction) != labels)  # (E,)
+    order = wrong[np.argsort(-res.confidence[wrong], kind="stable")][:MAX_ERRORS]
+    rows = [
+        {
+            "row": int(i) + 1,
+            "text": texts[i],
+            "label": names[int(labels[i])],
+            "answer": names[int(res.prediction[i])],
+            "confidence": round(float(res.confidence[i]), 4),
+            "abstain": bool(res.abstain[i]),
+            "ood": None if res.ood is None else bool(res.ood[i]),
+        }
+        for i in order.tolist()
+    ]
+    return {"errors": rows, "errors_total": int(len(wrong))}
+
+
 def evaluate_file(cfg: EvalConfig) -> dict:
     """Evaluate the run ``cfg.run`` on the labelled file ``cfg.input`` and write its report.
 
@@ -172,6 +207,8 @@ def evaluate_file(cfg: EvalConfig) -> dict:
         "copies_of_run_rows": seen,
     }
     report |= judge_outputs(out, labels, label_values(meta), profile, cfg.sigma_thresholds, None)[0]
+    decided = profile.apply(out.mean, out.var, out.logits, pooled=out.pooled)
+    report |= wrong_answers(decided, texts, np.asarray(labels), label_values(meta))
     report["profile_source"] = "saved" if profile.fitted else "plain softmax (no saved profile)"
     if cfg.efficiency:
         report["efficiency"] = efficiency_report(encoder, texts, cfg.efficiency_batches, cfg.batch_size)
