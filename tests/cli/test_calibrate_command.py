@@ -35,6 +35,17 @@ def _cfg(data: Path, out: Path, tiny_bert_dir: Path, *extra: str):
     )
 
 
+def _file_run(tmp_path: Path, tiny_bert_dir: Path, rows: list, name: str, copy: bool) -> tuple[Path, Path]:
+    """(the training file, the run) of a run trained on ``rows`` written to ``name``; without ``copy`` the
+    run's rows.parquet is removed, as in a run from before it (its data are then read again)."""
+    data = write_rows(tmp_path / name, rows)
+    run = tmp_path / "run"
+    run_training(_cfg(data, run, tiny_bert_dir))
+    if not copy:
+        (run / "rows.parquet").unlink()
+    return data, run
+
+
 @pytest.fixture(scope="module")
 def tickets(tmp_path_factory, tiny_bert_dir) -> tuple[Path, Path]:
     """A csv of 240 rows and a finished run on it (validation: 10 % of the 80 % left after test)."""
@@ -263,10 +274,7 @@ def test_data_changed_since_training_are_refused_by_calibrate_and_named_by_eval(
     # The run records which rows each split held (metrics.json: SHA-256 of its sorted (label, text) rows);
     # refitting the profile on other "validation" rows could read rows the head trained on.
     rows = own_rows(120, seed=9)
-    data = write_rows(tmp_path / "tickets.csv", rows)
-    run = tmp_path / "run"
-    run_training(_cfg(data, run, tiny_bert_dir))
-    (run / "rows.parquet").unlink()  # a run from before its copy of the rows: its data are read again
+    data, run = _file_run(tmp_path, tiny_bert_dir, rows, "tickets.csv", copy=False)
     metrics = json.loads((run / "metrics.json").read_text())
     assert set(metrics["data"]["fingerprints"]) == {"train", "validation", "test"}
     assert main(["calibrate", f"run={run}", "uncertainty.abstain.coverage=0.7"]) == 0  # same data: fine
@@ -426,10 +434,7 @@ def test_a_moved_training_file_is_named_and_data_path_finds_it(tiny_bert_dir, tm
     # A user renamed the training file: calibrate said "data.path=... does not exist. Point it at your data
     # file", a setting it refuses, and data_root= cannot name a file: no way on but putting the file back.
     rows = own_rows(120, seed=11)
-    data = write_rows(tmp_path / "tickets.csv", rows)
-    run = tmp_path / "run"
-    run_training(_cfg(data, run, tiny_bert_dir))
-    (run / "rows.parquet").unlink()  # a run from before its copy of the rows: its data are read again
+    data, run = _file_run(tmp_path, tiny_bert_dir, rows, "tickets.csv", copy=False)
     before = _profile(run)
     moved = data.rename(tmp_path / "tickets-2026.csv")
     for command in (["calibrate"], ["eval"], ["review"]):
@@ -466,9 +471,7 @@ def test_the_runs_copy_of_its_rows_serves_every_command_whatever_becomes_of_the_
     # A labelling loop keeps one sheet and labels a few more rows each round: every earlier run was refused
     # ("not the ones this run was trained with"), and a moved file needed data_path= every time (a trial).
     rows = own_rows(120, seed=13)
-    data = write_rows(tmp_path / "sheet.csv", rows)
-    run = tmp_path / "run"
-    run_training(_cfg(data, run, tiny_bert_dir))
+    data, run = _file_run(tmp_path, tiny_bert_dir, rows, "sheet.csv", copy=True)
     assert main(["eval", f"run={run}", "plots=false"]) == 0
     before = json.loads((run / "eval.json").read_text())["metrics"]
     write_rows(data, rows + own_rows(30, seed=14))  # the next round's rows added
