@@ -166,7 +166,9 @@ def run_training(cfg: TrainConfig, source: Any = None) -> tuple[RunResult, Uncer
             try:
                 profile = fit_uncertainty(result.run_dir, cfg, data, review=True)
             except BaseException:  # Ctrl-C, SIGTERM, an error: the folder looks finished, without a profile
-                fix = profile_repair(result.run_dir)
+                from ucse.data.run_rows import intact as rows_intact
+
+                fix = profile_repair(result.run_dir, rows_intact(result.run_dir))
                 logging.getLogger(__name__).warning(
                     "%s was trained, but its uncertainty profile was not fitted; %s.", result.run_dir, fix
                 )

@@ -497,4 +497,4 @@ def test_the_runs_copy_of_its_rows_serves_every_command_whatever_becomes_of_the_
     (run / "rows.parquet").write_bytes(b"PAR1 not parquet")
     caplog.clear()
     assert main(["calibrate", f"run={run}", "uncertainty.abstain.coverage=0.7"]) == 2
-    assert "rows.parquet cannot be used (" in caplog.text
+    assert "is not the run's copy of its rows (its bytes are not the ones the run wrote)" in caplog.text

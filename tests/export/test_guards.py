@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from head_utils import resign
 
-from ucse.config import build_config
+from ucse.config import build_config, from_yaml
 from ucse.core.encoder import UcseEncoder
 from ucse.heads import build_head, save_head
 from ucse.training import train
@@ -271,11 +271,9 @@ def test_a_head_without_variance_is_refused_before_the_texts_are_encoded(
 
 def test_an_export_of_a_capped_runs_split_says_it_is_the_runs_slice(run, tmp_path, capsys):
     # a trial: export=test of a run trained with data.max_eval_samples=200 exported 200 of 670 texts as "test"
-    copy = tmp_path / "capped"
-    shutil.copytree(run, copy)
-    text = (copy / "config.yaml").read_text()
-    assert "max_eval_samples: null" in text
-    (copy / "config.yaml").write_text(text.replace("max_eval_samples: null", "max_eval_samples: 5", 1))
+    cfg = from_yaml(run / "config.yaml")
+    cfg.data.max_eval_samples, cfg.output_dir = 5, str(tmp_path / "capped")
+    copy = train(cfg).run_dir  # the same run, its evaluation splits capped at 5 rows
     assert _eval_main()([f"run={copy}", "export=test", f"out={tmp_path / 'o'}"]) == 0
     meta = json.loads((tmp_path / "o" / "meta.json").read_text())
     assert meta["count"] == 5 and meta["slice"] == "the run's data.max_eval_samples=5 rows (seed 0)"

@@ -168,11 +168,12 @@ def wants_profile(run: str | Path, if_unreadable: bool) -> bool:
         return if_unreadable
 
 
-def profile_repair(run: str | Path) -> str:
+def profile_repair(run: str | Path, rows_intact: bool = False) -> str:
     """How a run without its uncertainty profile gets one, as a clause of a message.
 
-    ``ucse calibrate`` where the run's data can be read back; a run trained on rows passed in memory (or an
-    estimator's scratch run) is trained again instead.
+    ``ucse calibrate`` where the run's data can be read back, from its data or from its own copy of its rows
+    (``rows_intact``: :func:`ucse.data.run_rows.intact`, which this layer cannot call); a run trained on rows
+    passed in memory without that copy (or an estimator's scratch run) is trained again instead.
     """
     from ucse.config import ConfigError, from_yaml  # the package imports this module
 
@@ -183,6 +184,6 @@ def profile_repair(run: str | Path) -> str:
         cfg = from_yaml(folder.config)
     except (ConfigError, OSError, ValueError):  # untrusted: a config that cannot be read serves no command
         return "train it again (its config.yaml cannot be read)"
-    if reads_back_data(cfg) or folder.rows.is_file():
+    if reads_back_data(cfg) or rows_intact:
         return f"`ucse calibrate run={run}` fits it without retraining"
     return "it was trained on data passed in memory, which `ucse calibrate` cannot read back: train it again"

@@ -147,8 +147,9 @@ def run_labelled_texts(
         data to read again: (``None``, ``""``), nothing to say (its trainer holds the rows).
     """
     own = None if data_root or data_path else read_rows(run)
-    if own is not None:
-        return [t for split in ("train", "validation", "test") for t in own.texts(split)], ""
+    if own is not None:  # the held-out labels' test rows (data.exclude_labels) are labelled too
+        ood = own.ood["text"][:] if own.ood is not None else []
+        return [t for split in ("train", "validation", "test") for t in own.texts(split)] + ood, ""
     cfg = from_yaml(RunFolder(run).config)
     relocate_data(cfg, data_root, data_path)
     path = cfg.data.path
@@ -162,4 +163,5 @@ def run_labelled_texts(
             data = load_classification(cfg.task, cfg.data, cfg.seed)
     except (ConfigError, OSError, ValueError) as err:
         return None, f"its data do not read back ({err})"
-    return [t for split in ("train", "validation", "test") for t in data.texts(split)], ""
+    ood = data.ood["text"][:] if data.ood is not None else []
+    return [t for split in ("train", "validation", "test") for t in data.texts(split)] + ood, ""

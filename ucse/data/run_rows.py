@@ -16,8 +16,10 @@ a damaged or edited copy is set aside (with a note) rather than used.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from pathlib import Path
+from typing import Any
 
 import datasets
 import pyarrow as pa
@@ -38,14 +40,15 @@ META_KEY = b"ucse"
 VERSION = 1
 
 
-def save_rows(run: str | Path, data: TaskData) -> Path:
+def save_rows(run: str | Path, data: TaskData) -> dict[str, Any]:
     """Write ``data``'s rows (every split, and the held-out labels' test rows) to ``<run>/rows.parquet``.
 
     Columns ``split``, ``text`` and ``label`` (the label's name); the task's name, label names, source,
     dropped counts and label kind go into the schema's metadata.
 
     Returns:
-        The file written.
+        ``{"sha256": the file's, "rows": its row count, "label_names": in id order}``, for ``metrics.json``
+        (``data.rows``): what :func:`read_rows` checks the file against before it parses anything.
     """
     path = RunFolder(run).rows
     parts, texts, labels = [], [], []
@@ -81,7 +84,15 @@ def save_rows(run: str | Path, data: TaskData) -> Path:
     )
     with atomic.atomic_file(path, "wb") as f:
         pq.write_table(table, f)
-    return path
+    return {"sha256": _sha256(path), "rows": len(parts), "label_names": list(names)}
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _rebuilt(table: pa.Table, meta: dict) -> TaskData:
@@ -94,7 +105,7 @@ def _rebuilt(table: pa.Table, meta: dict) -> TaskData:
     ids = {n: i for i, n in enumerate(names)}
     column = {c: table.column(c).to_pylist() for c in ("split", "text", "label")}
     if any(not isinstance(v, str) for c in column.values() for v in c):
-        raise ValueError("a cell is empty")
+        raise ValueError("a cell is empty or not a string")
     rows: dict[str, tuple[list[str], list[int]]] = {s: ([], []) for s in SPLITS}
     ood_texts, ood_labels = [], []
     for split, text, label in zip(column["split"], column["text"], column["label"]):
@@ -137,34 +148,82 @@ def _rebuilt(table: pa.Table, meta: dict) -> TaskData:
     )
 
 
+def _recorded(run: str | Path) -> tuple[dict | None, dict | None]:
+    """(``data.rows``, ``data.fingerprints``) of the run's ``metrics.json``, each ``None`` unless a dict."""
+    info = read_run_metrics(Path(run), "its rows.parquet is not used").get("data")
+    info = info if isinstance(info, dict) else {}
+    rows, prints = info.get("rows"), info.get("fingerprints")
+    return (rows if isinstance(rows, dict) else None), (prints if isinstance(prints, dict) else None)
+
+
+def _mismatch(path: Path, rows: dict | None) -> str:
+    """Why ``path`` is not the file the run recorded (``""``: it is), checked before anything is parsed.
+
+    Its SHA-256 and row count are the ones ``metrics.json`` holds: an edited, damaged or other copy (label
+    names reordered, rows added: a review had one calibrate a wrong profile) is set aside here. And a copy
+    with more rows than the run wrote is never decoded (a crafted one of 25 kB took 1 GB to read).
+    """
+    if rows is None or not isinstance(rows.get("sha256"), str) or type(rows.get("rows")) is not int:
+        return "the run recorded no hash of it"
+    if _sha256(path) != rows["sha256"]:
+        return "its bytes are not the ones the run wrote"
+    count = pq.ParquetFile(path).metadata.num_rows  # from the footer: nothing decoded yet
+    if count != rows["rows"]:
+        return f"it holds {count} rows, not the run's {rows['rows']}"
+    return ""
+
+
+def intact(run: str | Path) -> bool:
+    """Whether the run's ``rows.parquet`` is the file it wrote (hash and row count), read or not.
+
+    What decides whether messages offer ``ucse calibrate`` for a run trained on rows passed in memory.
+    """
+    path = RunFolder(run).rows
+    try:
+        return path.is_file() and not _mismatch(path, _recorded(run)[0])
+    except (OSError, ValueError, pa.ArrowException):
+        return False
+
+
 def read_rows(run: str | Path) -> TaskData | None:
     """The run's own copy of its rows, or ``None`` (no copy, or one that is damaged or not the run's).
 
-    Used only where every split hashes to the fingerprints the run's ``metrics.json`` recorded at training: a
-    copy that cannot be checked (no fingerprints) or does not match is set aside with a note.
+    Used only where the file is the one the run wrote (its SHA-256 and row count in ``metrics.json``) and
+    every split still hashes to the fingerprints recorded beside them: a copy that cannot be checked or does
+    not match is set aside with a note.
     """
     path = RunFolder(run).rows
     if not path.is_file():
         return None
-    info = read_run_metrics(Path(run), "its rows.parquet is not used").get("data")
-    recorded = info.get("fingerprints") if isinstance(info, dict) else None
+    rows, recorded = _recorded(run)
     try:
+        why = _mismatch(path, rows)
+        if why:
+            return _set_aside(path, why)
         table = pq.read_table(path)
         if table.schema.names != ["split", "text", "label"]:
             raise ValueError(f"its columns are {table.schema.names}")
         raw = (table.schema.metadata or {}).get(META_KEY)
         meta = json_read.loads(raw) if raw is not None else None
-        if not isinstance(meta, dict) or meta.get("version") != VERSION:
+        if not isinstance(meta, dict) or type(meta.get("version")) is not int or meta["version"] != VERSION:
             raise ValueError("its metadata are not ucse's")
+        if meta.get("label_names") != rows.get("label_names"):  # the id order too: no fingerprint sees it
+            raise ValueError("its label names are not the ones the run recorded")
         data = _rebuilt(table, meta)
-    except (OSError, ValueError, pa.ArrowException) as err:
-        log.warning("%s cannot be used (%s); the run's data are read again instead.", path, err)
+    except (OSError, ValueError, MemoryError, pa.ArrowException) as err:
+        problem = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
+        log.warning("%s cannot be used (%s); the run's data are read again instead.", path, problem)
         return None
     changed = changed_splits(recorded, data)
     if changed is None or changed:
-        why = (
-            "the run recorded no fingerprints" if changed is None else f"its {', '.join(changed)} rows differ"
+        return _set_aside(
+            path,
+            "the run recorded no fingerprints"
+            if changed is None
+            else f"its {', '.join(changed)} rows differ",
         )
-        log.warning("%s is not the run's copy of its rows (%s); the run's data are read again.", path, why)
-        return None
     return data
+
+
+def _set_aside(path: Path, why: str) -> None:
+    log.warning("%s is not the run's copy of its rows (%s); the run's data are read again.", path, why)

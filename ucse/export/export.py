@@ -14,8 +14,7 @@ from ucse.config import from_yaml
 from ucse.config.run_layout import RunFolder
 from ucse.core.encoder import UcseEncoder
 from ucse.core.gaussian import GaussianEmbeddings
-from ucse.core.run_folder import finished_run
-from ucse.data import load_classification
+from ucse.core.run_folder import check_same_splits, finished_run, run_data
 from ucse.evaluation.config import EvalConfig
 
 SPLITS = ("train", "validation", "test")
@@ -107,7 +106,11 @@ def export_run(cfg: EvalConfig) -> dict:
             "(ucse.uec.laplace)."
         )
     if cfg.export in SPLITS and source.suffix != ".jsonl":
-        data = load_classification(train_cfg.task, train_cfg.data, train_cfg.seed)
+        # the run's own rows (rows.parquet), else its data read again and checked: other rows exported
+        # under the run's split name would pass for it (a review)
+        fix = "export a .jsonl of the texts instead (export=<texts.jsonl>)"
+        data = run_data(run, train_cfg, cfg.data_root, cfg.data_path, "export", fix)
+        check_same_splits(run, data, (cfg.export,), refuse=True)
         texts, origin = (
             data.texts(cfg.export),
             {"task": train_cfg.task.name, "split": cfg.export},

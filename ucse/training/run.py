@@ -316,9 +316,10 @@ def _run(
         "cache_builds": cache.builds if cache is not None else 0,
         "fingerprints": fingerprints,  # ucse calibrate / eval check that they reload these splits
         "train_capped": cfg.data.max_train_samples is not None,  # a slice by choice: no "label more" advice
+        # later commands read the rows from here, whatever becomes of the data file (checked against this)
+        "rows": save_rows(run_dir, data),
     }
     atomic.write_json(RunFolder(run_dir).metrics, metrics)
-    save_rows(run_dir, data)  # later commands read the rows from here, whatever becomes of the data file
     return metrics
 
 

@@ -79,10 +79,12 @@ def check_run_dir(cfg: TrainConfig, run_dir: Path) -> bool:
         return True
     present = sorted(n for n in names if n in RESULT_MARKERS)
     if lacks_profile(run_dir):
+        from ucse.data.run_rows import intact as rows_intact  # here: the checks run before `datasets` loads
+
         raise ConfigError(
             f"{run_dir} already holds a trained run ({', '.join(present)}) without its uncertainty profile "
             f"(stopped before fitting it, or trained by ucse.training.train); nothing was changed. For the "
-            f"profile, {profile_repair(run_dir)}; "
+            f"profile, {profile_repair(run_dir, rows_intact(run_dir))}; "
             "or pass overwrite=true to train it again, or choose another output_dir (or name)."
         )
     # resuming is offered only where there is a checkpoint to resume from (head=auto writes none: a trial

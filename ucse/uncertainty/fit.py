@@ -41,6 +41,7 @@ from ucse.core.run_folder import (
     run_data,
 )
 from ucse.data import TaskData
+from ucse.data.run_rows import intact as rows_intact
 from ucse.training.auto_run import read_heldout
 from ucse.training.run import build_states, resolve_device
 from ucse.uncertainty import conformal
@@ -228,7 +229,7 @@ def fit_for_run(
     class_gaussians = gaussians or streamed.get("mean")
     # Commands name the run only where `ucse calibrate` can serve it: the estimator's scratch folder goes
     # with the estimator, and rows passed in memory are read back only from the run's own copy.
-    readable = reads_back_data(train_cfg) or folder.rows.is_file()
+    readable = reads_back_data(train_cfg) or rows_intact(run)
     named = run if not folder.scratch and readable else None
     # The class mix the shipped head learned: its training rows (train + validation after a refit on both).
     trained = [data.labels("train")] + ([data.labels("validation")] if heldout is not None else [])

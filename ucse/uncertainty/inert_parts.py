@@ -81,10 +81,12 @@ def unfitted_message(profile: Any, head_dir: str | Path) -> str | None:
     run = None if profile.fitted else run_of_head(head_dir)
     if run is None or not wants_profile(run, if_unreadable=True):  # unreadable: it may well be missing
         return None
+    from ucse.data.run_rows import intact as rows_intact  # here: `datasets` is no import of predict's
+
     return (
         f"{run} has no uncertainty profile (the run stopped before fitting it, or was trained by "
         "ucse.training.train, which fits none): confidences are the plain softmax, and no text abstains or "
-        f"gets a prediction set or an out-of-scope flag; {profile_repair(run)}."
+        f"gets a prediction set or an out-of-scope flag; {profile_repair(run, rows_intact(run))}."
     )
 
 
