@@ -159,6 +159,10 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
         interval = accuracy_interval(test["accuracy"], sizes.get("test"))
         tested = f"test accuracy {test['accuracy']:.4f}{interval}  "
         tested += f"macro-F1 {test['f1_macro']:.4f}"
+        selection = metrics.get("selection")
+        if isinstance(selection, dict) and selection.get("refit_test"):  # the shipped head trained on them
+            tested += " (the head before its refit on every row, test included: data.refit_test)"
+            estimate = "cross-validated accuracy over every row"
     lines = [
         f"run: {run_dir}",
         tested + (f"   ({estimate} {val['accuracy']:.4f})" if "accuracy" in val else ""),

@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 
 from ucse import atomic, json_read
 from ucse.config.run_layout import RunFolder, read_run_metrics
-from ucse.data.tasks import SPLITS, TaskData, changed_splits
+from ucse.data.tasks import SPLITS, TaskData, changed_splits, with_test_in_train
 
 # Not under "ucse.data": commands that reread a run's data quiet that logger's notes (said at training),
 # while a copy set aside is news.
@@ -70,6 +70,7 @@ def save_rows(run: str | Path, data: TaskData) -> dict[str, Any]:
         "dropped": dict(data.dropped),
         "excluded_labels": list(data.excluded_labels),
         "integer_labels": bool(data.integer_labels),
+        "carved": list(data.carved),
     }
     table = pa.table(
         {
@@ -133,7 +134,7 @@ def _rebuilt(table: pa.Table, meta: dict) -> TaskData:
         )
         ood = datasets.Dataset.from_dict({"text": ood_texts, "label_text": ood_labels}, features=ood_features)
     dropped = meta.get("dropped")
-    excluded = meta.get("excluded_labels")
+    excluded, carved = meta.get("excluded_labels"), meta.get("carved")
     return TaskData(
         name=str(meta.get("name") or "task"),
         splits=splits,
@@ -145,6 +146,7 @@ def _rebuilt(table: pa.Table, meta: dict) -> TaskData:
         ood=ood,
         excluded_labels=[str(x) for x in excluded] if isinstance(excluded, list) else [],
         integer_labels=meta.get("integer_labels") is True,
+        carved=[c for c in SPLITS if c in carved] if isinstance(carved, list) else [],
     )
 
 
@@ -227,3 +229,17 @@ def read_rows(run: str | Path) -> TaskData | None:
 
 def _set_aside(path: Path, why: str) -> None:
     log.warning("%s is not the run's copy of its rows (%s); the run's data are read again.", path, why)
+
+
+def as_trained(run: str | Path, data: TaskData) -> TaskData:
+    """``data`` as the run's shipped head trained on it: test rows in train where it refitted on them.
+
+    ``data.refit_test`` records their count in ``metrics.json`` (``selection.refit_test``); with them in
+    train, the held-out outputs (train, test, validation in that order) line up with train + validation as
+    everywhere else. An unreadable record, or a count that is not the test split's, leaves ``data`` as is.
+    """
+    selection = read_run_metrics(Path(run), "the test rows are taken as held out").get("selection")
+    count = selection.get("refit_test") if isinstance(selection, dict) else None
+    if type(count) is int and count == len(data.labels("test")) > 0:
+        return with_test_in_train(data)
+    return data

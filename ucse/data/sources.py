@@ -320,7 +320,8 @@ def load_task_data(
         train, enc["validation"] = carve(train, data.val_fraction, key, seed, origin, group, told)
     splits = (train, enc["validation"], enc["test"])
     td = assemble(name, *splits, label_names, origin, dropped, data, seed, integer_labels=not by_name)
-    _log_summary(td, sorted(set(ROLES) - set(raws)))
+    td.carved = sorted(set(ROLES) - set(raws) - {"train"})
+    _log_summary(td, td.carved)
     _warn_overlap(td)
     return td
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 from dataclasses import dataclass, field
@@ -85,6 +86,9 @@ class TaskData:
         excluded_labels: the held-out label names (not in ``label_names``).
         integer_labels: the labels were integer ids in the data (``label_names`` are their decimal forms),
             so that a saved head gives them back as integers (``meta.label_type``).
+        carved: the splits carved from the user's own rows (``validation``, ``test``), not given as files or
+            by the task: a carved test slice may train the shipped head once it has been scored
+            (``data.refit_test``); a task's own test split never does.
     """
 
     name: str
@@ -95,6 +99,7 @@ class TaskData:
     ood: datasets.Dataset | None = None
     excluded_labels: list[str] = field(default_factory=list)
     integer_labels: bool = False
+    carved: list[str] = field(default_factory=list)
 
     @property
     def label_values(self) -> list[str] | list[int]:
@@ -129,6 +134,22 @@ class TaskData:
                 digest.update(f"{label}\t{text}\n".encode())
             out[split] = digest.hexdigest()
         return out
+
+
+def with_test_in_train(data: TaskData) -> TaskData:
+    """``data`` with its test rows moved into train, after train's; its test split left empty.
+
+    How a head refitted on them (``data.refit_test``) saw the rows; every text keeps its place in the pool.
+    """
+    train, test = data.splits["train"], data.splits["test"]
+    splits = datasets.DatasetDict(
+        {
+            "train": datasets.concatenate_datasets([train, test]),
+            "validation": data.splits["validation"],
+            "test": test.select([]),
+        }
+    )
+    return dataclasses.replace(data, splits=splits)
 
 
 def changed_splits(recorded: object, data: TaskData, splits: tuple[str, ...] = SPLITS) -> list[str] | None:

@@ -87,7 +87,7 @@ class AutoResult:
     heldout_bank_rows: np.ndarray | None = None
 
 
-def _join(a: TokenStates, b: TokenStates) -> TokenStates:
+def join_states(a: TokenStates, b: TokenStates) -> TokenStates:
     """Rows of ``a`` then ``b``: both are views of one cached pool (``build_states``)."""
     if isinstance(a, SubsetStates) and isinstance(b, SubsetStates) and a.base is b.base:
         return SubsetStates(a.base, np.concatenate([a.indices, b.indices]).tolist())
@@ -167,7 +167,7 @@ def cross_fitted_probe(
     logits at C* over every row, as ``head=auto``'s cross-validation does: a 10 % slice of 120 texts (12)
     certified no abstention target and set no out-of-scope threshold (a user's trial of the estimator).
     """
-    rows = _join(states["train"], states["validation"])
+    rows = join_states(states["train"], states["validation"])
     y = np.concatenate([labels["train"], labels["validation"]])
     x = probe_features(rows, cfg.backbone.pooling)  # (N, H) unit vectors: the probe's mu
     folds = cv_splits(y, 5, cfg.seed, groups)
@@ -243,7 +243,7 @@ def _holdout(cfg, states, labels, c, h, device, weights, groups=None) -> AutoRes
         return AutoResult(compose(cfg.head, choice, fit.head, probe, c), report)
     # Refit the chosen models on train + validation: the shipped head learns from every labelled row; the
     # validation outputs of the selection models stay the held-out evidence the profile is calibrated on.
-    rows = _join(states["train"], states["validation"])
+    rows = join_states(states["train"], states["validation"])
     y = np.concatenate([labels["train"], labels["validation"]])
     probe, gaussian, steps = _refit(
         cfg, choice, rows, np.concatenate([x_tr, x_va]), y, c, h, device, probe_info["C"]
@@ -325,7 +325,7 @@ def _heldout_outputs(choice, x, a_logits, b_logits, mean, var) -> Outputs:
 
 def _cross_validated(cfg, states, labels, c, h, device, weights, groups=None) -> AutoResult:
     outputs = predict_outputs(cfg, device)
-    rows = _join(states["train"], states["validation"])
+    rows = join_states(states["train"], states["validation"])
     y = np.concatenate([labels["train"], labels["validation"]])
     x = probe_features(rows, cfg.backbone.pooling)
     # copies of one text stay in one fold: split, a held-out copy scored as if new (module duplicates.py)

@@ -23,7 +23,14 @@ from ucse.config import HeadType, TrainConfig
 from ucse.config.run_layout import RunFolder
 from ucse.heads import save_head
 from ucse.heads.outputs import Outputs
-from ucse.training.auto import WEIGHTS, cross_fitted_probe, fit_auto, fit_probe_head, predict_outputs
+from ucse.training.auto import (
+    WEIGHTS,
+    cross_fitted_probe,
+    fit_auto,
+    fit_probe_head,
+    join_states,
+    predict_outputs,
+)
 from ucse.training.label_report import confusion_counts
 from ucse.training.logreg import probe_features
 from ucse.training.preflight import cross_validates
@@ -43,10 +50,14 @@ def fit_auto_run(
     num_classes: int,
     meta: dict,
     groups: np.ndarray | None = None,
+    test_trains: np.ndarray | None | bool = False,
 ) -> dict:
     """Fit ``cfg.head`` (auto, blend or logreg), save it in ``run_dir/head``, return the run's metrics.
 
     ``groups``: (train + validation,) ids of copies of one text (``ucse.data.duplicates.text_groups``).
+    ``test_trains``: the test split was carved from the user's rows and may train the shipped head once
+    scored (``data.refit_test``): ``False`` where not, else the (train + test + validation,) copy groups
+    of that fit (``None``: no groups).
     """
     t0 = time.perf_counter()
     head_type = HeadType(cfg.head.type)
@@ -79,6 +90,24 @@ def fit_auto_run(
         metrics[key] = _scores(logits, labels[split])
         if split == "test":  # the run turns it into test_per_label, as for a Lightning-trained head
             metrics["test_confusion"] = confusion_counts(logits, labels[split], num_classes)
+    if crossfit and test_trains is not False and len(labels["test"]):
+        # scored above by the head fitted without them, the test rows now train the shipped head: the whole
+        # choice runs again over every row (cheap on a set small enough to cross-validate)
+        merged = {"train": join_states(states["train"], states["test"]), "validation": states["validation"]}
+        merged_labels = {
+            "train": np.concatenate([labels["train"], labels["test"]]),
+            "validation": labels["validation"],
+        }
+        if head_type is HeadType.logreg:
+            result = cross_fitted_probe(cfg, merged, merged_labels, num_classes, test_trains)
+        else:
+            weights = WEIGHTS if head_type is HeadType.auto else tuple(w for w in WEIGHTS if 0 < w < 1)
+            result = fit_auto(cfg, merged, merged_labels, num_classes, device, weights, test_trains)
+        head, report = result.head, {**result.report, "refit_test": int(len(labels["test"]))}
+        heldout, heldout_labels = result.heldout, result.heldout_labels
+        distances, estimate = result.heldout_distances, result.estimate_logits
+        bank_rows = result.heldout_bank_rows
+        fit_s = time.perf_counter() - t0
     if heldout is not None:  # the validation rows trained the head: report the held-out estimate
         if estimate is not None:  # the selection's own out-of-fold predictions (see AutoResult)
             metrics["val"] = {**_scores(estimate, heldout_labels), "estimate": "cross-validated"}

@@ -286,11 +286,17 @@ def _run(
     fingerprints = data.fingerprints()  # checked on resume (checkpoints hold them), then in metrics.json
 
     if HeadType(cfg.head.type) in IN_MEMORY:
-        groups = (
-            text_groups([*data.texts("train"), *data.texts("validation")]) if cfg.data.group_copies else None
-        )
+        texts = {s: data.texts(s) for s in SPLITS}
+        groups = text_groups([*texts["train"], *texts["validation"]]) if cfg.data.group_copies else None
+        # a test slice carved from the user's rows may train the shipped head once scored (data.refit_test)
+        test_trains = cfg.data.refit_test and "test" in data.carved
+        if test_trains:
+            merged = [*texts["train"], *texts["test"], *texts["validation"]]
+            test_trains = text_groups(merged) if cfg.data.group_copies else None
         meta = head_meta(cfg, data)
-        metrics = fit_auto_run(cfg, run_dir, device, states, labels, data.num_classes, meta, groups)
+        metrics = fit_auto_run(
+            cfg, run_dir, device, states, labels, data.num_classes, meta, groups, test_trains
+        )
     else:
         metrics = _fit_lightning(
             cfg, run_dir, device, states, labels, data, backbone.hidden_size, fingerprints

@@ -34,13 +34,9 @@ from ucse.config.uncertainty import (
     recorded_for_calibrate,
 )
 from ucse.core.encoder import EncodedBatch, UcseEncoder
-from ucse.core.run_folder import (
-    check_same_splits,
-    finished_run,
-    reads_back_data,
-    run_data,
-)
+from ucse.core.run_folder import check_same_splits, finished_run, reads_back_data, run_data
 from ucse.data import TaskData
+from ucse.data.run_rows import as_trained
 from ucse.data.run_rows import intact as rows_intact
 from ucse.training.auto_run import read_heldout
 from ucse.training.run import build_states, resolve_device
@@ -183,6 +179,7 @@ def fit_for_run(
     ``ucse calibrate`` on a run without a profile).
     """
     c, folder = len(data.label_names), RunFolder(run)
+    data = as_trained(run, data)
     read = read_heldout(folder.heldout, c)
     heldout = None if read is None else (read.outputs, read.labels)
     dist, held_banks = (None, None) if read is None else (read.distances, read.bank_rows)
