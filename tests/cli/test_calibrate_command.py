@@ -312,7 +312,8 @@ def test_a_balanced_prior_divides_the_probabilities_by_the_training_shares(ticke
     counts = np.asarray(after.info["class_prior"]["counts"], dtype=np.float64)
     sizes = json.loads((run / "metrics.json").read_text())["data"]["sizes"]
     # the rows the probe trained on (head=logreg on a small validation slice: train + validation)
-    assert counts.sum() == sizes["train"] + sizes["validation"]
+    # the shipped head's rows: train + validation, and the carved test slice it was refitted on (refit_test)
+    assert counts.sum() == sizes["train"] + sizes["validation"] + sizes["test"]
     logits = torch.randn(50, len(counts), dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     want = before.calibrator.probs(logits) / torch.as_tensor(counts / counts.sum())
     torch.testing.assert_close(after.calibrator.probs(logits), want / want.sum(1, keepdim=True))

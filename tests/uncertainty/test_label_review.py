@@ -117,13 +117,14 @@ def test_a_run_ranks_its_planted_mislabelled_rows_first(tmp_path, tiny_bert_dir)
     review = _read(run / "label_review.csv")
     cfg = from_yaml(run / "config.yaml")
     data = load_classification(cfg.task, cfg.data, cfg.seed)
-    held = data.texts("train") + data.texts("validation")
-    assert sorted(r["text"] for r in review) == sorted(held)  # every labelled row outside test, once
+    held = data.texts("train") + data.texts("validation") + data.texts("test")
+    # every labelled row once: the carved test slice too, once scored (data.refit_test)
+    assert sorted(r["text"] for r in review) == sorted(held)
     # The planted rows lead the file: each within its top 10 %, their ranks' AUROC >= 0.9 (a random order
     # gives 0.5; the tiny random BERT's fold models reach ~86 % cross-validated accuracy, so a few correctly
     # labelled rows they get wrong sit among them), and their true label is the suggestion.
     ranks = [i for i, r in enumerate(review) if r["text"] in planted]
-    assert len(ranks) >= 4 and max(ranks) < 0.1 * len(review)
+    assert len(ranks) == len(planted) and max(ranks) < 0.1 * len(review)
     auroc = np.mean([[a < b for b in range(len(review)) if b not in ranks] for a in ranks])
     assert auroc >= 0.9
     assert all(review[i]["suggested"] == planted[review[i]["text"]] for i in ranks)
