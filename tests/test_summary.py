@@ -76,7 +76,19 @@ def test_the_summary_says_why_a_model_with_a_lower_nll_was_not_chosen(tmp_path):
     }
     text = train_summary(tmp_path, {"selection": sel, "head": "logreg"}, None)
     assert "w=0.5 had the lowest NLL, but not by more than one standard error" in text
-    assert "the simpler model, w=0, is kept" in text  # which one (a trial had to read metrics.json for it)
+    assert "the probe alone, w=0, is kept" in text  # which one (a trial had to read metrics.json for it)
+    # the probe's C, which a trial found only in metrics.json
+    assert "; the probe's C=31.6)" in train_summary(
+        tmp_path, {"selection": sel | {"probe": {"C": 31.6}}}, None
+    )
+    # a blend is "nearest the probe", not "simpler" than the TextCNN alone (a trial)
+    text = train_summary(
+        tmp_path, {"selection": sel | {"weight": 0.75, "best_weight": 1.0}, "head": "blend"}, None
+    )
+    assert (
+        "w=1 had the lowest NLL, but not by more than one standard error: the blend nearest the probe, w=0.75"
+        in text
+    )
     # a chosen blend other than 0.5 and a best one are both shown with their figures
     sel.update(weight=0.25, best_weight=0.75)
     text = train_summary(tmp_path, {"selection": sel, "head": "blend"}, None)

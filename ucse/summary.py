@@ -197,14 +197,22 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
                 shown.append((f"blend w={w:g}", str(w)))
         figures = ", ".join(f"{name} {100 * acc[w]:.2f} % / {nll[w]:.3f}" for name, w in shown if w in acc)
         why = (
-            f"; w={best:g} had the lowest NLL, but not by more than one standard error: the simpler "
-            f"model, w={sel['weight']:g}, is kept"
+            f"; w={best:g} had the lowest NLL, but not by more than one standard error: "
+            + (
+                "the probe alone, w=0"
+                if sel["weight"] == 0
+                else f"the blend nearest the probe, w={sel['weight']:g}"
+            )
+            + ", is kept"
             if isinstance(best, (int, float)) and best != sel["weight"]
             else ""
         )
+        probe = sel.get("probe")
+        c = probe.get("C") if isinstance(probe, dict) else None
+        c_said = f"; the probe's C={c:g}" if isinstance(c, (int, float)) and not isinstance(c, bool) else ""
         lines.append(
             f"head: {metrics.get('head')} chosen by {sel['mode']} over {sel['n_heldout']} texts "
-            f"(held-out accuracy / NLL: {figures}{why})"
+            f"(held-out accuracy / NLL: {figures}{why}{c_said})"
         )
     elif "probe" in sel:
         cal = sel.get("calibrated_on")
