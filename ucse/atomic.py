@@ -15,6 +15,7 @@ tokens Python's ``json`` emits by default.
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import math
 import os
@@ -118,6 +119,15 @@ def _publish_new(tmp: Path, path: Path) -> None:
         tmp.replace(path)
         return
     tmp.unlink()
+
+
+def sha256(path: str | Path) -> str:
+    """Hex SHA-256 of a file, read in 1 MiB blocks (a head's manifest, a run's ``rows.parquet``)."""
+    h = hashlib.sha256()
+    with Path(path).open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def write_text(path: str | Path, text: str, replace: bool = True) -> None:

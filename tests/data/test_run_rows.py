@@ -10,9 +10,10 @@ import pyarrow.parquet as pq
 import pytest
 from toy_tasks import OWN_CUES, own_rows
 
+from ucse.atomic import sha256
 from ucse.config import DataConfig
 from ucse.data import load_task_data
-from ucse.data.run_rows import META_KEY, _sha256, intact, read_rows, save_rows
+from ucse.data.run_rows import META_KEY, intact, read_rows, save_rows
 
 
 def _record(run, rows=None, data=None):
@@ -22,7 +23,7 @@ def _record(run, rows=None, data=None):
     """
     old = json.loads((run / "metrics.json").read_text())["data"] if (run / "metrics.json").exists() else {}
     rows = rows or {
-        "sha256": _sha256(run / "rows.parquet"),
+        "sha256": sha256(run / "rows.parquet"),
         "rows": pq.ParquetFile(run / "rows.parquet").metadata.num_rows,
         "label_names": old["rows"]["label_names"],
     }
@@ -134,7 +135,7 @@ def test_a_crafted_copy_whose_hash_was_recorded_too_is_still_checked(tmp_path, c
     if said != "cannot be used" or (run / "rows.parquet").read_bytes().endswith(b"PAR1"):
         _record(run)  # the damaged file's own hash and row count recorded
     else:
-        _record(run, {"sha256": _sha256(run / "rows.parquet"), "rows": 0})
+        _record(run, {"sha256": sha256(run / "rows.parquet"), "rows": 0})
     assert read_rows(run) is None
     assert said in caplog.text and "rows.parquet" in caplog.text
 
@@ -150,7 +151,7 @@ def test_a_copy_with_more_rows_than_the_run_wrote_is_never_decoded(tmp_path, cap
     )
     pq.write_table(big.replace_schema_metadata(table.schema.metadata), run / "rows.parquet")
     recorded = json.loads((run / "metrics.json").read_text())["data"]["rows"]
-    _record(run, recorded | {"sha256": _sha256(run / "rows.parquet")})  # the hash recorded, not the count
+    _record(run, recorded | {"sha256": sha256(run / "rows.parquet")})  # the hash recorded, not the count
     monkeypatch.setattr(pq, "read_table", lambda *a, **k: pytest.fail("decoded"))
     assert read_rows(run) is None and f"it holds {n} rows, not the run's {recorded['rows']}" in caplog.text
 

@@ -194,7 +194,7 @@ def test_a_temperature_scale_that_is_not_positive_is_refused(head_dir):
 
 
 def _sha(path):
-    from ucse.heads.manifest import sha256
+    from ucse.atomic import sha256
 
     return sha256(path)
 

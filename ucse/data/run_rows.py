@@ -16,7 +16,6 @@ a damaged or edited copy is set aside (with a note) rather than used.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from pathlib import Path
 from typing import Any
@@ -85,15 +84,7 @@ def save_rows(run: str | Path, data: TaskData) -> dict[str, Any]:
     )
     with atomic.atomic_file(path, "wb") as f:
         pq.write_table(table, f)
-    return {"sha256": _sha256(path), "rows": len(parts), "label_names": list(names)}
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return {"sha256": atomic.sha256(path), "rows": len(parts), "label_names": list(names)}
 
 
 def _rebuilt(table: pa.Table, meta: dict) -> TaskData:
@@ -167,7 +158,7 @@ def _mismatch(path: Path, rows: dict | None) -> str:
     """
     if rows is None or not isinstance(rows.get("sha256"), str) or type(rows.get("rows")) is not int:
         return "the run recorded no hash of it"
-    if _sha256(path) != rows["sha256"]:
+    if atomic.sha256(path) != rows["sha256"]:
         return "its bytes are not the ones the run wrote"
     count = pq.ParquetFile(path).metadata.num_rows  # from the footer: nothing decoded yet
     if count != rows["rows"]:

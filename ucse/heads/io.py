@@ -24,7 +24,7 @@ from ucse import atomic
 from ucse.config import HeadType
 from ucse.heads.base import Head
 from ucse.heads.factory import build_head
-from ucse.heads.manifest import MANIFEST_FILE, sha256, verify_files, write_manifest
+from ucse.heads.manifest import MANIFEST_FILE, verify_files, write_manifest
 from ucse.heads.meta import check_label_names
 from ucse.heads.saved_config import FORMAT_VERSION, REEXPORT, read_config, shown
 
@@ -252,8 +252,8 @@ def save_calibration(directory: str | Path, config: dict[str, Any], arrays: dict
         fh.write(save(tensors, metadata={"format_version": str(FORMAT_VERSION)}))
     record = {
         "format_version": FORMAT_VERSION,
-        "weights_sha256": sha256(root / WEIGHTS_FILE),
-        "arrays_sha256": sha256(root / CALIBRATION_ARRAYS),
+        "weights_sha256": atomic.sha256(root / WEIGHTS_FILE),
+        "arrays_sha256": atomic.sha256(root / CALIBRATION_ARRAYS),
         **config,
     }
     atomic.write_text(root / CALIBRATION_FILE, atomic.dumps(record, indent=2, default=_jsonable))
@@ -297,9 +297,9 @@ def load_calibration(
         )
     if not arr_path.is_file():
         raise FileNotFoundError(f"{arr_path} not found beside {cfg_path}; {REFIT}.")
-    if config.get("weights_sha256") != sha256(root / WEIGHTS_FILE):
+    if config.get("weights_sha256") != atomic.sha256(root / WEIGHTS_FILE):
         raise ValueError(f"{cfg_path} was fitted for other weights than {root / WEIGHTS_FILE}; {REFIT}.")
-    if config.get("arrays_sha256") != sha256(arr_path):
+    if config.get("arrays_sha256") != atomic.sha256(arr_path):
         raise ValueError(f"{arr_path} does not match {cfg_path} (interrupted write?); {REFIT}.")
     try:
         arrays = load_file(str(arr_path))

@@ -12,7 +12,6 @@ is needed for it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import re
@@ -27,19 +26,10 @@ log = logging.getLogger(__name__)
 _told_unchecked: set[Path] = set()  # folders already reported as loaded without a manifest
 
 
-def sha256(path: Path) -> str:
-    """Hex SHA-256 of a file, read in 1 MiB blocks."""
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def write_manifest(root: Path, names: frozenset[str] | set[str]) -> None:
     """Write ``root/manifest.json`` (atomically) over those of ``names`` present in ``root``."""
     files = {
-        name: {"bytes": (root / name).stat().st_size, "sha256": sha256(root / name)}
+        name: {"bytes": (root / name).stat().st_size, "sha256": atomic.sha256(root / name)}
         for name in sorted(names)
         if (root / name).is_file()
     }
@@ -116,7 +106,7 @@ def verify_files(root: Path, names: tuple[str, ...], fix: str) -> None:
                 f"{target} is not listed in {path}: it was added after the head was saved, or its write "
                 f"was interrupted; {fix}."
             )
-        if entry["bytes"] != target.stat().st_size or entry["sha256"] != sha256(target):
+        if entry["bytes"] != target.stat().st_size or entry["sha256"] != atomic.sha256(target):
             raise ValueError(
                 f"{target} does not match its SHA-256 in {path}: the file changed after it was saved "
                 f"(edited, truncated or replaced) or its write was interrupted; {fix}."

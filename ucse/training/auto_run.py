@@ -50,14 +50,14 @@ def fit_auto_run(
     num_classes: int,
     meta: dict,
     groups: np.ndarray | None = None,
-    test_trains: np.ndarray | None | bool = False,
+    refit_test: bool = False,
+    all_groups: np.ndarray | None = None,
 ) -> dict:
     """Fit ``cfg.head`` (auto, blend or logreg), save it in ``run_dir/head``, return the run's metrics.
 
     ``groups``: (train + validation,) ids of copies of one text (``ucse.data.duplicates.text_groups``).
-    ``test_trains``: the test split was carved from the user's rows and may train the shipped head once
-    scored (``data.refit_test``): ``False`` where not, else the (train + test + validation,) copy groups
-    of that fit (``None``: no groups).
+    ``refit_test``: the test split was carved from the user's rows and may train the shipped head once
+    scored (``data.refit_test``); ``all_groups``: then the (train + test + validation,) copy groups.
     """
     t0 = time.perf_counter()
     head_type = HeadType(cfg.head.type)
@@ -90,7 +90,7 @@ def fit_auto_run(
         metrics[key] = _scores(logits, labels[split])
         if split == "test":  # the run turns it into test_per_label, as for a Lightning-trained head
             metrics["test_confusion"] = confusion_counts(logits, labels[split], num_classes)
-    if crossfit and test_trains is not False and len(labels["test"]):
+    if crossfit and refit_test and len(labels["test"]):
         # scored above by the head fitted without them, the test rows now train the shipped head: the whole
         # choice runs again over every row (cheap on a set small enough to cross-validate)
         merged = {"train": join_states(states["train"], states["test"]), "validation": states["validation"]}
@@ -99,10 +99,10 @@ def fit_auto_run(
             "validation": labels["validation"],
         }
         if head_type is HeadType.logreg:
-            result = cross_fitted_probe(cfg, merged, merged_labels, num_classes, test_trains)
+            result = cross_fitted_probe(cfg, merged, merged_labels, num_classes, all_groups)
         else:
             weights = WEIGHTS if head_type is HeadType.auto else tuple(w for w in WEIGHTS if 0 < w < 1)
-            result = fit_auto(cfg, merged, merged_labels, num_classes, device, weights, test_trains)
+            result = fit_auto(cfg, merged, merged_labels, num_classes, device, weights, all_groups)
         head, report = result.head, {**result.report, "refit_test": int(len(labels["test"]))}
         heldout, heldout_labels = result.heldout, result.heldout_labels
         distances, estimate = result.heldout_distances, result.estimate_logits

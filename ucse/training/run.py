@@ -289,13 +289,12 @@ def _run(
         texts = {s: data.texts(s) for s in SPLITS}
         groups = text_groups([*texts["train"], *texts["validation"]]) if cfg.data.group_copies else None
         # a test slice carved from the user's rows may train the shipped head once scored (data.refit_test)
-        test_trains = cfg.data.refit_test and "test" in data.carved
-        if test_trains:
-            merged = [*texts["train"], *texts["test"], *texts["validation"]]
-            test_trains = text_groups(merged) if cfg.data.group_copies else None
+        refit_test = cfg.data.refit_test and "test" in data.carved
+        merged = [*texts["train"], *texts["test"], *texts["validation"]]
+        all_groups = text_groups(merged) if refit_test and cfg.data.group_copies else None
         meta = head_meta(cfg, data)
         metrics = fit_auto_run(
-            cfg, run_dir, device, states, labels, data.num_classes, meta, groups, test_trains
+            cfg, run_dir, device, states, labels, data.num_classes, meta, groups, refit_test, all_groups
         )
     else:
         metrics = _fit_lightning(
