@@ -11,7 +11,8 @@ and train again), ``guess`` (the label the model would answer), ``confidence``, 
 text's position in the input; ``suggest_<field>`` where the run's columns or the id column have that name).
 Where nothing is left to pick, no file is written. Rows of a table input that already hold a value in the
 run's label column are no candidates (one sheet, some rows labelled), nor are texts of the run's own data
-(its training file read again; ``skip_trained=false`` offers them). ``strategy=random`` picks at random:
+(its ``rows.parquet``, or its training file read again) and its out-of-scope examples (``skip_trained=false``
+offers them). ``strategy=random`` picks at random:
 the baseline, to measure what the uncertainty buys on your data.
 """
 
