@@ -146,22 +146,20 @@ def run_labelled_texts(
         leave texts out goes on without them, and says why. A run trained on rows passed in memory has no
         data to read again: (``None``, ``""``), nothing to say (its trainer holds the rows).
     """
-    own = None if data_root or data_path else read_rows(run)
-    if own is not None:  # the held-out labels' test rows (data.exclude_labels) are labelled too
-        ood = own.ood["text"][:] if own.ood is not None else []
-        return [t for split in ("train", "validation", "test") for t in own.texts(split)] + ood, ""
-    cfg = from_yaml(RunFolder(run).config)
-    relocate_data(cfg, data_root, data_path)
-    path = cfg.data.path
-    if path is not None and not Path(path).expanduser().exists():
-        return None, f"its training file {path} is not there from here (pass data_path=<where it is now>)"
-    if not reads_back_data(cfg):
-        return None, ""
-    try:
-        # the notes on these rows were said when the run trained them
-        with quiet_loggers(("ucse.data",), logging.ERROR):
-            data = load_classification(cfg.task, cfg.data, cfg.seed)
-    except (ConfigError, OSError, ValueError) as err:
-        return None, f"its data do not read back ({err})"
-    ood = data.ood["text"][:] if data.ood is not None else []
+    data = None if data_root or data_path else read_rows(run)
+    if data is None:
+        cfg = from_yaml(RunFolder(run).config)
+        relocate_data(cfg, data_root, data_path)
+        path = cfg.data.path
+        if path is not None and not Path(path).expanduser().exists():
+            return None, f"its training file {path} is not there from here (pass data_path=<where it is now>)"
+        if not reads_back_data(cfg):
+            return None, ""
+        try:
+            # the notes on these rows were said when the run trained them
+            with quiet_loggers(("ucse.data",), logging.ERROR):
+                data = load_classification(cfg.task, cfg.data, cfg.seed)
+        except (ConfigError, OSError, ValueError) as err:
+            return None, f"its data do not read back ({err})"
+    ood = data.ood["text"][:] if data.ood is not None else []  # the held-out labels' rows are labelled too
     return [t for split in ("train", "validation", "test") for t in data.texts(split)] + ood, ""

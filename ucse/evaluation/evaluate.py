@@ -23,7 +23,7 @@ from ucse.evaluation.uncertainty_report import actionable_report
 from ucse.training.logreg import pooled_embeddings
 from ucse.training.run import build_states, resolve_device, task_pool
 from ucse.uncertainty.fit import classifier_weight, fit_profile
-from ucse.uncertainty.profile import UncertaintyProfile, load_uncertainty_profile
+from ucse.uncertainty.profile import UncertaintyOutput, UncertaintyProfile, load_uncertainty_profile
 from ucse.uncertainty.sigma import (
     accuracy_rejection_curve,
     arc_area,
@@ -298,15 +298,18 @@ def judge_outputs(
     profile: UncertaintyProfile,
     thresholds: list[float],
     plots_dir: Path | None,
+    res: UncertaintyOutput | None = None,
 ) -> tuple[dict, dict]:
     """A report's figures for one set of head outputs, and the accuracy-rejection curves to plot.
+
+    ``res``: ``profile.apply`` of ``out`` with sets, where the caller needs it too (applied once).
 
     Returns:
         ``({"metrics", "uncertainty", ...actionable_report's sections}, curves)``.
     """
     figures: dict = {"metrics": classification_metrics(out.logits, labels, len(label_names))}
     figures["uncertainty"], curves = uncertainty_report(out, labels, thresholds)
-    figures |= actionable_report(profile, out, labels, plots_dir, label_names)
+    figures |= actionable_report(profile, out, labels, plots_dir, label_names, res)
     return figures, curves
 
 

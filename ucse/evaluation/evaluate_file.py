@@ -206,9 +206,11 @@ def evaluate_file(cfg: EvalConfig) -> dict:
         "dropped": dropped,
         "copies_of_run_rows": seen,
     }
-    report |= judge_outputs(out, labels, label_values(meta), profile, cfg.sigma_thresholds, None)[0]
-    decided = profile.apply(out.mean, out.var, out.logits, pooled=out.pooled)
-    report |= wrong_answers(decided, texts, np.asarray(labels), label_values(meta))
+    # applied once: the report's sections and the list of wrong answers read the same decisions
+    decided = profile.apply(out.mean, out.var, out.logits, sets=True, pooled=out.pooled)
+    values = label_values(meta)
+    report |= judge_outputs(out, labels, values, profile, cfg.sigma_thresholds, None, decided)[0]
+    report |= wrong_answers(decided, texts, np.asarray(labels), values)
     report["profile_source"] = "saved" if profile.fitted else "plain softmax (no saved profile)"
     if cfg.efficiency:
         report["efficiency"] = efficiency_report(encoder, texts, cfg.efficiency_batches, cfg.batch_size)

@@ -13,7 +13,7 @@ from ucse.evaluation.per_label import label_breakdown, lowest_coverage_line
 from ucse.evaluation.plots import plot_reliability, plot_risk_coverage
 from ucse.uncertainty.calibration import calibration_metrics, reliability_bins
 from ucse.uncertainty.class_prior import decision_scores
-from ucse.uncertainty.profile import UncertaintyProfile
+from ucse.uncertainty.profile import UncertaintyOutput, UncertaintyProfile
 from ucse.uncertainty.selective import aurc, e_aurc, risk_coverage_curve
 
 
@@ -23,6 +23,7 @@ def actionable_report(
     labels: np.ndarray,
     plots_dir: Path | None = None,
     label_names: Sequence[str | int] | None = None,
+    res: UncertaintyOutput | None = None,
 ) -> dict:
     """Judge a fitted profile on held-out outputs (normally the test split).
 
@@ -32,6 +33,7 @@ def actionable_report(
         labels: (N,) its labels.
         plots_dir: write ``reliability.png`` and ``risk_coverage.png`` there (``None``: no plots).
         label_names: the C labels as the data wrote them (ints for integer labels; ``None``: the ids as text).
+        res: ``profile.apply`` of ``out`` with sets, when the caller has it already (``None``: applied here).
 
     Returns:
         ``{"calibration": ..., "selective": ..., "conformal": ..., "out_of_scope": ..., "per_label": [...],
@@ -41,7 +43,8 @@ def actionable_report(
     """
     y = np.asarray(labels)
     raw = torch.softmax(torch.as_tensor(out.logits, dtype=torch.float64), dim=1)
-    res = profile.apply(out.mean, out.var, out.logits, sets=True, pooled=out.pooled)
+    if res is None:
+        res = profile.apply(out.mean, out.var, out.logits, sets=True, pooled=out.pooled)
     before, after = calibration_metrics(raw, y), calibration_metrics(res.probs, y)
     calibration = {
         "method": profile.calibrator.method.value,

@@ -25,6 +25,7 @@ from ucse.heads import save_head
 from ucse.heads.outputs import Outputs
 from ucse.training.auto import (
     WEIGHTS,
+    AutoResult,
     cross_fitted_probe,
     fit_auto,
     fit_probe_head,
@@ -61,7 +62,14 @@ def fit_auto_run(
     """
     t0 = time.perf_counter()
     head_type = HeadType(cfg.head.type)
-    heldout, heldout_labels, distances, estimate, bank_rows = None, None, None, None, None
+
+    def choose(states: dict[str, TokenStates], labels: dict[str, np.ndarray], groups) -> AutoResult:
+        """The cross-validated (or held-out) choice of the head over ``states``' train + validation."""
+        if head_type is HeadType.logreg:
+            return cross_fitted_probe(cfg, states, labels, num_classes, groups)
+        weights = WEIGHTS if head_type is HeadType.auto else tuple(w for w in WEIGHTS if 0 < w < 1)
+        return fit_auto(cfg, states, labels, num_classes, device, weights, groups)
+
     # head=logreg trains on train and is calibrated on validation, unless validation is too small for that
     crossfit = cfg.data.refit and cross_validates(len(labels["validation"]), num_classes)
     if head_type is HeadType.logreg and not crossfit:
@@ -69,24 +77,16 @@ def fit_auto_run(
         train_groups = None if groups is None else groups[: len(labels["train"])]
         h = states["train"].hidden_size
         head, info = fit_probe_head(cfg, x, labels["train"], num_classes, h, groups=train_groups)
-        report = {"probe": info}
+        result = AutoResult(head, {"probe": info})
     else:
-        if head_type is HeadType.logreg:
-            result = cross_fitted_probe(cfg, states, labels, num_classes, groups)
-        else:
-            weights = WEIGHTS if head_type is HeadType.auto else tuple(w for w in WEIGHTS if 0 < w < 1)
-            result = fit_auto(cfg, states, labels, num_classes, device, weights, groups)
-        head, report = result.head, result.report
-        heldout, heldout_labels = result.heldout, result.heldout_labels
-        distances, estimate = result.heldout_distances, result.estimate_logits
-        bank_rows = result.heldout_bank_rows
+        result = choose(states, labels, groups)
     fit_s = time.perf_counter() - t0
     metrics: dict = {}
     outputs = predict_outputs(cfg, device)
     for split, key in (("validation", "val"), ("test", "test")):
         if len(labels[split]) == 0:  # data.test_fraction=0: no test split, no test figures
             continue
-        logits = outputs(head, states[split]).logits
+        logits = outputs(result.head, states[split]).logits
         metrics[key] = _scores(logits, labels[split])
         if split == "test":  # the run turns it into test_per_label, as for a Lightning-trained head
             metrics["test_confusion"] = confusion_counts(logits, labels[split], num_classes)
@@ -98,28 +98,29 @@ def fit_auto_run(
             "train": np.concatenate([labels["train"], labels["test"]]),
             "validation": labels["validation"],
         }
-        if head_type is HeadType.logreg:
-            result = cross_fitted_probe(cfg, merged, merged_labels, num_classes, all_groups)
-        else:
-            weights = WEIGHTS if head_type is HeadType.auto else tuple(w for w in WEIGHTS if 0 < w < 1)
-            result = fit_auto(cfg, merged, merged_labels, num_classes, device, weights, all_groups)
-        head, report = result.head, {**result.report, "refit_test": int(len(labels["test"]))}
-        heldout, heldout_labels = result.heldout, result.heldout_labels
-        distances, estimate = result.heldout_distances, result.estimate_logits
-        bank_rows = result.heldout_bank_rows
+        result = choose(merged, merged_labels, all_groups)
+        result.report = {**result.report, "refit_test": int(len(labels["test"]))}
         fit_s = time.perf_counter() - t0
+    head, heldout, estimate = result.head, result.heldout, result.estimate_logits
     if heldout is not None:  # the validation rows trained the head: report the held-out estimate
+        held_labels = result.heldout_labels
         if estimate is not None:  # the selection's own out-of-fold predictions (see AutoResult)
-            metrics["val"] = {**_scores(estimate, heldout_labels), "estimate": "cross-validated"}
+            metrics["val"] = {**_scores(estimate, held_labels), "estimate": "cross-validated"}
         else:
-            metrics["val"] = {**_scores(heldout.logits, heldout_labels), "estimate": "held-out, before refit"}
+            metrics["val"] = {**_scores(heldout.logits, held_labels), "estimate": "held-out, before refit"}
         # per label too: with few rows per label every row is held out once, the test slice holds one or none
         held_logits = estimate if estimate is not None else heldout.logits
-        metrics["heldout_confusion"] = confusion_counts(held_logits, heldout_labels, num_classes)
-        save_heldout(RunFolder(run_dir).heldout, heldout, heldout_labels, distances, bank_rows)
+        metrics["heldout_confusion"] = confusion_counts(held_logits, held_labels, num_classes)
+        save_heldout(
+            RunFolder(run_dir).heldout,
+            heldout,
+            held_labels,
+            result.heldout_distances,
+            result.heldout_bank_rows,
+        )
     save_head(head, RunFolder(run_dir).head, meta)
     metrics["head"] = head.spec.config.type.value
-    metrics["selection"] = report
+    metrics["selection"] = result.report
     metrics["fit_s"] = round(fit_s, 3)
     metrics["trainable_params"] = sum(p.numel() for p in head.parameters())
     return metrics
