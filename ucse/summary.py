@@ -24,8 +24,11 @@ Banking77 the default gains 6.3 points from 8 to 32 per label, 3.1 from 32 to th
 
 def describe_flag(ood: Any) -> str:
     """How the out-of-scope threshold was set, in one phrase (for the summary and ``ucse calibrate``)."""
+    from ucse.uncertainty.keep_threshold import mixed_as  # torch is loaded with a flag
+
     info = ood.info  # read back from disk for `ucse calibrate`: every field may be missing
-    mix = " (weighted to the target mix)" if info.get("mix") == "target" else ""
+    said = mixed_as(info)
+    mix = f" ({said})" if said else ""
     if info.get("threshold_from") == "examples":
         return (
             f"{ood.score.value}, threshold set by {info.get('n_examples')} out-of-scope examples: keeps "
@@ -37,11 +40,11 @@ def describe_flag(ood: Any) -> str:
         lower = f"uncertainty.ood.tpr={tpr:.2f}" if isinstance(tpr, float) else "a lower uncertainty.ood.tpr"
         return (
             f"{ood.score.value}, flags no text: the held-out texts are too few to keep {pct(ood.tpr)} of "
-            "in-scope texts mixed like the target (a label's target share is far above its held-out share; "
+            f"in-scope texts {said} (a label's share there is far above its held-out share; "
             f"{lower} or more held-out texts of that label set one)"
         )
     if ood.threshold == math.inf:  # too few held-out texts for the tpr rule's order statistic: keeps all
-        from ucse.uncertainty.keep_threshold import keepable_tpr, rows_to_keep  # torch is loaded with a flag
+        from ucse.uncertainty.keep_threshold import keepable_tpr, rows_to_keep
 
         n = info.get("n_heldout")
         text = (
@@ -52,7 +55,7 @@ def describe_flag(ood: Any) -> str:
             text += f", {n} here (uncertainty.ood.tpr={keepable_tpr(n):.2f} sets one)"
         return text
     text = f"{ood.score.value}, keeps {pct(ood.tpr)} of in-scope texts"
-    text += " mixed like the target" if mix else ""
+    text += f" {said}" if said else ""
     if "examples_flagged" in info:
         text += f", flags {pct(info.get('examples_flagged'))} of your out-of-scope examples"
     return text
@@ -266,7 +269,7 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
             if fix is not None:
                 met = f" - not certifiable on the held-out texts: {uncertifiable_outcome(profile)}; {fix}"
             # SGR certifies the held-out rows as they are mixed; only the sets and the flag are weighted
-            own = ", set on the held-out rows' own mix" if profile.calibrator.prior.value == "target" else ""
+            own = ", set on the held-out rows' own mix" if profile.calibrator.prior.value != "train" else ""
             lines.append(
                 f"  abstain ({rule} {a.target}{own}): held-out coverage {pct(a.val_coverage)}, "
                 f"error {pct(a.val_error)}{met}"
@@ -274,7 +277,9 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
         if profile.conformal is not None and profile.qhat is not None:
             from ucse.uncertainty.inert_parts import inert_sets
 
-            mix = ", weighted to the target mix" if isinstance(profile.qhat, list) else ""
+            weighted = {"target": "the target mix", "balanced": "every label alike"}
+            to = weighted.get(profile.calibrator.prior.value, "the target mix")
+            mix = f", weighted to {to}" if isinstance(profile.qhat, list) else ""
             inert = inert_sets(profile)
             lines.append(
                 f"  conformal sets: {profile.conformal.method.value}, alpha {profile.conformal.alpha}{mix}"

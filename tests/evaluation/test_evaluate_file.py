@@ -92,6 +92,11 @@ def test_the_report_is_what_the_estimator_answers_on_the_file(run, tmp_path):
     flagged = np.mean([bool(r.get("ood")) for r in rows_out])
     assert saved["out_of_scope"]["set"] and 0 < flagged < 1  # a flag that flags some texts, not all
     assert saved["out_of_scope"]["flagged"] == pytest.approx(flagged)
+    for r in present:  # and per label, beside the training rows per label the profile recorded
+        mine = [o for o, y in zip(rows_out, truth, strict=True) if y == r["label"]]
+        assert r["flagged"] == pytest.approx(np.mean([bool(o.get("ood")) for o in mine]))
+    trained = json.loads((run / "head" / "calibration.json").read_text())["info"]["class_prior"]["counts"]
+    assert [r["training_rows"] for r in saved["per_label"]] == trained and sum(trained) > 0
 
 
 def test_a_report_of_another_file_of_the_same_name_is_never_replaced(run, tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ucse.evaluation.per_label import label_breakdown, lowest_coverage_line
+from ucse.evaluation.per_label import label_breakdown, lowest_coverage_line, most_flagged_line
 
 NAMES = ["a", "b", "c", "d"]
 
@@ -44,6 +44,45 @@ def test_rows_are_the_brute_force_counts(seed):
     assert errors == pytest.approx(((pred != y) & ~abstain).sum())
     assert out["confusion"]["labels"] == NAMES
     assert np.array(out["confusion"]["counts"]).sum() == len(y)
+
+
+def test_flagged_shares_are_the_brute_force_counts_with_the_training_rows():
+    y, pred, _, _ = _case(1)
+    ood = np.random.default_rng(9).random(80) < 0.3
+    out = label_breakdown(y, pred, NAMES, ood=ood, training_rows=[40, 15, 5, 0])["per_label"]
+    for i, row in enumerate(out):
+        mine = [k for k in range(len(y)) if y[k] == i]
+        want = sum(ood[k] for k in mine) / len(mine) if mine else None
+        assert row["flagged"] == (pytest.approx(want) if mine else None)
+        assert row["training_rows"] == [40, 15, 5, 0][i]
+    rows = [r for r in out if r["support"]]
+    assert sum(r["support"] * r["flagged"] for r in rows) == pytest.approx(ood.sum())
+
+
+def test_most_flagged_names_only_labels_above_the_promise_beyond_chance():
+    from scipy.stats import binom
+
+    rows = [
+        {"label": "a", "support": 60, "flagged": 2 / 60, "training_rows": 40},
+        {"label": "b", "support": 10, "flagged": 0.2, "training_rows": 15},  # P(>= 2 of 10 | 0.05) = 0.09
+        {"label": "c", "support": 30, "flagged": 8 / 30, "training_rows": 5},  # P(>= 8 of 30) ~ 8e-5
+        {"label": "d", "support": 0, "flagged": None},
+        {"label": "e", "support": 30, "flagged": 0.2},  # P(>= 6 of 30 | 0.05) ~ 3e-3, no rows known
+    ]
+    for r in rows[:3] + rows[4:]:  # brute force: the binomial upper tail, against 0.05 / 4 labels
+        p = binom.sf(round(r["flagged"] * r["support"]) - 1, r["support"], 0.05)
+        assert (p < 0.05 / 4) == (r["label"] in "ce")
+    line = most_flagged_line(rows, 0.95)
+    assert line.startswith(
+        "  out-of-scope flag above 0.05 beyond chance for 2 labels (binomial test at 0.05, "
+    )
+    assert "labels): 'c' 0.27 of 30 texts (5 training rows), 'e' 0.20 of 30 texts. It keeps 0.95 " in line
+    assert "uncertainty.calibration.prior=balanced" in line
+    # a flag weighted to a mix already (a prior) is not offered the balanced prior again
+    assert "prior=balanced" not in most_flagged_line(rows, 0.95, weighted=True)
+    assert most_flagged_line(rows[:2], 0.95) is None  # above 0.05, but within chance
+    assert most_flagged_line({"not": "rows"}, 0.95) is None
+    assert most_flagged_line([{"label": "x", "support": 3, "flagged": "1"}], 0.95) is None
 
 
 def test_without_a_rule_or_sets():

@@ -165,6 +165,21 @@ def test_the_target_shift_and_the_weighted_held_out_figures_by_hand():
     torch.testing.assert_close(uniform.calibrator.probs(logits), balanced.calibrator.probs(logits))
 
 
+def test_the_balanced_prior_weights_the_sets_to_every_label_alike():
+    # The sets' quantiles are those of a uniform target (one per label), so their coverage holds for texts of
+    # every label alike, not only for the training mix the held-out rows come in.
+    rng = np.random.default_rng(5)
+    _, val, yv = _draw(rng, 3000, PRIOR)
+    counts = np.round(PRIOR * 1000).astype(int)
+    balanced = fit_profile(val, yv, _cfg("balanced"), counts=counts)
+    uniform = fit_profile(val, yv, _target_cfg({"0": 1 / 3, "1": 1 / 3, "2": 1 / 3}), counts=counts)
+    assert isinstance(balanced.qhat, list) and balanced.qhat == pytest.approx(uniform.qhat)
+    _, test, yt = _draw(rng, 9000, np.full(3, 1 / 3))
+    sets = balanced.apply(test.mean, None, test.logits, sets=True).sets
+    # Coverage >= 0.9 on the even mix, less three Monte-Carlo sd (sqrt(0.09 / 9000) = 0.003).
+    assert sets[np.arange(len(yt)), yt].mean() >= 0.9 - 3 * 0.00317
+
+
 def test_target_shares_are_checked_and_resolved_by_label_name():
     from ucse.config.uncertainty import CalibrationConfig, check_target_shares, target_shares
 

@@ -259,6 +259,15 @@ def test_under_a_target_prior_the_threshold_is_weighted_to_the_target_mix(tmp_pa
     )
     saved = json.loads((tmp_path / "run" / "head" / "calibration.json").read_text())["ood"]
     assert "mix" not in saved["info"] and saved["threshold"] == pytest.approx(plain, abs=2e-3)
+    # The balanced prior weights the held-out texts to every label alike (a uniform target).
+    run = ["calibrate", f"run={tmp_path / 'run'}", "uncertainty.calibration.prior=balanced"]
+    assert main(run) == 0
+    assert "texts mixed evenly across the labels" in capsys.readouterr().out
+    saved = json.loads((tmp_path / "run" / "head" / "calibration.json").read_text())["ood"]
+    even = target_keep_threshold(
+        torch.as_tensor(s), torch.as_tensor(y), shift_weights(np.full(3, 1 / 3), y), 0.8
+    )
+    assert saved["info"]["mix"] == "balanced" and saved["threshold"] == pytest.approx(even, abs=2e-3)
 
 
 def test_examples_under_a_target_prior_weigh_the_in_scope_share_to_the_target_mix(tmp_path, tiny_bert_dir):

@@ -105,7 +105,8 @@ class CalibrationConfig:
     the common ones (post-hoc logit adjustment, Menon et al. 2021: each calibrated logit minus the log of its
     label's share of the training rows, the Bayes correction of the posterior to a uniform prior). It raises
     the rare labels' recall and the macro-F1 on imbalanced data and lowers accuracy on data mixed like the
-    training rows; abstention, sets and the out-of-scope flag are fitted on the shifted probabilities. Set it
+    training rows; abstention, sets and the out-of-scope flag are fitted on the shifted probabilities, and the
+    sets' coverage and the flag's keep rate are weighted to every label alike (as under ``target``). Set it
     without retraining: ``ucse calibrate run=<run> uncertainty.calibration.prior=balanced``. ``target``:
     the label shares given in ``calibration.target_shares`` (a known deployment mix, e.g. balanced labelled
     rows for traffic that is 80 % one label); the sets and the out-of-scope flag's keep rate are then
@@ -177,7 +178,8 @@ class OodConfig:
     ceil((n + 1) * tpr)-th smallest score of n held-out in-scope texts, so on exchangeable in-scope data at
     least this share is kept on average. Under ``calibration.prior=target`` the held-out texts are weighted
     to the target mix (weighted split conformal; the largest of the per-label quantiles, since a new text's
-    label is unknown), so the share holds for in-scope texts mixed like the target."""
+    label is unknown), so the share holds for in-scope texts mixed like the target; under ``balanced``, for
+    texts of every label alike (a rare label's texts, far from its few examples, are then flagged less)."""
     k: int = 1
     """``knn``, ``joint_knn``: which nearest neighbour's distance is the score (1 ranked out-of-scope texts
     better than 10 or 50 in bench/uncertainty.py; at most 50 for ``joint_knn`` after ``head=auto``'s

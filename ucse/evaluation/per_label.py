@@ -24,6 +24,8 @@ def label_breakdown(
     label_names: Sequence[str | int],
     abstain: np.ndarray | None = None,
     sets: np.ndarray | None = None,
+    ood: np.ndarray | None = None,
+    training_rows: Sequence[int] | None = None,
 ) -> dict:
     """Per-label rows and the confusion matrix of one split's decisions.
 
@@ -34,12 +36,15 @@ def label_breakdown(
             ``predict`` answers them).
         abstain: (N,) bool, texts the abstention rule holds back (``None``: no rule).
         sets: (N, C) bool conformal sets (``None``: no sets).
+        ood: (N,) bool, texts the out-of-scope flag raises (``None``: no flag).
+        training_rows: (C,) rows per label the head was trained on (``None``: not known).
 
     Returns:
         ``{"per_label": [...], "confusion": {"labels", "counts"}}``: the rows of
         :func:`ucse.training.label_report.per_label` plus, per label with texts, ``answered`` (share not
         held back), ``answered_error`` (error among those; ``None`` when none is answered) and
-        ``set_coverage`` (share whose set holds the label); ``counts`` rows are true labels, columns answers.
+        ``set_coverage`` (share whose set holds the label), ``flagged`` (share the out-of-scope flag raises)
+        and ``training_rows``; ``counts`` rows are true labels, columns answers.
         Above :data:`DENSE_LABELS` labels ``counts`` is ``None`` and ``nonzero`` lists the matrix's nonzero
         cells as ``[true id, answered id, count]`` (3,000 labels would write 9 million cells).
     """
@@ -50,15 +55,19 @@ def label_breakdown(
     held = np.zeros(len(y), dtype=bool) if abstain is None else np.asarray(abstain, dtype=bool)  # (N,)
     for i, row in enumerate(rows):
         mine = y == i  # (N,)
+        row |= {} if training_rows is None else {"training_rows": int(training_rows[i])}
         if not mine.any():
             row |= {"answered": None, "answered_error": None}
             row |= {} if sets is None else {"set_coverage": None}
+            row |= {} if ood is None else {"flagged": None}
             continue
         kept = mine & ~held
         row["answered"] = float(kept.sum() / mine.sum())
         row["answered_error"] = float((p[kept] != i).mean()) if kept.any() else None
         if sets is not None:
             row["set_coverage"] = float(np.asarray(sets, dtype=bool)[mine, i].mean())
+        if ood is not None:
+            row["flagged"] = float(np.asarray(ood, dtype=bool)[mine].mean())
     confusion = {"labels": [row["label"] for row in rows]}
     if c <= DENSE_LABELS:
         confusion["counts"] = m.tolist()
@@ -106,4 +115,57 @@ def lowest_coverage_line(rows: object, alpha: float, k: int = 3, level: float = 
         f"  set coverage below {1 - alpha:.2f} beyond chance for {many} (binomial test at {level:g}, "
         f"Bonferroni over {len(tested)} labels; the sets promise coverage over all texts, not per label): "
         + shown
+    )
+
+
+def most_flagged_line(
+    rows: object, tpr: float, weighted: bool = False, k: int = 3, level: float = 0.05
+) -> str | None:
+    """The labels the out-of-scope flag raises beyond its promise, in one line (``None``: no label).
+
+    The flag keeps ``tpr`` of in-scope texts mixed like its held-out rows, not ``tpr`` of every label's: a
+    label with few training rows has texts far from its few examples, and a trial's 5-row labels had 7-35 %
+    of their texts flagged where 40-row ones had 1-5 %. Named as :func:`lowest_coverage_line` names labels:
+    a one-sided binomial test of flagged <= 1 - tpr at ``level``, Bonferroni over the labels with texts; the
+    most flagged first, each with its training rows where known. ``None`` when no label is. ``weighted``: the
+    flag's keep rate is weighted to a mix already (a prior), so the balanced prior is not offered.
+    """
+    from scipy.stats import binomtest
+
+    if not isinstance(rows, list):
+        return None
+    tested = [
+        r
+        for r in rows
+        if isinstance(r, dict)
+        and isinstance(r.get("flagged"), float)
+        and isinstance(r.get("support"), int)
+        and r["support"] > 0
+    ]
+    high = sorted(
+        (-r["flagged"], i, r)
+        for i, r in enumerate(tested)
+        if r["flagged"] > 1 - tpr
+        and binomtest(round(r["flagged"] * r["support"]), r["support"], 1 - tpr, "greater").pvalue
+        < level / len(tested)
+    )
+    if not high:
+        return None
+
+    def said(r: dict) -> str:
+        n = r.get("training_rows")
+        rows = f" ({n} training rows)" if isinstance(n, int) and not isinstance(n, bool) else ""
+        return f"{label_name(r['label'])} {r['flagged']:.2f} of {r['support']} texts{rows}"
+
+    many = f"{len(high)} label{'s' if len(high) != 1 else ''}"
+    fix = (
+        "more rows of it lower it"
+        if weighted
+        else ("more rows of it, or uncertainty.calibration.prior=balanced (every label alike), lower it")
+    )
+    return (
+        f"  out-of-scope flag above {1 - tpr:.2f} beyond chance for {many} (binomial test at {level:g}, "
+        f"Bonferroni over {len(tested)} labels): " + ", ".join(said(r) for *_, r in high[:k]) + ". "
+        f"It keeps {tpr:.2f} of in-scope texts over all labels, not per label: a label's texts far from its "
+        f"few training rows are flagged more; {fix}"
     )

@@ -9,10 +9,11 @@ import numpy as np
 import torch
 
 from ucse.core.encoder import EncodedBatch
-from ucse.evaluation.per_label import label_breakdown, lowest_coverage_line
+from ucse.evaluation.per_label import label_breakdown, lowest_coverage_line, most_flagged_line
 from ucse.evaluation.plots import plot_reliability, plot_risk_coverage
 from ucse.uncertainty.calibration import calibration_metrics, reliability_bins
 from ucse.uncertainty.class_prior import decision_scores
+from ucse.uncertainty.keep_threshold import mixed_as
 from ucse.uncertainty.profile import UncertaintyOutput, UncertaintyProfile
 from ucse.uncertainty.selective import aurc, e_aurc, risk_coverage_curve
 
@@ -85,6 +86,7 @@ def actionable_report(
     if res.ood is not None:  # in-scope texts: about 1 - tpr flagged; far more on new data means a shift
         o = profile.ood
         ood = {"score": o.score.value, "tpr": o.tpr, "flagged": float(res.ood.mean())}
+        ood |= {"mix": o.info["mix"]} if isinstance(o.info.get("mix"), str) else {}  # the prior's, weighted
         if o.info.get("threshold_from") == "examples":  # tpr is then not what the threshold keeps
             ood["threshold_from"] = "examples"
             ood["heldout_kept"] = o.info.get("inscope_kept")
@@ -99,7 +101,12 @@ def actionable_report(
         "conformal": conformal,
     }
     names = [str(i) for i in range(out.logits.shape[1])] if label_names is None else list(label_names)
-    report |= label_breakdown(y, res.prediction, names, res.abstain, res.sets)
+    prior = profile.info.get("class_prior")  # read back from disk: may be missing or damaged
+    counts = prior.get("counts") if isinstance(prior, dict) else None
+    rows = counts if isinstance(counts, list) and len(counts) == len(names) else None
+    if rows is not None and not all(isinstance(n, int) and not isinstance(n, bool) for n in rows):
+        rows = None
+    report |= label_breakdown(y, res.prediction, names, res.abstain, res.sets, res.ood, rows)
     if plots_dir is not None:
         t = profile.calibrator.temperature
         after_name = f"after ({profile.calibrator.method.value}" + (f", T={t:.2f})" if t else ")")
@@ -181,7 +188,11 @@ def format_table(report: dict) -> str:
         how = (
             f"threshold set by your out-of-scope examples, kept {kept:.2f} of held-out in-scope texts"
             if o.get("threshold_from") == "examples" and isinstance(kept, float)
-            else f"keeps {o['tpr']:.2f} of in-scope texts"
+            else f"keeps {o['tpr']:.2f} of in-scope texts" + (f" {mixed_as(o)}" if mixed_as(o) else "")
         )
         lines.append(f"out-of-scope flag ({o['score']}, {how}): flags {o['flagged']:.4f} of these texts")
+        high = None
+        if o.get("threshold_from") != "examples":  # examples set the threshold, not the keep rate
+            high = most_flagged_line(report.get("per_label"), o["tpr"], weighted=mixed_as(o) is not None)
+        lines += [high] if high else []
     return "\n".join(lines)

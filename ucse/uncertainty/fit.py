@@ -43,7 +43,13 @@ from ucse.training.run import build_states, resolve_device
 from ucse.uncertainty import conformal
 from ucse.uncertainty.abstain_rule import fit_abstain
 from ucse.uncertainty.calibration import fit_calibrator, out_of_fold_probs
-from ucse.uncertainty.class_prior import class_counts, decision_figures, resolve_target, shift_weights
+from ucse.uncertainty.class_prior import (
+    class_counts,
+    decision_figures,
+    mix_shares,
+    resolve_target,
+    shift_weights,
+)
 from ucse.uncertainty.density import ClassGaussians, fit_class_gaussians
 from ucse.uncertainty.label_review import write_label_review
 from ucse.uncertainty.one_label import warn_if_one_label
@@ -144,7 +150,8 @@ def fit_profile(
     rand = row_uniforms(probs, cfg.seed) if k.randomized else None
     lam, k_reg = (k.raps_lambda, k.raps_k_reg) if k.method == ConformalMethod.raps else (0.0, 0)
     profile.conformal = k
-    weights = shift_weights(target, val_labels)  # sets for the target mix (weighted conformal)
+    mix = mix_shares(cfg.calibration.prior, target, c)  # (C,) or None: the prior's mix of new texts
+    weights = shift_weights(mix, val_labels)  # sets for that mix (weighted conformal)
     profile.qhat = conformal.calibrate(probs, val_labels, k.alpha, rand, lam, k_reg, weights)
     profile.info |= {
         "n_validation": len(val_labels),
@@ -258,9 +265,10 @@ def fit_for_run(
             profile.ood = fit_run_ood(
                 ocfg, data, outs, val, probs, heldout is not None, ucfg.seed, stats, held_distances=dist
             )
-        target = profile.info["class_prior"].get("target_shares")  # resolved by fit_profile
-        if target is not None:  # keep tpr of in-scope texts mixed like the target, not like these rows
-            weight_to_target(profile.ood, val_labels, shift_weights(target, val_labels))
+        prior = profile.info["class_prior"]  # resolved by fit_profile
+        mix = mix_shares(prior["prior"], prior.get("target_shares"), len(prior["counts"]))
+        if mix is not None:  # keep tpr of in-scope texts mixed as the prior says, not like these rows
+            weight_to_target(profile.ood, val_labels, shift_weights(mix, val_labels), prior["prior"])
         if train_cfg.data.ood_path:
             examples = read_ood_texts(train_cfg.data.ood_path, train_cfg.data.text_column)
             tune = ocfg.threshold is not OodThreshold.tpr  # tpr keeps the guarantee, reports the examples

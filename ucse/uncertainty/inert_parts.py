@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ucse.config.run_layout import profile_repair, run_of_head, wants_profile
-from ucse.uncertainty.keep_threshold import keepable_tpr, rows_to_keep
+from ucse.uncertainty.keep_threshold import keepable_tpr, mixed_as, rows_to_keep
 
 log = logging.getLogger(__name__)
 
@@ -40,12 +40,13 @@ def inert_flag(profile: Any) -> str | None:
     o = profile.ood
     if o is None or math.isfinite(o.threshold) or o.info.get("threshold_from") == "examples":
         return None
-    if o.info.get("mix") == "target":
+    said = mixed_as(o.info)
+    if said:
         tpr = o.info.get("keepable_tpr")
         lower = f"uncertainty.ood.tpr={tpr:.2f}" if isinstance(tpr, float) else "a lower uncertainty.ood.tpr"
         return (
             "the out-of-scope flag flags no text: the held-out texts are too few to keep "
-            f"{100 * o.tpr:.0f} % of in-scope texts mixed like the target ({lower} sets one)"
+            f"{100 * o.tpr:.0f} % of in-scope texts {said} ({lower} sets one)"
         )
     n = o.info.get("n_heldout")
     text = (

@@ -2,7 +2,8 @@
 
 Set on n held-out in-scope scores as a split-conformal quantile (:func:`keep_threshold`): a new in-scope
 text exchangeable with them is kept with probability >= tpr. Under ``uncertainty.calibration.prior=target``
-the new texts are mixed like the target, not like the held-out rows: each held-out row is weighted by its
+the new texts are mixed like the target (under ``balanced``, evenly across the labels), not like the held-out
+rows: each held-out row is weighted by its
 label's target share over its share of the rows (a label shift, as for the prediction sets), and since a new
 text's label is unknown when it is flagged, the threshold is the largest of the per-label weighted quantiles
 (:func:`target_keep_threshold`). With a new text's label y, Podkopaev & Ramdas (2021) give P(score <= q_y)
@@ -15,6 +16,15 @@ import math
 
 from ucse.uncertainty.conformal import order_rank, order_statistic, weighted_order_statistics
 from ucse.uncertainty.scores import Array
+
+MIXED = {"target": "mixed like the target", "balanced": "mixed evenly across the labels"}
+"""How a weighted threshold's mix (``info["mix"]``: the prior that set it) is said after "in-scope texts"."""
+
+
+def mixed_as(info: dict) -> str | None:
+    """The words for ``info["mix"]`` (:data:`MIXED`); ``None`` for the rows' own mix or a damaged value."""
+    mix = info.get("mix")
+    return MIXED.get(mix) if isinstance(mix, str) else None
 
 
 def keep_threshold(scores: Array, tpr: float) -> float:

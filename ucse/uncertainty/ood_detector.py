@@ -282,7 +282,7 @@ def set_threshold(det: OodDetector, parts: list[torch.Tensor]) -> None:
     det.threshold = keep_threshold(det.heldout_scores, det.tpr)
 
 
-def weight_to_target(det: OodDetector, labels: Array, weights: Array) -> None:
+def weight_to_target(det: OodDetector, labels: Array, weights: Array, mix: str = "target") -> None:
     """Set ``det``'s threshold for in-scope texts mixed like a target, not like its held-out rows.
 
     Args:
@@ -290,11 +290,13 @@ def weight_to_target(det: OodDetector, labels: Array, weights: Array) -> None:
         labels: (N,) the held-out rows' labels, in the order of ``heldout_scores``.
         weights: (C,) each label's target share over its share of those rows
             (:func:`ucse.uncertainty.class_prior.shift_weights`).
+        mix: the prior that gave the shares, recorded as ``info["mix"]``: ``target`` or ``balanced``
+            (every label alike).
     """
     y = torch.as_tensor(np.asarray(labels, dtype=np.int64))
     det.threshold = target_keep_threshold(det.heldout_scores, y, weights, det.tpr)
     det.heldout_weights = torch.as_tensor(np.asarray(weights), dtype=torch.float64)[y]  # (N,)
-    det.info["mix"] = "target"
+    det.info["mix"] = mix
     det.info.pop("keepable_tpr", None)
     if math.isinf(det.threshold):  # too little held-out weight: name the largest tpr that has a threshold
         det.info["keepable_tpr"] = target_keepable_tpr(det.heldout_scores, y, weights, det.tpr)

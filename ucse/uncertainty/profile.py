@@ -116,7 +116,8 @@ class UncertaintyProfile:
         score: the default score.
         abstain: the abstention rule, or ``None`` (never abstain).
         conformal: the conformal settings, or ``None`` (no sets).
-        qhat: the conformal quantile (with ``conformal``); one per label under a target class mix.
+        qhat: the conformal quantile (with ``conformal``); one per label under a
+            target class mix or the balanced prior.
         weight: (C, D) classifier weight, for the predictive scores (``None`` without a variance branch).
         gaussians: training-feature Gaussians on mu, for the density scores.
         samples: Monte-Carlo samples of the predictive scores (0 = probit).
