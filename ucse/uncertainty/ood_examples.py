@@ -9,7 +9,8 @@ balanced accuracy
 
 over the held-out in-scope scores (the ones the ``tpr`` threshold is set on: validation, or cross-fitted when
 the head was refitted on every labelled row) and the examples' scores. Ties go to the largest t (keep more
-in-scope texts; under ``calibration.prior=target`` the held-out rows are weighted to the target mix). The
+in-scope texts; under ``calibration.prior=target`` the held-out rows are weighted to the target mix, under
+``balanced`` to every label alike). The
 examples are in-sample for this choice, so their flagged share is optimistic on few
 examples: the record says how many there were.
 """
