@@ -149,3 +149,15 @@ def test_a_run_that_capped_its_training_rows_is_not_told_to_label_more(tmp_path)
     assert "ucse suggest" not in train_summary(tmp_path, {"data": data}, None)
     data["train_capped"] = False
     assert "ucse suggest" in train_summary(tmp_path, {"data": data}, None)
+
+
+def test_after_refit_test_the_summary_offers_eval_on_new_labelled_texts(tmp_path):
+    # an ops trial: the offered `ucse eval run=<run>` scored the carved test rows the shipped head had trained
+    # on (data.refit_test) and printed 100 %, where training had printed 92 % held out
+    data = {"num_classes": 3, "sizes": {"train": 160, "validation": 40, "test": 50}}
+    test = {"accuracy": 0.92, "f1_macro": 0.9}
+    refit = train_summary(tmp_path, {"data": data, "test": test, "selection": {"refit_test": 50}}, None)
+    plain = train_summary(tmp_path, {"data": data, "test": test, "selection": {}}, None)
+    assert f"ucse eval run={tmp_path} input=<new labelled file>" in refit.splitlines()[-1]
+    assert f"ucse eval run={tmp_path}   |" in plain.splitlines()[-1] + "   |"
+    assert "input=<new labelled file>" not in plain

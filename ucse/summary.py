@@ -311,7 +311,10 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
     extra = ", ".join(name for p, name in shown.items() if p.exists())
     lines.append(f"files: {run.metrics}, {run.head} (head + calibration), {extra}")
     nxt = f"next: ucse predict run={run_dir} input=<texts.txt> out=<predictions.jsonl>"
-    nxt += f"   |   ucse eval run={run_dir}"
+    selection = metrics.get("selection")
+    # after data.refit_test the test split trained the shipped head: only new labelled texts are held out
+    everything = isinstance(selection, dict) and selection.get("refit_test")
+    nxt += f"   |   ucse eval run={run_dir}" + (" input=<new labelled file>" if everything else "")
     labelled = sum(v for k, v in sizes.items() if k in ("train", "validation") and isinstance(v, int))
     classes = data.get("num_classes")
     few = isinstance(classes, int) and classes > 0 and labelled < FEW_PER_LABEL * classes

@@ -29,8 +29,9 @@ def eval_summary(report: dict, written: Path | None) -> str:
         from ucse.summary import accuracy_interval
 
         # the interval: two runs compared on one 60-text file differ by 2 texts within it (a trial)
+        mark = ", in-sample: the shipped head trained on these rows" if report.get("in_sample") else ""
         lines.append(
-            f"{report.get('task')} {report.get('split')} (n={report.get('n')}): "
+            f"{report.get('task')} {report.get('split')} (n={report.get('n')}{mark}): "
             f"accuracy {m['accuracy']:.4f}{accuracy_interval(m['accuracy'], report.get('n'))}  "
             f"macro-F1 {m['f1_macro']:.4f}  "
             f"AUROC {'n/a' if m.get('auroc') is None else format(m['auroc'], '.4f')}  {probs}"
