@@ -90,10 +90,10 @@ def test_a_slice_smaller_than_the_label_set_takes_one_row_of_distinct_labels(tmp
     rest = Counter(td.splits["train"]["label"][:]) + Counter(td.splits["validation"]["label"][:])
     assert len(td.splits["test"]) == 3 and max(test.values()) == 1  # three distinct labels
     assert min(rest.values()) >= 2 and len(rest) == 4  # every label keeps two rows to learn from
-    assert "holds one row of 3 of them" in caplog.text
+    assert "holds one text of 3 of them" in caplog.text
     # the warning says which slice it is (it said "A 3-row slice", validation or test unknown)
     assert (
-        "The 3-row test slice (data.test_fraction=0.2) cannot hold one row of each of 4 labels" in caplog.text
+        "The 3-text test slice (data.test_fraction=0.2) cannot hold a text of each of 4 labels" in caplog.text
     )
 
 

@@ -116,8 +116,9 @@ def stratified_split(
             chosen = rng.choice(spare, size, replace=False)
             test = np.sort([rng.choice(np.flatnonzero(y == c)) for c in chosen])  # (size,) row ids
             logger.warning(
-                "The %d-row %s cannot hold one row of each of %d labels: it holds one row of %d of them "
-                "(seeded), so the figures on it cover only those.",
+                # texts, not rows: with data.group_copies a chosen text's copies join it afterwards
+                "The %d-text %s cannot hold a text of each of %d labels: it holds one text of %d of them "
+                "(seeded, with any copies of it), so the figures on it cover only those.",
                 size,
                 what,
                 len(counts),
