@@ -11,7 +11,16 @@ Heavy modules (torch, transformers) load on first use, not on ``import ucse``.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
+
+# torch's CPU threads are GNU OpenMP's, which spin at every barrier by default. On a shared machine, with
+# another process busy on one of the cores, a spinning thread waits out a descheduled one at each of the
+# head's many small ops: a 258-text run took 546 s beside one busy loop on 2 cores, against 55 s alone;
+# waiting passively it took 52 s beside it and 51 s alone (docs/RESULTS.md section 5, bench/shared_cpu.py).
+# libgomp reads the setting when it loads, with torch's first import, so it is set here, before any; a
+# value of the user's own is kept.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from ucse.version import __version__
 
