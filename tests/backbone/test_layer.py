@@ -63,3 +63,17 @@ def test_a_stored_layer_is_range_checked(tmp_path):
     with pytest.raises(ValueError, match="meta.backbone.layer"):
         stored_backbone({"backbone": {"layer": 10**6}}, tmp_path / "config.json")
     assert stored_backbone({"backbone": {"layer": 3}}, tmp_path)["layer"] == 3
+
+
+def test_cls_pooling_on_a_decoder_is_refused_naming_the_fix(tiny_qwen3_cfg, tiny_bert_cfg):
+    # a decoder trial: head=logreg on a decoder's first-token vectors answered one label for every text
+    for layer in (None, 1):
+        with pytest.raises(
+            ValueError, match="backbone.pooling=cls reads each text's first token, but .* decoder"
+        ):
+            FrozenBackbone(dataclasses.replace(tiny_qwen3_cfg, pooling="cls", layer=layer))
+    # the check by hand: the decoder's first-position states do not see the tokens after them
+    bb = FrozenBackbone(dataclasses.replace(tiny_qwen3_cfg, pooling="last"))
+    assert not bb._first_token_sees_ahead()
+    enc = FrozenBackbone(dataclasses.replace(tiny_bert_cfg, pooling="cls"))  # an encoder's CLS sees the text
+    assert enc._first_token_sees_ahead() and enc.forward_calls == 0  # not counted as a pass over texts
