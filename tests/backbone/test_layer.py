@@ -73,7 +73,9 @@ def test_cls_pooling_on_a_decoder_is_refused_naming_the_fix(tiny_qwen3_cfg, tiny
         ):
             FrozenBackbone(dataclasses.replace(tiny_qwen3_cfg, pooling="cls", layer=layer))
     # the check by hand: the decoder's first-position states do not see the tokens after them
+    from ucse.backbone.pooling import first_token_sees_ahead
+
     bb = FrozenBackbone(dataclasses.replace(tiny_qwen3_cfg, pooling="last"))
-    assert not bb._first_token_sees_ahead()
+    assert not first_token_sees_ahead(bb.model, None, False)
     enc = FrozenBackbone(dataclasses.replace(tiny_bert_cfg, pooling="cls"))  # an encoder's CLS sees the text
-    assert enc._first_token_sees_ahead() and enc.forward_calls == 0  # not counted as a pass over texts
+    assert first_token_sees_ahead(enc.model, None, True) and enc.forward_calls == 0  # not a pass over texts

@@ -12,13 +12,13 @@ import torch
 
 from ucse.backbone.code_fingerprint import code_fingerprint
 from ucse.backbone.loading import load_backbone, model_fingerprint
-from ucse.backbone.pooling import first_token_index, pool
+from ucse.backbone.pooling import check_cls_reads_the_text, first_token_index, pool
 from ucse.backbone.precision import effective_precision
 from ucse.backbone.tokenized import Tokenized, tokenize
 from ucse.backbone.windows import framing, stitch, window_rows
 from ucse.backbone.word_pieces import JUDGED_ENOUGH, split_words_message, word_pieces
 from ucse.blank_text import blank_problem, is_blank
-from ucse.config import BackboneConfig, LongTexts, Pooling, Precision
+from ucse.config import BackboneConfig, LongTexts, Precision
 
 log = logging.getLogger(__name__)
 
@@ -92,13 +92,7 @@ class FrozenBackbone:
         self._accepts_position_ids = "position_ids" in params
         self._accepts_token_types = "token_type_ids" in params
         self._eos_suffix = self._eos_to_append()
-        if Pooling(cfg.pooling) is Pooling.cls and not self._first_token_sees_ahead():
-            # a decoder trial's head=logreg on cls vectors answered one label for every text (exit 0)
-            raise ValueError(
-                f"backbone.pooling=cls reads each text's first token, but {cfg.model} is a decoder (each "
-                "token sees only those before it), so that state is the same for every text: use "
-                "backbone.pooling=last (a decoder's default) or backbone.pooling=mean."
-            )
+        check_cls_reads_the_text(cfg, self.model, self.layer, self._accepts_token_types)
         # Never truncate beyond what the model can take (absolute-position tables, tokenizer limit).
         positions = getattr(self.model.config, "max_position_embeddings", None)
         embeddings = getattr(self.model, "embeddings", None)
@@ -136,23 +130,6 @@ class FrozenBackbone:
                 f"(embeddings) to {n} (the last), a negative index from -{n + 1}, or null for the last."
             )
         return layer % (n + 1)
-
-    def _first_token_sees_ahead(self) -> bool:
-        """Whether a token's state depends on the tokens after it: False for a causal decoder.
-
-        Two 4-token sequences that share their first token (ids 1-4 and 1, 5, 6, 7: in every vocabulary)
-        through the model in fp32: under causal attention the first position's states are equal, the
-        same arithmetic on the same inputs; bidirectional attention mixes the later tokens in. The model's
-        config does not say which (a GGUF decoder's names no architecture).
-        """
-        ids = torch.tensor([[1, 2, 3, 4], [1, 5, 6, 7]], device=self.device)  # (2, 4)
-        inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
-        inputs |= {"token_type_ids": torch.zeros_like(ids)} if self._accepts_token_types else {}
-        with torch.inference_mode():
-            out = self.model(**inputs, return_dict=True, output_hidden_states=self.layer is not None)
-        hidden = out.last_hidden_state if self.layer is None else out.hidden_states[self.layer]  # (2, 4, H)
-        first = hidden[:, 0].float()  # (2, H)
-        return not torch.allclose(first[0], first[1], rtol=1e-4, atol=1e-5 * float(first.abs().max()))
 
     def with_instruction(self, instruction: str) -> FrozenBackbone:
         """A view of this backbone (same model, no reload) with another task instruction."""

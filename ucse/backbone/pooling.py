@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from ucse.config import Pooling
@@ -83,3 +85,49 @@ def unit_pool(
     so all of them read exactly the same vectors.
     """
     return torch.nn.functional.normalize(pool(hidden, mask, strategy, host_checks), dim=-1)
+
+
+def first_token_sees_ahead(model: torch.nn.Module, layer: int | None, token_types: bool) -> bool:
+    """Whether a model's first-token state depends on the tokens after it: False for a causal decoder.
+
+    Two 4-token sequences that share their first token (ids 1-4 and 1, 5, 6, 7: in every vocabulary) go
+    through the model in fp32: under causal attention the first position's states are equal, the same
+    arithmetic on the same inputs; bidirectional attention mixes the later tokens in. The model's config does
+    not say which (a GGUF decoder's names no architecture).
+
+    Args:
+        model: the frozen transformers model.
+        layer: the ``hidden_states`` index read (``None``: the last layer).
+        token_types: whether its forward takes ``token_type_ids``.
+    """
+    device = next(model.parameters()).device
+    ids = torch.tensor([[1, 2, 3, 4], [1, 5, 6, 7]], device=device)  # (2, 4)
+    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    inputs |= {"token_type_ids": torch.zeros_like(ids)} if token_types else {}
+    with torch.inference_mode():
+        out = model(**inputs, return_dict=True, output_hidden_states=layer is not None)
+    hidden = out.last_hidden_state if layer is None else out.hidden_states[layer]  # (2, 4, H)
+    first = hidden[:, 0].float()  # (2, H)
+    return not torch.allclose(first[0], first[1], rtol=1e-4, atol=1e-5 * float(first.abs().max()))
+
+
+def check_cls_reads_the_text(cfg: Any, model: torch.nn.Module, layer: int | None, token_types: bool) -> None:
+    """Refuse ``backbone.pooling=cls`` on a decoder, whose first token is the same for every text.
+
+    A decoder trial's ``head=logreg`` on such vectors answered one label for every text, exit 0.
+
+    Args:
+        cfg: the :class:`ucse.config.BackboneConfig` (its ``pooling`` and ``model``).
+        model: the frozen transformers model.
+        layer: the ``hidden_states`` index read (``None``: the last layer).
+        token_types: whether its forward takes ``token_type_ids``.
+
+    Raises:
+        ValueError: naming the model and the poolings that read the text.
+    """
+    if Pooling(cfg.pooling) is Pooling.cls and not first_token_sees_ahead(model, layer, token_types):
+        raise ValueError(
+            f"backbone.pooling=cls reads each text's first token, but {cfg.model} is a decoder (each token "
+            "sees only those before it), so that state is the same for every text: use "
+            "backbone.pooling=last (a decoder's default) or backbone.pooling=mean."
+        )
