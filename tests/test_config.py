@@ -134,7 +134,12 @@ def test_config_dir_exists():
         ("seed=-3", "seed=-3: allowed an integer in [0, 2^32 - 1]"),
         ("seed=4294967296", "seed=4294967296: allowed an integer in [0, 2^32 - 1]"),  # NumPy failed on it
         ("seed=???", "'seed=???' leaves 'seed' unset"),
-        ("seed=1.5", "could not be converted to Integer"),
+        ("seed=1.5", "could not be converted to Integer; seed takes int ("),
+        (
+            "backbone.layer=mid",
+            "could not be converted to Integer; backbone.layer takes int | null (`ucse train",
+        ),
+        ("optim.lr=abc", "optim.lr takes float ("),
         ("backbone.prompt=no placeholder", "a template containing {text}"),
     ],
 )
@@ -255,3 +260,17 @@ def test_ucse_debug_reads_zero_as_off(monkeypatch, value, on):
     else:
         monkeypatch.setenv(DEBUG_ENV, value)
     assert debug_mode() is on
+
+
+def test_a_training_setting_given_to_predict_says_the_run_fixed_it():
+    # a decoder trial: `ucse predict ... backbone=minilm-l6` only said the key was unknown
+    from ucse.inference.config import PredictConfig
+
+    for token in ("backbone=minilm-l6", "backbone.layer=3", "head.dropout=0.1"):
+        with pytest.raises(ConfigError) as err:
+            parse_flat_config(PredictConfig, ["run=r", "input=x", token], "predict")
+        top = token.split(".")[0].split("=")[0]
+        assert f"{top} is the run's own, fixed when it was trained. Valid keys: run, input" in str(err.value)
+    with pytest.raises(ConfigError) as err:  # a mistyped key of predict's own: no such note
+        parse_flat_config(PredictConfig, ["run=r", "imput=x"], "predict")
+    assert "fixed when it was trained" not in str(err.value) and "Did you mean 'input'?" in str(err.value)

@@ -49,7 +49,9 @@ def test_pieces_per_word_by_hand(wordpiece):
     assert split_words_message(found, "tiny") is None
     many = word_pieces(wordpiece, texts * 3)  # six of nine: said, with its figures
     message = split_words_message(many, "tiny")
-    assert message.startswith("6 of 9 texts are cut into 1.5 or more pieces per word by the tokenizer of")
+    assert message.startswith(
+        "6 of 9 texts (those of 3 or more words) are cut into 1.5 or more pieces per word"
+    )
     assert "e.g. 'zebra xylophone quokka'" in message and "backbone.model=" in message
 
 
@@ -105,7 +107,9 @@ def test_english_data_is_not_said_to_be_read_in_pieces(minilm_tokenizer, task):
 def test_german_among_english_is_said(minilm_tokenizer):
     texts = _load("Banking77Classification", 60) + GERMAN * 3  # a third German, as the user trial's reviews
     message = split_words_message(word_pieces(minilm_tokenizer, texts), "minilm-l6")
-    assert message is not None and message.startswith("21 of 81 texts are cut into 1.5 or more pieces")
+    assert message is not None and message.startswith(
+        "21 of 81 texts (those of 3 or more words) are cut into 1.5"
+    )
     assert "plain English text: 1.00" in message  # the same tokenizer reads the reference whole
 
 
@@ -121,6 +125,14 @@ def test_code_urls_and_identifiers_in_english_are_not_said_to_be_another_languag
     assert german.split == 21 and split_words_message(german, "minilm-l6") is not None
 
 
+def test_emoji_are_no_language(minilm_tokenizer):
+    # a decoder trial's example of texts read in pieces was '😡😡😡' (a byte-level tokenizer cuts each emoji)
+    assert _prose("😡😡😡") == "" and _prose("❤️❤️ great 👍🏽 service") == " great  service"
+    assert _prose("👨‍👩‍👧 Ich habe → 2 Karten.") == " Ich habe  2 Karten."
+    found = word_pieces(minilm_tokenizer, ["😡😡😡", "📦❓📦", "❤️❤️❤️ love it so"] * 10)
+    assert found.judged == 10 and found.split == 0  # only the text with 3 words of prose is judged
+
+
 def test_the_encoder_says_it_once_per_backbone(wordpiece, caplog):
     fake = types.SimpleNamespace(
         tokenizer=wordpiece, cfg=types.SimpleNamespace(name="tiny", model="m"), _told_split=False
@@ -131,4 +143,8 @@ def test_the_encoder_says_it_once_per_backbone(wordpiece, caplog):
         FrozenBackbone._tell_split_words(fake, ["zebra xylophone quokka"] * 30)
         FrozenBackbone._tell_split_words(fake, ["zebra xylophone quokka"] * 30)
     assert fake._told_split and len(caplog.records) == 1
-    assert caplog.records[0].getMessage().startswith("30 of 30 texts are cut into 1.5 or more pieces")
+    assert (
+        caplog.records[0]
+        .getMessage()
+        .startswith("30 of 30 texts (those of 3 or more words) are cut into 1.5")
+    )

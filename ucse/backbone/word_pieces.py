@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -69,15 +70,22 @@ ASCII_LETTER = re.compile(r"[A-Za-z]")
 
 
 def _prose(text: str) -> str:
-    """``text`` without its :data:`TECHNICAL` chunks (whitespace-separated, holding an ASCII letter).
+    """``text`` without symbols or :data:`TECHNICAL` chunks (whitespace-separated, holding an ASCII letter).
 
     Only chunks with an ASCII letter are left out: a Chinese or Russian sentence with a number in it is
-    still measured as it is.
+    still measured as it is. Symbols (emoji, arrows: Unicode's ``S*`` categories, and the joiners and
+    variation selectors of emoji sequences) are no language: a byte-level tokenizer cuts each emoji into
+    several pieces, and a decoder trial's ``😡😡😡`` was its example of "another language".
     """
     kept = [
         c for c in text.split() if not (ASCII_LETTER.search(c) and TECHNICAL.search(c.strip(".,;:!?'\"()")))
     ]
-    return " ".join(kept)
+    return "".join(ch for ch in " ".join(kept) if not _symbol(ch))
+
+
+def _symbol(ch: str) -> bool:
+    """A symbol, or a zero-width joiner / variation selector of an emoji sequence."""
+    return unicodedata.category(ch)[0] == "S" or ch in "\u200d\ufe0e\ufe0f"
 
 
 def _per_word(tokenizer, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -127,7 +135,8 @@ def split_words_message(found: WordPieces, backbone: str) -> str | None:
         return None
     example = found.example if len(found.example) <= 70 else found.example[:67] + "..."
     return (
-        f"{found.split} of {found.judged} texts are cut into {SPLIT:g} or more pieces per word by the "
+        f"{found.split} of {found.judged} texts (those of {MIN_WORDS} or more words) are cut into "
+        f"{SPLIT:g} or more pieces per word by the "
         f"tokenizer of {backbone} ({found.mean:.2f} on average; plain English text: {found.english:.2f}), "
         f"e.g. {example!r}: "
         "it knows those words only in pieces, which usually costs accuracy and can make such texts look out "

@@ -107,7 +107,25 @@ def _explain(err: OmegaConfBaseException, source: str) -> ConfigError:
         options = msg.split("expected one of", 1)[1].strip(" []").replace("'", "").split(", ")
         bad = msg.split("'")[1] if "'" in msg else ""
         return ConfigError(f"Invalid value for '{key}' (from {source}): {msg}.{did_you_mean(bad, options)}")
-    return ConfigError(f"Invalid config at '{key}' (from {source}): {msg}")
+    takes = _field_type(key)  # a value of the wrong type: say what the field takes (a trial typed layer=mid)
+    hint = (
+        f"; {key} takes {takes.replace('None', 'null')} (`ucse train --help` says what it means)"
+        if takes
+        else ""
+    )
+    return ConfigError(f"Invalid config at '{key}' (from {source}): {msg}{hint}")
+
+
+def _field_type(key: str) -> str | None:
+    """The annotation of the schema's field at a dotted ``key`` as written (``int | None``), or ``None``."""
+    obj: Any = TrainConfig
+    hit = None
+    for part in [p for p in key.split(".") if p]:
+        hit = {f.name: f for f in fields(obj)}.get(part) if is_dataclass(obj) else None
+        if hit is None:
+            return None
+        obj = hit.default_factory() if callable(hit.default_factory) else hit.default  # type: ignore[misc]
+    return hit.type if hit is not None and isinstance(hit.type, str) and not is_dataclass(obj) else None
 
 
 def _merge(base: DictConfig, other: Any, source: str) -> DictConfig:
@@ -344,7 +362,16 @@ def parse_flat_config(schema: type, tokens: list[str] | None, what: str, dash_is
         said = f"Invalid {what} argument '{key}': {str(err).splitlines()[0].split('. Did you mean')[0]}."
         if key in valid:  # a bad value of a known key: the value's message is the whole story
             raise ConfigError(said) from None
-        raise ConfigError(f"{said} Valid keys: {', '.join(valid)}.{did_you_mean(key, valid)}") from None
+        top = key.split(".")[0]
+        # a training setting after the run exists (a trial: predict ... backbone=minilm-l6): the run fixed it
+        fixed = (
+            f" {top} is the run's own, fixed when it was trained."
+            if "run" in valid and top in {f.name for f in fields(TrainConfig)}
+            else ""
+        )
+        raise ConfigError(
+            f"{said}{fixed} Valid keys: {', '.join(valid)}.{did_you_mean(key, valid)}"
+        ) from None
     cfg = OmegaConf.to_object(merged)
     assert isinstance(cfg, schema)
     return cfg
