@@ -1,15 +1,16 @@
 """A default run beside another busy process: torch's OpenMP threads spinning or waiting passively.
 
-Usage: ``UCSE_DATA_DIR=../shared/data python bench/shared_cpu.py [--labels 8] [--rows 20]
-[--busy 1] [--timeout 900]``. Writes a small own-file task (``--labels`` Banking77 intents x ``--rows``
-training texts, as a CSV), then times ``ucse train`` on it four times in fresh processes, each with a fresh
-output folder and the same warm cache: alone and beside ``--busy`` processes that spin on the CPU (``while
-True: pass``), each with ``OMP_WAIT_POLICY=ACTIVE`` (GNU OpenMP's default: a thread spins at every barrier)
-and ``PASSIVE`` (what ``import ucse`` sets unless the user set it). Prints each run's wall and fit seconds,
-the test accuracy (the same head either way: the policy changes when a thread waits, not what it computes)
-and the ratios busy / alone, from one run. On a 2-core machine one busy process takes one core: with
-spinning threads each of the head's small ops waits for a descheduled thread. A run past ``--timeout`` is
-reported as such.
+Usage: ``UCSE_DATA_DIR=../shared/data python bench/shared_cpu.py [--labels 8] [--rows 20] [--busy 1]
+[--policies default ACTIVE PASSIVE] [--timeout 900]``. Writes a small own-file task (``--labels`` Banking77
+intents x ``--rows`` training texts, as a CSV), then times ``ucse train`` on it in fresh processes, each
+with a fresh output folder and the same warm cache, alone and beside ``--busy`` processes that spin on the
+CPU (``while True: pass``), under each ``OMP_WAIT_POLICY``: ``default`` is GNU OpenMP's own (no policy: a
+waiting thread spins a while, then sleeps; run with an empty value, which libgomp warns about and ignores,
+since ``import ucse`` would otherwise set ``PASSIVE``), ``ACTIVE`` (spin) and ``PASSIVE`` (sleep at once:
+what ``import ucse`` sets unless the user set a policy). Prints each run's wall and fit seconds, the test
+accuracy (the same head either way: the policy changes when a thread waits, not what it computes) and the
+ratios busy / alone, from one run. On a 2-core machine one busy process takes one core, and each of the
+head's small ops waits for a descheduled thread. A run past ``--timeout`` is reported as such.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def write_task(data_dir: Path, labels: int, rows: int, out: Path) -> Path:
 
 def train(task: Path, out: Path, policy: str, busy: int, timeout: float) -> dict:
     """One ``ucse train`` in a fresh process under ``policy``, beside ``busy`` spinning processes."""
-    env = os.environ | {"OMP_WAIT_POLICY": policy}
+    env = os.environ | {"OMP_WAIT_POLICY": "" if policy == "default" else policy}
     hogs = [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(busy)]
     try:
         start = time.perf_counter()
@@ -77,6 +78,7 @@ def main() -> None:
     p.add_argument("--rows", type=int, default=20)
     p.add_argument("--busy", type=int, default=1, help="spinning processes beside the busy runs")
     p.add_argument("--timeout", type=float, default=900.0)
+    p.add_argument("--policies", nargs="+", default=["default", "ACTIVE", "PASSIVE"])
     a = p.parse_args()
     data_dir = Path(os.environ.get("UCSE_DATA_DIR", "../shared/data"))
     with tempfile.TemporaryDirectory() as tmp:
@@ -85,7 +87,7 @@ def main() -> None:
         os.environ.setdefault("UCSE_CACHE_DIR", str(root / "cache"))
         train(task, root / "warm-up", "PASSIVE", 0, a.timeout)  # fills the cache: the backbone pass once
         runs = {}
-        for policy in ("ACTIVE", "PASSIVE"):
+        for policy in a.policies:
             for busy in (0, a.busy):
                 runs[policy, busy] = train(task, root / f"{policy}-{busy}", policy, busy, a.timeout)
                 r = runs[policy, busy]
@@ -96,17 +98,19 @@ def main() -> None:
                         f"wall {r['wall_s']:.1f} s, fit {r['fit_s']:.1f} s, test accuracy {r['accuracy']:.4f}"
                     )
                 )
-                print(f"OMP_WAIT_POLICY={policy:<7} busy processes {busy}: {shown}", flush=True)
+                print(f"OMP_WAIT_POLICY={policy:<8} busy processes {busy}: {shown}", flush=True)
     print(f"cpus {os.cpu_count()}, {a.labels} labels x {a.rows} rows")
-    for policy in ("ACTIVE", "PASSIVE"):
+    for policy in a.policies:
         alone, beside = runs[policy, 0]["wall_s"], runs[policy, a.busy]["wall_s"]
         ratio = (
             f"{beside / alone:.2f}" if alone and beside else f"> {a.timeout / alone:.1f}" if alone else "n/a"
         )
         print(f"{policy}: wall beside {a.busy} busy / alone = {ratio}")
-    quiet = runs["PASSIVE", 0]["wall_s"], runs["ACTIVE", 0]["wall_s"]
-    if all(quiet):
-        print(f"alone: PASSIVE / ACTIVE = {quiet[0] / quiet[1]:.2f}")
+    base = runs[a.policies[0], 0]["wall_s"]
+    for policy in a.policies[1:]:
+        alone = runs[policy, 0]["wall_s"]
+        if base and alone:
+            print(f"alone: {policy} / {a.policies[0]} = {alone / base:.2f}")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # As `import ucse` sets it (ucse/__init__.py), before tiny_models imports torch: on a busy 2-core machine
 # OpenMP's spinning threads slowed small training loops tenfold (docs/RESULTS.md section 5).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+    os.environ["GOMP_SPINCOUNT"] = "10000"
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # makes `import tiny_models` work everywhere
 
 # Ctrl-C as a terminal's foreground job has it. A suite started as a background job of a non-interactive shell

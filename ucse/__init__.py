@@ -14,13 +14,16 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-# torch's CPU threads are GNU OpenMP's, which spin at every barrier by default. On a shared machine, with
-# another process busy on one of the cores, a spinning thread waits out a descheduled one at each of the
-# head's many small ops: a 258-text run took 546 s beside one busy loop on 2 cores, against 55 s alone;
-# waiting passively it took 52 s beside it and 51 s alone (docs/RESULTS.md section 5, bench/shared_cpu.py).
-# libgomp reads the setting when it loads, with torch's first import, so it is set here, before any; a
-# value of the user's own is kept.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# torch's CPU threads are GNU OpenMP's: a thread waiting at a barrier spins (300,000 turns) before it
+# sleeps. On a shared machine, with another process busy on one of the cores, the spinning thread holds a
+# core that the thread it waits for needs, at each of the head's many small ops: a 258-text run's fit took
+# 534 s beside one busy loop on 2 cores, against 42 s alone. A short spin keeps nearly all of the quiet
+# speed (Banking77's backbone pass and fit within ~4 %) and most of the loaded one; sleeping at once
+# (OMP_WAIT_POLICY=PASSIVE) is best beside other work but costs ~30 % alone (docs/RESULTS.md section 5,
+# bench/shared_cpu.py). libgomp reads it when it loads, with torch's first import, so it is set here, before
+# any; a setting of the user's own (either variable) is kept.
+if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+    os.environ["GOMP_SPINCOUNT"] = "10000"
 
 from ucse.version import __version__
 
