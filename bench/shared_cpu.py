@@ -1,16 +1,17 @@
-"""A default run beside another busy process: torch's OpenMP threads spinning or waiting passively.
+"""A default run beside another busy process: how torch's OpenMP threads wait.
 
 Usage: ``UCSE_DATA_DIR=../shared/data python bench/shared_cpu.py [--labels 8] [--rows 20] [--busy 1]
-[--policies default ACTIVE PASSIVE] [--timeout 900]``. Writes a small own-file task (``--labels`` Banking77
+[--policies default ucse PASSIVE] [--timeout 900]``. Writes a small own-file task (``--labels`` Banking77
 intents x ``--rows`` training texts, as a CSV), then times ``ucse train`` on it in fresh processes, each
 with a fresh output folder and the same warm cache, alone and beside ``--busy`` processes that spin on the
-CPU (``while True: pass``), under each ``OMP_WAIT_POLICY``: ``default`` is GNU OpenMP's own (no policy: a
-waiting thread spins a while, then sleeps; run with an empty value, which libgomp warns about and ignores,
-since ``import ucse`` would otherwise set ``PASSIVE``), ``ACTIVE`` (spin) and ``PASSIVE`` (sleep at once:
-what ``import ucse`` sets unless the user set a policy). Prints each run's wall and fit seconds, the test
-accuracy (the same head either way: the policy changes when a thread waits, not what it computes) and the
-ratios busy / alone, from one run. On a 2-core machine one busy process takes one core, and each of the
-head's small ops waits for a descheduled thread. A run past ``--timeout`` is reported as such.
+CPU (``while True: pass``), under each policy: ``default`` is GNU OpenMP's own wait (a thread spins 300,000
+turns, then sleeps; run with an empty ``OMP_WAIT_POLICY``, which libgomp warns about and ignores, since
+``import ucse`` would otherwise shorten the spin), ``ucse`` sets neither variable (``import ucse`` then sets
+``GOMP_SPINCOUNT=10000``), ``ACTIVE`` spins without end and ``PASSIVE`` sleeps at once. Prints each run's
+wall and fit seconds, the test accuracy (the same head either way: the policy changes when a thread
+waits, not what it computes) and the ratios busy / alone, from one run. On a 2-core machine one busy
+process takes one core, and each of the head's small ops waits for a descheduled thread. A run past
+``--timeout`` is reported as such.
 """
 
 from __future__ import annotations
@@ -47,7 +48,9 @@ def write_task(data_dir: Path, labels: int, rows: int, out: Path) -> Path:
 
 def train(task: Path, out: Path, policy: str, busy: int, timeout: float) -> dict:
     """One ``ucse train`` in a fresh process under ``policy``, beside ``busy`` spinning processes."""
-    env = os.environ | {"OMP_WAIT_POLICY": "" if policy == "default" else policy}
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    if policy != "ucse":  # ucse: neither set, so `import ucse` sets its own spin
+        env["OMP_WAIT_POLICY"] = "" if policy == "default" else policy
     hogs = [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(busy)]
     try:
         start = time.perf_counter()
@@ -78,7 +81,7 @@ def main() -> None:
     p.add_argument("--rows", type=int, default=20)
     p.add_argument("--busy", type=int, default=1, help="spinning processes beside the busy runs")
     p.add_argument("--timeout", type=float, default=900.0)
-    p.add_argument("--policies", nargs="+", default=["default", "ACTIVE", "PASSIVE"])
+    p.add_argument("--policies", nargs="+", default=["default", "ucse", "PASSIVE"])
     a = p.parse_args()
     data_dir = Path(os.environ.get("UCSE_DATA_DIR", "../shared/data"))
     with tempfile.TemporaryDirectory() as tmp:

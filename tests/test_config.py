@@ -271,6 +271,10 @@ def test_a_training_setting_given_to_predict_says_the_run_fixed_it():
             parse_flat_config(PredictConfig, ["run=r", "input=x", token], "predict")
         top = token.split(".")[0].split("=")[0]
         assert f"{top} is the run's own, fixed when it was trained. Valid keys: run, input" in str(err.value)
+    with pytest.raises(ConfigError) as err:  # a profile setting: ucse calibrate changes it, no retraining
+        parse_flat_config(PredictConfig, ["run=r", "uncertainty.abstain.coverage=0.9"], "predict")
+    assert "ucse calibrate run=<run> uncertainty.<setting>=... changes them" in str(err.value)
+    assert "fixed when it was trained" not in str(err.value)
     with pytest.raises(ConfigError) as err:  # a mistyped key of predict's own: no such note
         parse_flat_config(PredictConfig, ["run=r", "imput=x"], "predict")
     assert "fixed when it was trained" not in str(err.value) and "Did you mean 'input'?" in str(err.value)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 # sleeps. On a shared machine, with another process busy on one of the cores, the spinning thread holds a
 # core that the thread it waits for needs, at each of the head's many small ops: a 258-text run's fit took
 # 534 s beside one busy loop on 2 cores, against 42 s alone. A short spin keeps nearly all of the quiet
-# speed (Banking77's backbone pass and fit within ~4 %) and most of the loaded one; sleeping at once
+# speed (within ~4-6 %) and took that run to 89 s beside the busy loop (32 s alone); sleeping at once
 # (OMP_WAIT_POLICY=PASSIVE) is best beside other work but costs ~30 % alone (docs/RESULTS.md section 5,
 # bench/shared_cpu.py). libgomp reads it when it loads, with torch's first import, so it is set here, before
 # any; a setting of the user's own (either variable) is kept.

@@ -69,9 +69,12 @@ def test_cls_pooling_on_a_decoder_is_refused_naming_the_fix(tiny_qwen3_cfg, tiny
     # a decoder trial: head=logreg on a decoder's first-token vectors answered one label for every text
     for layer in (None, 1):
         with pytest.raises(
-            ValueError, match="backbone.pooling=cls reads each text's first token, but .* decoder"
+            ValueError, match=f"first token, but in .* at backbone.layer={layer or 'null'}.*a decoder"
         ):
             FrozenBackbone(dataclasses.replace(tiny_qwen3_cfg, pooling="cls", layer=layer))
+    # an encoder's embedding layer (0) mixes nothing in yet: refused too, the message naming both causes
+    with pytest.raises(ValueError, match="or the embedding layer, 0"):
+        FrozenBackbone(dataclasses.replace(tiny_bert_cfg, pooling="cls", layer=0))
     # the check by hand: the decoder's first-position states do not see the tokens after them
     from ucse.backbone.pooling import first_token_sees_ahead
 

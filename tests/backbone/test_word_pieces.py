@@ -129,6 +129,8 @@ def test_emoji_are_no_language(minilm_tokenizer):
     # a decoder trial's example of texts read in pieces was '😡😡😡' (a byte-level tokenizer cuts each emoji)
     assert _prose("😡😡😡") == "" and _prose("❤️❤️ great 👍🏽 service") == " great  service"
     assert _prose("👨‍👩‍👧 Ich habe → 2 Karten.") == " Ich habe  2 Karten."
+    assert _prose("1\ufe0f\u20e3 \U0001f3f4\U000e0067\U000e0062\U000e007f ok") == "1  ok"  # keycap, flag tags
+    assert _prose("क्\u200dष") == "क्\u200dष"  # a joiner inside an Indic word stays
     found = word_pieces(minilm_tokenizer, ["😡😡😡", "📦❓📦", "❤️❤️❤️ love it so"] * 10)
     assert found.judged == 10 and found.split == 0  # only the text with 3 words of prose is judged
 

@@ -83,6 +83,8 @@ def test_most_flagged_names_only_labels_above_the_promise_beyond_chance():
     assert most_flagged_line(rows[:2], 0.95) is None  # above 0.05, but within chance
     assert most_flagged_line({"not": "rows"}, 0.95) is None
     assert most_flagged_line([{"label": "x", "support": 3, "flagged": "1"}], 0.95) is None
+    for bad in (1.5, float("inf"), -0.1, float("nan")):  # read back from disk: a share outside [0, 1]
+        assert most_flagged_line([{"label": "x", "support": 30, "flagged": bad}], 0.95) is None
 
 
 def test_without_a_rule_or_sets():

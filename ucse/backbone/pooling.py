@@ -91,8 +91,9 @@ def first_token_sees_ahead(model: torch.nn.Module, layer: int | None, token_type
     """Whether a model's first-token state depends on the tokens after it: False for a causal decoder.
 
     Two 4-token sequences that share their first token (ids 1-4 and 1, 5, 6, 7: in every vocabulary) go
-    through the model in fp32: under causal attention the first position's states are equal, the same
-    arithmetic on the same inputs; bidirectional attention mixes the later tokens in. The model's config does
+    through the model in its own dtype: under causal attention the first position's states are equal, the
+    same arithmetic on the same inputs; bidirectional attention mixes the later tokens in (except at layer 0,
+    the embeddings, where nothing is mixed yet). The model's config does
     not say which (a GGUF decoder's names no architecture).
 
     Args:
@@ -127,7 +128,8 @@ def check_cls_reads_the_text(cfg: Any, model: torch.nn.Module, layer: int | None
     """
     if Pooling(cfg.pooling) is Pooling.cls and not first_token_sees_ahead(model, layer, token_types):
         raise ValueError(
-            f"backbone.pooling=cls reads each text's first token, but {cfg.model} is a decoder (each token "
-            "sees only those before it), so that state is the same for every text: use "
-            "backbone.pooling=last (a decoder's default) or backbone.pooling=mean."
+            f"backbone.pooling=cls reads each text's first token, but in {cfg.model} at "
+            f"backbone.layer={cfg.layer if cfg.layer is not None else 'null (the last)'} that state is the "
+            "same for every text (a decoder: each token sees only those before it; or the embedding layer, "
+            "0): use backbone.pooling=last (a decoder's default) or backbone.pooling=mean."
         )

@@ -80,12 +80,19 @@ def _prose(text: str) -> str:
     kept = [
         c for c in text.split() if not (ASCII_LETTER.search(c) and TECHNICAL.search(c.strip(".,;:!?'\"()")))
     ]
-    return "".join(ch for ch in " ".join(kept) if not _symbol(ch))
+    text = " ".join(kept)
+    # a zero-width joiner between emoji goes with them; one inside a word (Indic scripts) stays
+    return "".join(
+        ch
+        for i, ch in enumerate(text)
+        if not _symbol(ch)
+        and not (ch == "\u200d" and (_symbol(text[i - 1 : i] or " ") or _symbol(text[i + 1 : i + 2] or " ")))
+    )
 
 
 def _symbol(ch: str) -> bool:
-    """A symbol, or a zero-width joiner / variation selector of an emoji sequence."""
-    return unicodedata.category(ch)[0] == "S" or ch in "\u200d\ufe0e\ufe0f"
+    """An emoji or other symbol, or a mark of an emoji sequence (variation selector, keycap, flag tag)."""
+    return unicodedata.category(ch)[0] == "S" or ch in "\ufe0e\ufe0f\u20e3" or 0xE0020 <= ord(ch) <= 0xE007F
 
 
 def _per_word(tokenizer, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:

@@ -364,11 +364,14 @@ def parse_flat_config(schema: type, tokens: list[str] | None, what: str, dash_is
             raise ConfigError(said) from None
         top = key.split(".")[0]
         # a training setting after the run exists (a trial: predict ... backbone=minilm-l6): the run fixed it
-        fixed = (
-            f" {top} is the run's own, fixed when it was trained."
-            if "run" in valid and top in {f.name for f in fields(TrainConfig)}
-            else ""
-        )
+        fixed = ""
+        if "run" in valid and top == "uncertainty":  # refitted without retraining
+            fixed = (
+                f" {top} settings are the run's profile's: ucse calibrate run=<run> "
+                "uncertainty.<setting>=... changes them."
+            )
+        elif "run" in valid and top in {f.name for f in fields(TrainConfig)}:
+            fixed = f" {top} is the run's own, fixed when it was trained."
         raise ConfigError(
             f"{said}{fixed} Valid keys: {', '.join(valid)}.{did_you_mean(key, valid)}"
         ) from None

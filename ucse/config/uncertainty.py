@@ -105,8 +105,9 @@ class CalibrationConfig:
     the common ones (post-hoc logit adjustment, Menon et al. 2021: each calibrated logit minus the log of its
     label's share of the training rows, the Bayes correction of the posterior to a uniform prior). It raises
     the rare labels' recall and the macro-F1 on imbalanced data and lowers accuracy on data mixed like the
-    training rows; abstention, sets and the out-of-scope flag are fitted on the shifted probabilities, and the
-    sets' coverage and the flag's keep rate are weighted to every label alike (as under ``target``). Set it
+    training rows; abstention, sets and the out-of-scope flag are fitted on the shifted probabilities, and
+    the sets' coverage and the flag's keep rate are weighted to every label alike (as under ``target``: a
+    label with one held-out row or none can then leave the flag no threshold, which the summary says). Set it
     without retraining: ``ucse calibrate run=<run> uncertainty.calibration.prior=balanced``. ``target``:
     the label shares given in ``calibration.target_shares`` (a known deployment mix, e.g. balanced labelled
     rows for traffic that is 80 % one label); the sets and the out-of-scope flag's keep rate are then

@@ -139,6 +139,7 @@ def most_flagged_line(
         for r in rows
         if isinstance(r, dict)
         and isinstance(r.get("flagged"), float)
+        and 0.0 <= r["flagged"] <= 1.0
         and isinstance(r.get("support"), int)
         and r["support"] > 0
     ]
@@ -161,7 +162,11 @@ def most_flagged_line(
     fix = (
         "more rows of it lower it"
         if weighted
-        else ("more rows of it, or uncertainty.calibration.prior=balanced (every label alike), lower it")
+        else (
+            "more rows of it, or uncertainty.calibration.prior=balanced (every label alike; it also moves "
+            "answers towards rare labels, and a label with one held-out row or none leaves the flag no "
+            "threshold), lower it"
+        )
     )
     return (
         f"  out-of-scope flag above {1 - tpr:.2f} beyond chance for {many} (binomial test at {level:g}, "
