@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ucse.config.run_layout import RunFolder
+from ucse.config.run_layout import RunFolder, trained_on_test
 
 IMBALANCED = 3.0
 """Most / fewest training rows per label from which the summary offers ``calibration.prior=balanced``."""
@@ -24,7 +24,11 @@ Banking77 the default gains 6.3 points from 8 to 32 per label, 3.1 from 32 to th
 
 def describe_flag(ood: Any) -> str:
     """How the out-of-scope threshold was set, in one phrase (for the summary and ``ucse calibrate``)."""
-    from ucse.uncertainty.keep_threshold import mixed_as  # torch is loaded with a flag
+    from ucse.uncertainty.keep_threshold import (
+        keepable_tpr,
+        mixed_as,
+        rows_to_keep,
+    )  # torch is loaded with a flag
 
     info = ood.info  # read back from disk for `ucse calibrate`: every field may be missing
     said = mixed_as(info)
@@ -44,8 +48,6 @@ def describe_flag(ood: Any) -> str:
             f"{lower} or more held-out texts of that label set one)"
         )
     if ood.threshold == math.inf:  # too few held-out texts for the tpr rule's order statistic: keeps all
-        from ucse.uncertainty.keep_threshold import keepable_tpr, rows_to_keep
-
         n = info.get("n_heldout")
         text = (
             f"{ood.score.value}, flags no text: a threshold keeping {pct(ood.tpr)} of in-scope texts needs "
@@ -151,6 +153,7 @@ def review_note(review: dict) -> str:
 def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
     """What ``ucse train`` prints: test/validation scores, the uncertainty profile, the run's files."""
     test, val = metrics.get("test"), metrics.get("val", {})
+    everything = trained_on_test(metrics)  # data.refit_test: the shipped head trained on the test rows too
     data = metrics.get("data", {})
     sizes = data.get("sizes", {})
     estimate = {
@@ -162,8 +165,7 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
         interval = accuracy_interval(test["accuracy"], sizes.get("test"))
         tested = f"test accuracy {test['accuracy']:.4f}{interval}  "
         tested += f"macro-F1 {test['f1_macro']:.4f}"
-        selection = metrics.get("selection")
-        if isinstance(selection, dict) and selection.get("refit_test"):  # the shipped head trained on them
+        if everything:  # the shipped head trained on the test rows too
             tested += " (the head before its refit on every row, test included: data.refit_test)"
             estimate = "cross-validated accuracy over every row"
     lines = [
@@ -311,9 +313,7 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
     extra = ", ".join(name for p, name in shown.items() if p.exists())
     lines.append(f"files: {run.metrics}, {run.head} (head + calibration), {extra}")
     nxt = f"next: ucse predict run={run_dir} input=<texts.txt> out=<predictions.jsonl>"
-    selection = metrics.get("selection")
     # after data.refit_test the test split trained the shipped head: only new labelled texts are held out
-    everything = isinstance(selection, dict) and selection.get("refit_test")
     nxt += f"   |   ucse eval run={run_dir}" + (" input=<new labelled file>" if everything else "")
     labelled = sum(v for k, v in sizes.items() if k in ("train", "validation") and isinstance(v, int))
     classes = data.get("num_classes")

@@ -141,6 +141,12 @@ def read_run_metrics(run: str | Path, without: str) -> dict[str, Any]:
     return metrics
 
 
+def trained_on_test(metrics: dict[str, Any]) -> bool:
+    """Whether a run's shipped head was refitted on its test rows too (``data.refit_test``): its metrics."""
+    selection = metrics.get("selection")
+    return isinstance(selection, dict) and bool(selection.get("refit_test"))
+
+
 def reads_back_data(cfg: TrainConfig, data_root: str | None = None) -> bool:
     """Whether a run's data can be read again from its config (a file, a task folder or the hub).
 

@@ -11,7 +11,7 @@ import torch
 
 from ucse import atomic
 from ucse.config import TrainConfig, from_yaml
-from ucse.config.run_layout import RunFolder, read_run_metrics
+from ucse.config.run_layout import RunFolder, read_run_metrics, trained_on_test
 from ucse.core.encoder import EncodedBatch, UcseEncoder
 from ucse.core.run_folder import check_same_splits, finished_run, relocate_data, run_data
 from ucse.data import TaskData, load_classification
@@ -230,9 +230,8 @@ def in_sample(run: Path, split: str) -> str | None:
     as the week's figure, where the training had printed 92 % held out).
     """
     metrics = read_run_metrics(run, "no in-sample note")
-    selection, val, test = (metrics.get(k) for k in ("selection", "val", "test"))
-    everything = isinstance(selection, dict) and bool(selection.get("refit_test"))
-    if everything:
+    val, test = metrics.get("val"), metrics.get("test")
+    if trained_on_test(metrics):
         acc = test.get("accuracy") if isinstance(test, dict) else None
         held = f": accuracy {acc:.4f}" if isinstance(acc, float) else ""
         return (

@@ -77,6 +77,21 @@ def label_breakdown(
     return {"per_label": rows, "confusion": confusion}
 
 
+def _judged(rows: object, share: str) -> list[dict]:
+    """The per-label rows with texts whose ``share`` is a number in [0, 1] (read back: any may be damaged)."""
+    if not isinstance(rows, list):
+        return []
+    return [
+        r
+        for r in rows
+        if isinstance(r, dict)
+        and isinstance(r.get(share), float)
+        and 0.0 <= r[share] <= 1.0
+        and isinstance(r.get("support"), int)
+        and r["support"] > 0
+    ]
+
+
 def lowest_coverage_line(rows: object, alpha: float, k: int = 3, level: float = 0.05) -> str | None:
     """``set coverage below 0.90 beyond chance for 2 labels (...): b 0.21 of 14 texts, ...``, or ``None``.
 
@@ -87,16 +102,7 @@ def lowest_coverage_line(rows: object, alpha: float, k: int = 3, level: float = 
     """
     from scipy.stats import binomtest
 
-    if not isinstance(rows, list):
-        return None
-    good = [
-        r
-        for r in rows
-        if isinstance(r, dict)
-        and isinstance(r.get("set_coverage"), float)
-        and isinstance(r.get("support"), int)
-    ]
-    tested = [r for r in good if r["support"] > 0]
+    tested = _judged(rows, "set_coverage")
     low = sorted(
         (r["set_coverage"], r["support"], i, r)
         for i, r in enumerate(tested)
@@ -132,17 +138,7 @@ def most_flagged_line(
     """
     from scipy.stats import binomtest
 
-    if not isinstance(rows, list):
-        return None
-    tested = [
-        r
-        for r in rows
-        if isinstance(r, dict)
-        and isinstance(r.get("flagged"), float)
-        and 0.0 <= r["flagged"] <= 1.0
-        and isinstance(r.get("support"), int)
-        and r["support"] > 0
-    ]
+    tested = _judged(rows, "flagged")
     high = sorted(
         (-r["flagged"], i, r)
         for i, r in enumerate(tested)

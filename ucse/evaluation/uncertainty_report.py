@@ -184,15 +184,15 @@ def format_table(report: dict) -> str:
             f"out-of-scope flag ({o['score']}): inert, no threshold could be set on the held-out texts"
         )
     elif o is not None:
-        kept = o.get("heldout_kept")
+        kept, said = o.get("heldout_kept"), mixed_as(o)
         how = (
             f"threshold set by your out-of-scope examples, kept {kept:.2f} of held-out in-scope texts"
             if o.get("threshold_from") == "examples" and isinstance(kept, float)
-            else f"keeps {o['tpr']:.2f} of in-scope texts" + (f" {mixed_as(o)}" if mixed_as(o) else "")
+            else f"keeps {o['tpr']:.2f} of in-scope texts" + (f" {said}" if said else "")
         )
         lines.append(f"out-of-scope flag ({o['score']}, {how}): flags {o['flagged']:.4f} of these texts")
         high = None
         if o.get("threshold_from") != "examples":  # examples set the threshold, not the keep rate
-            high = most_flagged_line(report.get("per_label"), o["tpr"], weighted=mixed_as(o) is not None)
+            high = most_flagged_line(report.get("per_label"), o["tpr"], weighted=said is not None)
         lines += [high] if high else []
     return "\n".join(lines)
