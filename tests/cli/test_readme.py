@@ -48,7 +48,7 @@ def test_readme_own_data_commands_run_verbatim(tmp_path):
         len(commands) == 2 and commands[0].startswith("ucse train") and commands[1].startswith("ucse predict")
     )
     names = {"money": "billing", "pets": "login", "music": "shipping"}  # word labels, as a user has them
-    rows = [{"text": r["text"], "label": names[r["label"]]} for r in own_rows(240, seed=3)]
+    rows = [{"text": r["text"], "label": names[r["label"]]} for r in own_rows(120, seed=3)]
     write_rows(tmp_path / "tickets.csv", rows)
     fresh = own_rows(40, seed=4)
     (tmp_path / "new_tickets.txt").write_text("".join(r["text"] + "\n" for r in fresh))

@@ -22,7 +22,7 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
-KILLS = 5
+KILLS = 4
 EPOCHS = 12
 
 
