@@ -166,7 +166,7 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
         tested = f"test accuracy {test['accuracy']:.4f}{interval}  "
         tested += f"macro-F1 {test['f1_macro']:.4f}"
         if everything:  # the shipped head trained on the test rows too
-            tested += " (the head before its refit on every row, test included: data.refit_test)"
+            tested += " (the head before its refit with the test rows in: data.refit_test)"
             estimate = "cross-validated accuracy over every row"
     lines = [
         f"run: {run_dir}",

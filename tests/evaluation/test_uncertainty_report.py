@@ -177,6 +177,10 @@ def test_evaluating_the_rows_a_refitted_head_trained_on_says_they_are_in_sample(
         ({}, {"estimate": "cross-validated"}, "test", None),
         ({}, {"estimate": "held out"}, "validation", None),
         ({"refit_test": 12}, {"estimate": "cross-validated"}, "test", "test included (data.refit_test)"),
+        ({"refit_test": 12}, {"estimate": "held-out, before refit"}, "validation", "test included"),
+        # head=logreg calibrated on a validation split: its refit took the test rows, not the validation's
+        ({"refit_test": 12}, {"accuracy": 0.9}, "validation", None),
+        ({"refit_test": 12}, {"accuracy": 0.9}, "test", "test included (data.refit_test)"),
         ("damaged", [], "validation", None),
     ):
         (run / "metrics.json").write_text(json.dumps(metrics | {"selection": selection, "val": val}))

@@ -6,6 +6,7 @@ import csv
 import json
 
 import pandas as pd
+import pytest
 from toy_tasks import own_rows
 
 import ucse
@@ -40,3 +41,30 @@ def test_the_test_slice_is_scored_then_trains_the_shipped_head(tmp_path, train_o
     # calibrate lines the held-out outputs up with the rows the same way
     assert main(["calibrate", f"run={on.run_dir_}", "uncertainty.abstain.coverage=0.8"]) == 0
     assert "test included: data.refit_test" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("head", ["logreg", "auto"])
+def test_with_a_validation_split_to_select_on_the_chosen_recipe_takes_the_test_rows_in(
+    tmp_path, train_overrides, capsys, head
+):
+    # a file large enough to select on a validation split (here 240 of 600 rows: under max(200, 5 x labels)
+    # the run cross-validates instead) left its 20 % test slice out of the shipped head (issue 18)
+    pd.DataFrame(own_rows(600, seed=6)).to_csv(tmp_path / "tickets.csv", index=False)
+    extra = ("head", head), ("data.val_fraction", 0.5)
+    on = _train(tmp_path, train_overrides, "on", *extra)
+    off = _train(tmp_path, train_overrides, "off", *extra, ("data.refit_test", False))
+    m_on = json.loads((on.run_dir_ / "metrics.json").read_text())
+    m_off = json.loads((off.run_dir_ / "metrics.json").read_text())
+    sizes = m_on["data"]["sizes"]
+    assert sizes["validation"] >= 200 and sizes["test"] > 0
+    assert m_on["selection"]["refit_test"] == sizes["test"] and "refit_test" not in m_off["selection"]
+    assert m_on["test"] == m_off["test"]  # scored by the head fitted without the test rows
+    assert m_on["val"] == m_off["val"]  # the same selection: the held-out evidence is the validation split's
+    # still calibrated on the validation rows alone, which no model of the run trained on before the refit
+    assert on.profile_.info["n_validation"] == off.profile_.info["n_validation"] == sizes["validation"]
+    texts = [r["text"] for r in own_rows(60, seed=9)]
+    assert (on.predict_proba(texts) != off.predict_proba(texts)).any()  # another head
+    # the run's commands see the test rows as the shipped head's own
+    assert main(["eval", f"run={on.run_dir_}", "plots=false"]) == 0
+    assert "in-sample" in capsys.readouterr().out
+    assert main(["calibrate", f"run={on.run_dir_}", "uncertainty.abstain.coverage=0.8"]) == 0

@@ -230,13 +230,15 @@ class DataConfig:
     select on (under max(200, 5 x labels) texts) ships the probe fitted on train + validation and is
     calibrated on its out-of-fold outputs over them. ``false``: ship the models trained on train only."""
     refit_test: bool = True
-    """Where the test slice was carved from your own rows and the set is small enough for ``head=auto`` (or
-    ``logreg``) to cross-validate (validation under max(200, 5 x labels) texts), the run scores that slice,
-    then fits its head again on every row, test included, so that the shipped model learns from all your
-    labels (on 13 labels x 15 rows the 20 % slice left out cost about a point against a logistic regression
-    trained on every row). The test figures are those of the head fitted without the slice; the calibration
-    then rests on the out-of-fold outputs of every row. A task's own test split never trains; ``false``
-    keeps the slice out."""
+    """Where the test slice was carved from your own rows (``head=auto``, ``blend`` or ``logreg``), the run
+    scores that slice, then fits its head again with the test rows in, so that the shipped model learns from
+    all your labels (on 13 labels x 15 rows the 20 % slice left out cost about a point against a logistic
+    regression trained on every row). The test figures are those of the head fitted without the slice. A set
+    small enough to cross-validate (validation under max(200, 5 x labels) texts) runs the whole choice again
+    over every row and is calibrated on the out-of-fold outputs of every row; with a larger validation split
+    the chosen recipe is refitted on train + test + validation (``logreg``: train + test) and stays calibrated
+    on the validation outputs of the models that never saw those rows (``data.refit=false`` refits nothing).
+    A task's own test split never trains; ``false`` keeps the slice out."""
     drop_bad_rows: bool = False
     """Drop (and count) rows with empty/non-string text or unseen labels instead of failing."""
     min_label_rows: int = 0

@@ -231,15 +231,17 @@ def in_sample(run: Path, split: str) -> str | None:
     """
     metrics = read_run_metrics(run, "no in-sample note")
     val, test = metrics.get("val"), metrics.get("test")
-    if trained_on_test(metrics):
+    refit_val = isinstance(val, dict) and val.get("estimate") in REFIT_ESTIMATES
+    # (head=logreg on a validation split calibrates there: its refit takes the test rows, not those)
+    if trained_on_test(metrics) and (split == "test" or refit_val):
         acc = test.get("accuracy") if isinstance(test, dict) else None
         held = f": accuracy {acc:.4f}" if isinstance(acc, float) else ""
         return (
-            "the shipped head was refitted on every row of the run, test included (data.refit_test), so "
+            "the shipped head was refitted on the run's rows, test included (data.refit_test), so "
             "these rows trained it; the held-out estimate is the one training printed (metrics.json's "
             f"test{held}); score new labelled texts with ucse eval run={run} input=<file>"
         )
-    if split != "test" and isinstance(val, dict) and val.get("estimate") in REFIT_ESTIMATES:
+    if split != "test" and refit_val:
         return (
             "the shipped head was refitted on train + validation, so these rows trained it; split=test is "
             "held out"

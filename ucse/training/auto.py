@@ -311,6 +311,22 @@ def _refit(cfg, choice, rows, x, y, c, h, device, c_value) -> tuple[Head | None,
     return probe, fit.head, fit.steps
 
 
+def refit_chosen(
+    cfg: TrainConfig, report: dict, rows: TokenStates, y: np.ndarray, c: int, device: torch.device
+) -> Head:
+    """The head a run chose (its ``report``), fitted again on ``rows`` with the same recipe.
+
+    The blend weight and its temperatures, the probe's C and the TextCNN's step rule are kept: what the
+    selection chose, on more rows (``data.refit_test`` with a validation split, after the test rows were
+    scored). A ``head=logreg`` report (no weight) refits the probe.
+    """
+    choice = {k: report[k] for k in ("weight", "t_gaussian", "t_probe") if k in report}
+    choice.setdefault("weight", 0.0)
+    x = probe_features(rows, cfg.backbone.pooling)
+    probe, gaussian, _ = _refit(cfg, choice, rows, x, y, c, rows.hidden_size, device, report["probe"]["C"])
+    return compose(cfg.head, choice, gaussian, probe, c)
+
+
 def _heldout_outputs(choice, x, a_logits, b_logits, mean, var) -> Outputs:
     """Held-out outputs of the chosen recipe, for calibrating the uncertainty profile.
 

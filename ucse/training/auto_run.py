@@ -7,6 +7,7 @@ train and validation row then trained the shipped head.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import NamedTuple
@@ -31,6 +32,7 @@ from ucse.training.auto import (
     fit_probe_head,
     join_states,
     predict_outputs,
+    refit_chosen,
 )
 from ucse.training.label_report import confusion_counts
 from ucse.training.logreg import probe_features
@@ -100,6 +102,20 @@ def fit_auto_run(
         }
         result = choose(merged, merged_labels, all_groups)
         result.report = {**result.report, "refit_test": int(len(labels["test"]))}
+        fit_s = time.perf_counter() - t0
+    elif refit_test and cfg.data.refit and len(labels["test"]):
+        # A validation split large enough to select on: the chosen recipe (weight, temperatures, C, step
+        # rule) is fitted once more on every row it may learn from, test included; its held-out evidence
+        # stays the selection models' validation outputs, which never saw a test row either. head=logreg
+        # there ships a probe of train only, calibrated on validation: it takes the test rows alone.
+        shipped = ("train", "test") if head_type is HeadType.logreg else ("train", "test", "validation")
+        rows = states[shipped[0]]
+        for split in shipped[1:]:
+            rows = join_states(rows, states[split])
+        y = np.concatenate([labels[s] for s in shipped])
+        head = refit_chosen(cfg, result.report, rows, y, num_classes, device)
+        report = {**result.report, "refit_test": int(len(labels["test"]))}
+        result = dataclasses.replace(result, head=head, report=report)
         fit_s = time.perf_counter() - t0
     head, heldout, estimate = result.head, result.heldout, result.estimate_logits
     if heldout is not None:  # the validation rows trained the head: report the held-out estimate
