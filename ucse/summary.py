@@ -167,7 +167,8 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
         tested += f"macro-F1 {test['f1_macro']:.4f}"
         if everything:  # the shipped head trained on the test rows too
             tested += " (the head before its refit with the test rows in: data.refit_test)"
-            estimate = "cross-validated accuracy over every row"
+            if val.get("estimate") == "cross-validated":  # with a validation split: that split's, as above
+                estimate = "cross-validated accuracy over every row"
     lines = [
         f"run: {run_dir}",
         tested + (f"   ({estimate} {val['accuracy']:.4f})" if "accuracy" in val else ""),

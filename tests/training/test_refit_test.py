@@ -11,6 +11,7 @@ from toy_tasks import own_rows
 
 import ucse
 from ucse.cli.main import main
+from ucse.summary import train_summary
 
 
 def _train(tmp_path, train_overrides, name, *extra):
@@ -58,12 +59,18 @@ def test_with_a_validation_split_to_select_on_the_chosen_recipe_takes_the_test_r
     sizes = m_on["data"]["sizes"]
     assert sizes["validation"] >= 200 and sizes["test"] > 0
     assert m_on["selection"]["refit_test"] == sizes["test"] and "refit_test" not in m_off["selection"]
-    assert m_on["test"] == m_off["test"]  # scored by the head fitted without the test rows
     assert m_on["val"] == m_off["val"]  # the same selection: the held-out evidence is the validation split's
+    # the test rows are scored by the models the selection fitted on train, which saw neither them nor
+    # validation: what a run that refits nothing ships and scores
+    plain = _train(tmp_path, train_overrides, "plain", *extra, ("data.refit", False))
+    assert m_on["test"] == json.loads((plain.run_dir_ / "metrics.json").read_text())["test"]
     # still calibrated on the validation rows alone, which no model of the run trained on before the refit
     assert on.profile_.info["n_validation"] == off.profile_.info["n_validation"] == sizes["validation"]
     texts = [r["text"] for r in own_rows(60, seed=9)]
     assert (on.predict_proba(texts) != off.predict_proba(texts)).any()  # another head
+    # the summary names the estimate it prints: the validation split's, not a cross-validation's
+    line = train_summary(on.run_dir_, m_on, on.profile_).splitlines()[1]
+    assert "data.refit_test" in line and "validation accuracy" in line and "cross-validated" not in line
     # the run's commands see the test rows as the shipped head's own
     assert main(["eval", f"run={on.run_dir_}", "plots=false"]) == 0
     assert "in-sample" in capsys.readouterr().out

@@ -72,6 +72,8 @@ class AutoResult:
             ``joint_knn`` out-of-scope flag's threshold).
         heldout_bank_rows: (N,) the size of the bank each of those distances was measured in (the other folds'
             rows, or the training rows before the refit): the shipped flag searches a bank of that size.
+        scoring_head: the head that scores the validation and test splits where the test rows joined the
+            refit (``extra``): the selection models, fitted on train alone; ``None``: ``head`` scores them.
         estimate_logits: (N, C) out-of-fold logits of the chosen weight as the selection scored it (fold
             probes with their own C), the run's accuracy estimate; ``None`` outside cross-validation.
             ``heldout``'s probe part is at the shipped probe's C, chosen on every row, so its accuracy
@@ -85,6 +87,7 @@ class AutoResult:
     heldout_distances: np.ndarray | None = None
     estimate_logits: np.ndarray | None = None
     heldout_bank_rows: np.ndarray | None = None
+    scoring_head: Head | None = None
 
 
 def join_states(a: TokenStates, b: TokenStates) -> TokenStates:
@@ -192,15 +195,23 @@ def fit_auto(
     device: torch.device,
     weights: tuple[float, ...] = WEIGHTS,
     groups: np.ndarray | None = None,
+    extra: tuple[TokenStates, np.ndarray] | None = None,
 ) -> AutoResult:
     """Fit the candidates on train (+ validation), choose w among ``weights``, return the head to ship.
 
     ``groups``: (train + validation,) ids of copies of one text, kept in one cross-validation fold.
+    ``extra``: rows (states, labels) that join the refit only (``data.refit_test``'s test rows), with a
+    validation split to select on; the selection models, which never saw them, score them
+    (``AutoResult.scoring_head``).
     """
     c, h = num_classes, states["train"].hidden_size
     if not cross_validates(len(labels["validation"]), c):
         train_groups = None if groups is None else groups[: len(labels["train"])]
-        return _holdout(cfg, states, labels, c, h, device, weights, train_groups)
+        return _holdout(cfg, states, labels, c, h, device, weights, train_groups, extra)
+    if extra is not None:
+        raise ValueError(
+            "extra refit rows need a validation split to select on (cross-validation refits all)"
+        )
     return _cross_validated(cfg, states, labels, c, h, device, weights, groups)
 
 
@@ -216,7 +227,7 @@ def predict_outputs(cfg: TrainConfig, device: torch.device):
     return functools.partial(run_head, device=device, bf16=bf16)
 
 
-def _holdout(cfg, states, labels, c, h, device, weights, groups=None) -> AutoResult:
+def _holdout(cfg, states, labels, c, h, device, weights, groups=None, extra=None) -> AutoResult:
     outputs = predict_outputs(cfg, device)
     x_tr = probe_features(states["train"], cfg.backbone.pooling)
     x_va = probe_features(states["validation"], cfg.backbone.pooling)
@@ -239,15 +250,20 @@ def _holdout(cfg, states, labels, c, h, device, weights, groups=None) -> AutoRes
         "textcnn": {"steps": fit.steps, "best_step": fit.best_step, "best_val_nll": fit.best_val_nll},
         **choice,
     }
+    selected = compose(cfg.head, choice, fit.head, probe, c)
     if not cfg.data.refit:
-        return AutoResult(compose(cfg.head, choice, fit.head, probe, c), report)
-    # Refit the chosen models on train + validation: the shipped head learns from every labelled row; the
-    # validation outputs of the selection models stay the held-out evidence the profile is calibrated on.
-    rows = join_states(states["train"], states["validation"])
-    y = np.concatenate([labels["train"], labels["validation"]])
-    probe, gaussian, steps = _refit(
-        cfg, choice, rows, np.concatenate([x_tr, x_va]), y, c, h, device, probe_info["C"]
-    )
+        return AutoResult(selected, report)
+    # Refit the chosen models on train + validation (+ extra): the shipped head learns from every labelled
+    # row; the validation outputs of the selection models stay the held-out evidence the profile is
+    # calibrated on, and those models, which saw neither, score the validation and extra rows.
+    parts, ys, xs = [states["train"]], [labels["train"]], [x_tr]
+    if extra is not None:
+        parts, ys = [*parts, extra[0]], [*ys, extra[1]]
+        xs.append(probe_features(extra[0], cfg.backbone.pooling))
+    rows = functools.reduce(join_states, [*parts, states["validation"]])
+    y = np.concatenate([*ys, labels["validation"]])
+    x = np.concatenate([*xs, x_va])
+    probe, gaussian, steps = _refit(cfg, choice, rows, x, y, c, h, device, probe_info["C"])
     if steps is not None:
         report["textcnn"]["refit_steps"] = steps
     report["refit"] = {"rows": len(y)}
@@ -260,7 +276,10 @@ def _holdout(cfg, states, labels, c, h, device, weights, groups=None) -> AutoRes
         dist = neighbour_distances(_joint(choice, out_va.mean, x_va), bank, MAX_K).numpy()
         bank_rows = np.full(len(x_va), len(x_tr), dtype=np.int64)
     head = compose(cfg.head, choice, gaussian, probe, c)
-    return AutoResult(head, report, heldout, labels["validation"], dist, heldout_bank_rows=bank_rows)
+    scoring = selected if extra is not None else None
+    return AutoResult(
+        head, report, heldout, labels["validation"], dist, heldout_bank_rows=bank_rows, scoring_head=scoring
+    )
 
 
 def _fold_distances(
@@ -309,22 +328,6 @@ def _refit(cfg, choice, rows, x, y, c, h, device, c_value) -> tuple[Head | None,
         return probe, None, None
     fit = fit_head(cfg, _gaussian_cfg(cfg), (rows, y), None, c, device)
     return probe, fit.head, fit.steps
-
-
-def refit_chosen(
-    cfg: TrainConfig, report: dict, rows: TokenStates, y: np.ndarray, c: int, device: torch.device
-) -> Head:
-    """The head a run chose (its ``report``), fitted again on ``rows`` with the same recipe.
-
-    The blend weight and its temperatures, the probe's C and the TextCNN's step rule are kept: what the
-    selection chose, on more rows (``data.refit_test`` with a validation split, after the test rows were
-    scored). A ``head=logreg`` report (no weight) refits the probe.
-    """
-    choice = {k: report[k] for k in ("weight", "t_gaussian", "t_probe") if k in report}
-    choice.setdefault("weight", 0.0)
-    x = probe_features(rows, cfg.backbone.pooling)
-    probe, gaussian, _ = _refit(cfg, choice, rows, x, y, c, rows.hidden_size, device, report["probe"]["C"])
-    return compose(cfg.head, choice, gaussian, probe, c)
 
 
 def _heldout_outputs(choice, x, a_logits, b_logits, mean, var) -> Outputs:

@@ -7,7 +7,6 @@ train and validation row then trained the shipped head.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from pathlib import Path
 from typing import NamedTuple
@@ -32,7 +31,6 @@ from ucse.training.auto import (
     fit_probe_head,
     join_states,
     predict_outputs,
-    refit_chosen,
 )
 from ucse.training.label_report import confusion_counts
 from ucse.training.logreg import probe_features
@@ -65,30 +63,44 @@ def fit_auto_run(
     t0 = time.perf_counter()
     head_type = HeadType(cfg.head.type)
 
-    def choose(states: dict[str, TokenStates], labels: dict[str, np.ndarray], groups) -> AutoResult:
+    def choose(
+        states: dict[str, TokenStates], labels: dict[str, np.ndarray], groups, extra=None
+    ) -> AutoResult:
         """The cross-validated (or held-out) choice of the head over ``states``' train + validation."""
         if head_type is HeadType.logreg:
             return cross_fitted_probe(cfg, states, labels, num_classes, groups)
         weights = WEIGHTS if head_type is HeadType.auto else tuple(w for w in WEIGHTS if 0 < w < 1)
-        return fit_auto(cfg, states, labels, num_classes, device, weights, groups)
+        return fit_auto(cfg, states, labels, num_classes, device, weights, groups, extra)
 
     # head=logreg trains on train and is calibrated on validation, unless validation is too small for that
     crossfit = cfg.data.refit and cross_validates(len(labels["validation"]), num_classes)
+    # With a validation split to select on, the test rows join the one refit of the chosen recipe (the models
+    # fitted before it score them); a set that cross-validates runs its whole choice again below.
+    test_in = refit_test and cfg.data.refit and not crossfit and len(labels["test"]) > 0
     if head_type is HeadType.logreg and not crossfit:
         x = probe_features(states["train"], cfg.backbone.pooling)
         train_groups = None if groups is None else groups[: len(labels["train"])]
         h = states["train"].hidden_size
         head, info = fit_probe_head(cfg, x, labels["train"], num_classes, h, groups=train_groups)
         result = AutoResult(head, {"probe": info})
+        if test_in:  # calibrated on validation: the test rows alone join its refit, at the chosen C
+            x_all = np.concatenate([x, probe_features(states["test"], cfg.backbone.pooling)])
+            y_all = np.concatenate([labels["train"], labels["test"]])
+            shipped = fit_probe_head(cfg, x_all, y_all, num_classes, h, info["C"])[0]
+            result = AutoResult(shipped, {"probe": info}, scoring_head=head)
     else:
-        result = choose(states, labels, groups)
+        result = choose(states, labels, groups, (states["test"], labels["test"]) if test_in else None)
+    if test_in:
+        result.report = {**result.report, "refit_test": int(len(labels["test"]))}
     fit_s = time.perf_counter() - t0
     metrics: dict = {}
     outputs = predict_outputs(cfg, device)
+    # never a head that trained on the rows it scores
+    scoring = result.head if result.scoring_head is None else result.scoring_head
     for split, key in (("validation", "val"), ("test", "test")):
         if len(labels[split]) == 0:  # data.test_fraction=0: no test split, no test figures
             continue
-        logits = outputs(result.head, states[split]).logits
+        logits = outputs(scoring, states[split]).logits
         metrics[key] = _scores(logits, labels[split])
         if split == "test":  # the run turns it into test_per_label, as for a Lightning-trained head
             metrics["test_confusion"] = confusion_counts(logits, labels[split], num_classes)
@@ -102,20 +114,6 @@ def fit_auto_run(
         }
         result = choose(merged, merged_labels, all_groups)
         result.report = {**result.report, "refit_test": int(len(labels["test"]))}
-        fit_s = time.perf_counter() - t0
-    elif refit_test and cfg.data.refit and len(labels["test"]):
-        # A validation split large enough to select on: the chosen recipe (weight, temperatures, C, step
-        # rule) is fitted once more on every row it may learn from, test included; its held-out evidence
-        # stays the selection models' validation outputs, which never saw a test row either. head=logreg
-        # there ships a probe of train only, calibrated on validation: it takes the test rows alone.
-        shipped = ("train", "test") if head_type is HeadType.logreg else ("train", "test", "validation")
-        rows = states[shipped[0]]
-        for split in shipped[1:]:
-            rows = join_states(rows, states[split])
-        y = np.concatenate([labels[s] for s in shipped])
-        head = refit_chosen(cfg, result.report, rows, y, num_classes, device)
-        report = {**result.report, "refit_test": int(len(labels["test"]))}
-        result = dataclasses.replace(result, head=head, report=report)
         fit_s = time.perf_counter() - t0
     head, heldout, estimate = result.head, result.heldout, result.estimate_logits
     if heldout is not None:  # the validation rows trained the head: report the held-out estimate
