@@ -1,7 +1,7 @@
 """Own-file copies of two local tasks: Banking77's whole train split, and 3,000 rows of MassiveScenario's (seed 0)."""
 import json, random, csv
 from pathlib import Path
-D = Path("../../../../shared/data")
+D = Path(__file__).resolve().parents[4] / "shared" / "data"  # shared/data beside the repository
 def rows(task, split):
     return [json.loads(l) for l in (D / task / f"{split}.jsonl").read_text().splitlines()]
 def write(path, rs):
