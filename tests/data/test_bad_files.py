@@ -123,6 +123,22 @@ CASES = {
             "(other columns whose values repeat: Channel).",  # not Created, Ticket ID: mostly distinct values
         ],
     ),
+    "columns guessed, labels longer than the texts": (  # a catalog: the category paths were the "text"
+        "d.csv",
+        b"title,category\n"
+        + b"".join(
+            b'%s %d,"%s"\n' % (title, i, cat)
+            for i, (title, cat) in enumerate(
+                [
+                    (b"Acme tee XL", b"Clothing, Shoes & Accessories > Men's > T-Shirts"),
+                    (b"LED bulb E27", b"Home & Garden > Lights, Lamps & Bulbs"),
+                    (b"Trail runner 44", b"Clothing, Shoes & Accessories > Men's > Running Shoes"),
+                ]
+                * 2
+            )
+        ),
+        ["looks like data.text_column=title data.label_column=category"],
+    ),
     # a score column named as the label: a CSV's 3.5 was a label name, the same in JSON failed row by row
     "csv fractional number labels": (
         "d.csv",

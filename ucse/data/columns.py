@@ -86,7 +86,8 @@ def read_columns(
 def guess_columns(raw: RawSplit, sample: int = 2000) -> tuple[str, str, list[str]] | None:
     """(text column, label column, the other label candidates) from the values, else ``None`` (a hint only).
 
-    The text column is the string column with the longest mean length; the label candidates are the
+    The text column is the string column with the longest mean length among those not named like labels
+    (where there are such); the label candidates are the
     others with at least one repeated value. A column named like labels (``Intent``, ``category``,
     ``TopicName``: :data:`LABEL_WORDS`) comes first, columns mostly of distinct values (timestamps, ids)
     last; then names (values with a letter: ``billing``) before codes (``4.2.1``, ``17``), then fewer
@@ -102,7 +103,14 @@ def guess_columns(raw: RawSplit, sample: int = 2000) -> tuple[str, str, list[str
     strings = {c: v for c, v in cols.items() if all(isinstance(x, str) for x in v if x is not None)}
     if not strings:
         return None
-    text = max(strings, key=lambda c: sum(len(x or "") for x in strings[c]) / n)
+
+    def text_rank(c: str) -> tuple[bool, float]:
+        # Not named like labels, then the longest: a catalog's category paths ("Home & Garden > Lights,
+        # Lamps") are longer than its titles, and were offered as the text. (Distinct values are no guide:
+        # a file may hold each text several times.)
+        return not label_like(c), sum(len(x or "") for x in strings[c]) / n
+
+    text = max(strings, key=text_rank)
     distinct = {c: len({repr(x) for x in v}) for c, v in cols.items() if c != text}
     repeating = {c: d for c, d in distinct.items() if 1 < d < n}
     if not repeating:
