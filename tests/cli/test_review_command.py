@@ -120,10 +120,10 @@ def test_an_existing_file_is_never_replaced_and_bad_options_answer_in_one_line(f
     assert main(["review", f"run={run}", f"out={tmp_path / 'b.csv'}", "folds=3"]) == 0
     assert sorted(r["text"] for r in _read(tmp_path / "b.csv")) == sorted(_held_texts(run))
     assert "asked" not in capsys.readouterr().out
-    # more folds than the rarest label's rows: fewer made, and said (only the probe line told)
+    # more folds than any label's rows: fewer made, and said (only the probe line told)
     assert main(["review", f"run={run}", f"out={tmp_path / 'c.csv'}", "folds=1000"]) == 0
     out = capsys.readouterr().out
-    assert "folds=1000 asked: " in out and " made, as many as the rarest label's rows" in out
+    assert "folds=1000 asked: " in out and " made, as many as the most frequent label's rows" in out
 
 
 def test_include_test_reviews_the_test_rows_too_and_overwrite_replaces(flipped_run, capsys, tmp_path):

@@ -75,8 +75,9 @@ def main(argv: list[str]) -> int:
         print(f"(scored by a logistic regression on the frozen embeddings: {probe})")
         if info["folds"] < folds:  # said, not silently fewer
             print(
-                f"(folds={folds} asked: {info['folds']} made, as many as the rarest label's rows outside "
-                "test allow, or its distinct texts where copies are kept in one fold)"
+                f"(folds={folds} asked: {info['folds']} made, as many as the most frequent label's rows "
+                "outside test allow (or its distinct texts where copies are kept in one fold); 2 where a "
+                "label has a single row)"
             )
         return 0
 
