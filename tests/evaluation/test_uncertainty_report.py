@@ -252,3 +252,12 @@ def test_a_sample_without_some_labels_also_gets_the_macro_f1_of_the_labels_it_ho
     assert want > f1 + 0.2  # the premise: the absent labels pulled it down
     full = per_label(confusion_counts(y, y, 3), ["l0", "l1", "l2"])  # every label held: no such line
     assert "labels this split holds" not in eval_summary({**report, "per_label": full}, None)
+    # under a prior, per_label holds predict's answers, not the head's argmax of the first line: a trial read
+    # the line as the head's and the balanced prior's gain as a loss
+    decisions = {"accuracy": 0.8, "balanced_accuracy": 0.7, "f1_macro": f1}
+    shifted = {**report, "per_label": rows, "decisions": decisions, "calibration": {"prior": "balanced"}}
+    said = [line for line in eval_summary(shifted, None).splitlines() if "labels this split holds" in line]
+    assert len(said) == 1 and "(predict's answers, balanced prior)" in said[0]
+    assert f"count 0 in that prior's macro-F1 {f1:.4f}" in said[0]
+    order = eval_summary(shifted, None)
+    assert order.index("with the balanced class prior") < order.index("labels this split holds")

@@ -36,24 +36,28 @@ def eval_summary(report: dict, written: Path | None) -> str:
             f"macro-F1 {m['f1_macro']:.4f}  "
             f"AUROC {'n/a' if m.get('auroc') is None else format(m['auroc'], '.4f')}  {probs}"
         )
-    rows = report.get("per_label") or []
-    held = [r for r in rows if isinstance(r, dict) and r.get("support") and isinstance(r.get("f1"), float)]
-    if m and held and len(held) < len(rows):  # a sample without some labels: their predictions score 0 above
-        f1 = sum(r["f1"] for r in held) / len(held)
-        absent = len(rows) - len(held)
-        lines.append(
-            f"  macro-F1 over the {len(held)} labels this split holds: {f1:.4f} ({absent} of the run's "
-            f"{len(rows)} labels have no row here; predicted, they count 0 in the macro-F1 above)"
-        )
     if report.get("dropped"):  # input= with drop_bad_rows=true
         n = report["dropped"]
         lines.append(f"  {n} bad row{'s' if n != 1 else ''} of the file dropped (drop_bad_rows=true)")
     d = report.get("decisions")
     prior = (report.get("calibration") or {}).get("prior")
-    if d and prior in ("balanced", "target"):  # the test figures above are the head's argmax, train mix
+    answers = bool(d) and prior in ("balanced", "target")
+    if answers:  # the test figures above are the head's argmax, train mix
         lines.append(
             f"  with the {prior} class prior (what predict answers): accuracy {d['accuracy']:.4f}  "
             f"balanced accuracy {d['balanced_accuracy']:.4f}  macro-F1 {d['f1_macro']:.4f}"
+        )
+    # per_label holds predict's answers: under a prior, not the head's argmax of the first line
+    rows = report.get("per_label") or []
+    held = [r for r in rows if isinstance(r, dict) and r.get("support") and isinstance(r.get("f1"), float)]
+    if m and held and len(held) < len(rows):  # a sample without some labels: their predictions score 0 above
+        f1 = sum(r["f1"] for r in held) / len(held)
+        absent = len(rows) - len(held)
+        basis = f" (predict's answers, {prior} prior)" if answers else ""
+        above = f"that prior's macro-F1 {d['f1_macro']:.4f}" if answers else "the macro-F1 above"
+        lines.append(
+            f"  macro-F1 over the {len(held)} labels this split holds{basis}: {f1:.4f} ({absent} of the "
+            f"run's {len(rows)} labels have no row here; predicted, they count 0 in {above})"
         )
     if report.get("per_label"):  # what predict answers, label by label (eval.json: per_label, confusion)
         from ucse.training.label_report import weakest_line
