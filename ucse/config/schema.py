@@ -144,7 +144,7 @@ class HeadConfig:
     """Iterations for ``head=logreg`` (fitted to convergence, unlike MTEB's 100)."""
     logreg_folds: int = 5
     """Cross-validation folds that choose ``head=logreg``'s inverse regularisation C by held-out accuracy
-    (fewer when the smallest class has fewer rows)."""
+    (stratified: a label of 2 rows trains in every fold; 2 folds where a label has a single row)."""
     normalize_states: bool = False
     """Standardise each hidden dimension of the token states with the training split's mean and std before
     the head (fixed buffers saved with the head). Needed for decoder LLM states, whose large common offset

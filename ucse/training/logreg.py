@@ -129,7 +129,7 @@ def fit_probe(
         x: (N, H) unit vectors (float64).
         y: (N,) class ids.
         num_classes: C; every class must have rows.
-        folds: at most this many stratified folds to choose C (fewer when a class is smaller).
+        folds: at most this many stratified folds to choose C (:func:`cv_folds`).
         seed: the folds' shuffle seed.
         max_iter: the solver's iterations.
         c_value: ``None`` chooses C from :data:`C_GRID` by ``LogisticRegressionCV`` (``folds``, ``seed``),
