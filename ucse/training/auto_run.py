@@ -82,12 +82,12 @@ def fit_auto_run(
         train_groups = None if groups is None else groups[: len(labels["train"])]
         h = states["train"].hidden_size
         head, info = fit_probe_head(cfg, x, labels["train"], num_classes, h, groups=train_groups)
-        result = AutoResult(head, {"probe": info})
+        shipped = head
         if test_in:  # calibrated on validation: the test rows alone join its refit, at the chosen C
             x_all = np.concatenate([x, probe_features(states["test"], cfg.backbone.pooling)])
             y_all = np.concatenate([labels["train"], labels["test"]])
             shipped = fit_probe_head(cfg, x_all, y_all, num_classes, h, info["C"])[0]
-            result = AutoResult(shipped, {"probe": info}, scoring_head=head)
+        result = AutoResult(shipped, {"probe": info}, scoring_head=head if test_in else None)
     else:
         result = choose(states, labels, groups, (states["test"], labels["test"]) if test_in else None)
     if test_in:

@@ -73,11 +73,15 @@ def cv_folds(labels: np.ndarray, folds: int) -> int:
     points below what the shipped model did on new texts. A class of one row sits out of its fold's training
     rows whatever k is: 2 folds then, as before.
     """
-    counts = np.bincount(np.asarray(labels), minlength=1)  # (C,) rows per class; [0] for no labels
-    counts = counts[counts > 0] if counts.any() else counts
-    if counts.min() < 2:
+    counts = np.bincount(np.asarray(labels), minlength=1)  # (C,) rows per class
+    return _fold_count(counts[counts > 0].tolist(), folds)
+
+
+def _fold_count(sizes: list[int], folds: int) -> int:
+    """:func:`cv_folds` from the classes' sizes (rows, or distinct texts where copies share a fold)."""
+    if not sizes or min(sizes) < 2:
         return 2
-    return max(2, min(folds, int(counts.max())))  # more folds than any class has rows: none stratifies
+    return max(2, min(folds, max(sizes)))  # more folds than any class has rows: none stratifies
 
 
 def cv_splits(
@@ -105,7 +109,7 @@ def _splits(y: np.ndarray, folds: int, seed: int, groups: np.ndarray | None) -> 
     labels = np.unique(y)
     distinct = [len(np.unique(groups[y == label])) for label in labels]
     if min(distinct) >= 2:  # (each label's distinct texts in distinct folds, as cv_folds says of rows)
-        k = max(2, min(folds, max(distinct)))
+        k = _fold_count(distinct, folds)
         split = StratifiedGroupKFold(k, shuffle=True, random_state=seed).split(np.zeros(len(y)), y, groups)
         grouped = list(split)
         if all(len(np.unique(y[tr])) == len(labels) for tr, _ in grouped):
