@@ -6,6 +6,7 @@ import csv
 import json
 import math
 import random
+import shutil
 
 import numpy as np
 import pytest
@@ -374,3 +375,32 @@ def test_texts_the_run_trained_on_are_counted_and_warned(run, tmp_path, caplog):
     fresh = _write(tmp_path / "fresh.csv", _new_rows(20), ("text", "label"))
     assert evaluate_file(build_eval_config([f"run={run}", f"input={fresh}"]))["copies_of_run_rows"] == 0
     assert "copies of rows" not in caplog.text
+
+
+def test_a_label_the_runs_min_label_rows_left_out_is_named_as_such(run, tmp_path):
+    # a trial read "'category' is not in the train split's label set" of a label its training file held,
+    # which data.min_label_rows=2 had left out for its one row
+    from ucse.data.labelled_file import read_labelled_file
+
+    path = _write(tmp_path / "new.csv", [("a", "x"), ("b", "rare"), ("c", "y")], ("text", "label"))
+    with pytest.raises(DataError) as err:
+        read_labelled_file(path, "text", "label", ["x", "y"], False)
+    assert "line 3: 'label' is not in the train split's label set: 'rare'" in str(err.value)
+    assert "min_label_rows" not in str(err.value)
+    with pytest.raises(DataError) as err:
+        read_labelled_file(path, "text", "label", ["x", "y"], False, min_label_rows=3)
+    said = "labels of fewer than 3 train rows were left out of training by data.min_label_rows=3"
+    assert said in str(err.value) and len(str(err.value).splitlines()) == 1
+    # ucse eval reads the setting from the run's own config
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    config = copy / "config.yaml"
+    text = config.read_text()
+    assert "min_label_rows: 0\n" in text
+    config.write_text(text.replace("min_label_rows: 0\n", "min_label_rows: 2\n"))
+    rows = _new_rows(6)
+    rows.insert(2, ("a question about gift cards", "gift cards"))
+    odd = _write(tmp_path / "left-out.csv", rows, ("text", "label"))
+    said = r"line 4: 'label' is not in .*data\.min_label_rows=2\): 'gift cards'"
+    with pytest.raises(DataError, match=said):
+        evaluate_file(build_eval_config([f"run={copy}", f"input={odd}"]))

@@ -127,7 +127,11 @@ def normalise_label(value: Any, by_name: bool) -> Any:
 
 
 def label_problems(
-    labels: Sequence[Any], column: str, by_name: bool, allowed: Collection[Any] | None
+    labels: Sequence[Any],
+    column: str,
+    by_name: bool,
+    allowed: Collection[Any] | None,
+    unknown: str = "not in the train split's label set",
 ) -> list[BadRow]:
     """Rows whose label is missing, of the wrong kind, or outside the train label set.
 
@@ -136,6 +140,7 @@ def label_problems(
         column: the column the labels came from (for messages).
         by_name: labels are names rather than integer ids.
         allowed: the train label set (canonical values); ``None`` checks only presence and kind.
+        unknown: what a label outside ``allowed`` is said to be (after "'<column>' is ").
 
     Returns:
         The bad rows, in row order.
@@ -153,7 +158,7 @@ def label_problems(
             kind = "a non-empty string" if by_name else "an integer"
             rows.append(BadRow(i, column, f"'{column}' is not {kind}", raw))
         elif allowed_set is not None and label not in allowed_set:
-            rows.append(BadRow(i, column, f"'{column}' is not in the train split's label set", raw))
+            rows.append(BadRow(i, column, f"'{column}' is {unknown}", raw))
     return rows
 
 

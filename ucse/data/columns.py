@@ -34,6 +34,8 @@ class ColumnKeys:
     """The label column's setting."""
     drop: str = "data.drop_bad_rows"
     """The setting that drops bad rows instead of failing."""
+    unknown: str = "not in the train split's label set"
+    """What a label outside the allowed set is said to be (after "'<column>' is ")."""
 
 
 TRAIN_KEYS = ColumnKeys()
@@ -227,7 +229,9 @@ def check_split(
     """One split's checked (texts, canonical labels) and dropped-row count (bad rows fail unless ``drop``)."""
     refuse_label_lists(raw, values[1], columns[1], keys)
     texts, labels = values[0], normalise_all(values[1], by_name, raw.typed)
-    bad = text_value_problems(texts, columns[0]) + label_problems(labels, columns[1], by_name, allowed)
+    bad = text_value_problems(texts, columns[0]) + label_problems(
+        labels, columns[1], by_name, allowed, keys.unknown
+    )
     lines = raw.lines() if bad else None  # the line map is computed only when there is something to show
     if not drop:
         _refuse_unlabelled(raw, bad, len(texts), lines, columns[1], keys, role)

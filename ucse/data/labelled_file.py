@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +38,7 @@ def read_labelled_file(
     label_names: Sequence[str],
     integer_labels: bool,
     drop_bad_rows: bool = False,
+    min_label_rows: int = 0,
 ) -> tuple[list[str], np.ndarray, int]:
     """(texts, (N,) label ids in ``label_names`` order, rows dropped) of one labelled file.
 
@@ -47,6 +49,8 @@ def read_labelled_file(
         label_names: the run's labels, in its logit order.
         integer_labels: whether the run's labels were integer ids (then the file's must be too).
         drop_bad_rows: drop bad rows (missing text, a label the run lacks...) instead of failing.
+        min_label_rows: the run's ``data.min_label_rows``: above 1, a label the run lacks may be one its
+            training left out for its few rows, which the message about such a row says.
 
     Raises:
         DataError: naming the file, the line and the fix (with ``ucse eval``'s key names).
@@ -83,8 +87,15 @@ def read_labelled_file(
             f"label of the run, whose labels are {kind} ({[str(n) for n in label_names[:5]]}"
             f"{', ...' if len(label_names) > 5 else ''}); give {EVAL_KEYS.label}= the column that holds them."
         )
+    spelled = EVAL_KEYS
+    if min_label_rows > 1:  # a trial read "not in the label set" of a label its training file held
+        unknown = (
+            f"{EVAL_KEYS.unknown} (labels of fewer than {min_label_rows} train rows were left out of "
+            f"training by data.min_label_rows={min_label_rows})"
+        )
+        spelled = replace(EVAL_KEYS, unknown=unknown)
     (kept, keys), dropped = check_split(
-        raw, "input", (texts, labels), (text_column, used), by_name, allowed, drop_bad_rows, EVAL_KEYS
+        raw, "input", (texts, labels), (text_column, used), by_name, allowed, drop_bad_rows, spelled
     )
     if not kept:
         raise DataError(f"{raw.where} has no usable rows.")

@@ -184,6 +184,7 @@ def evaluate_file(cfg: EvalConfig) -> dict:
         names,
         meta.get("label_type") == "int",
         cfg.drop_bad_rows,
+        train_cfg.data.min_label_rows,
     )
     seen = copies_of_run_rows(run, texts, cfg)
     # only now torch, the backbone and the profile: every check above answers without them
