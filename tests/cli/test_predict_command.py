@@ -462,3 +462,25 @@ def test_texts_of_unknown_tokens_are_counted_over_every_block(tiny_clf_run, tmp_
     (tmp_path / "in.txt").write_text("\n".join(texts) + "\n")
     assert main(["predict", f"run={tiny_clf_run}", f"input={tmp_path / 'in.txt'}", "out=-"]) == 0
     assert "2 of 5 texts are mostly tokens the backbone does not know" in capsys.readouterr().err
+
+
+def test_a_run_of_many_labels_says_top_k_keeps_the_rows_short(tiny_clf_run, tmp_path, capsys, monkeypatch):
+    # a 250-label catalog's rows were 17 KB each: every label's probability, and no word of top_k=
+    import ucse.cli.predict as predict
+
+    (tmp_path / "in.txt").write_text("\n".join(r["text"] for r in own_rows(3, seed=9)) + "\n")
+    base = ["predict", f"run={tiny_clf_run}", f"input={tmp_path / 'in.txt'}", "out=-"]
+    hint = f"each row's probs lists all {len(NAMES)} labels; top_k=5 keeps the five likeliest"
+    assert main(base) == 0
+    assert hint not in capsys.readouterr().err  # a few labels: no word of it
+    monkeypatch.setattr(predict, "MANY_LABELS", len(NAMES) - 1)
+    assert main(base) == 0
+    captured = capsys.readouterr()
+    assert hint in captured.err and all(
+        len(json.loads(r)["probs"]) == len(NAMES) for r in captured.out.splitlines()
+    )
+    assert main([*base, "top_k=2"]) == 0
+    captured = capsys.readouterr()
+    assert hint not in captured.err and all(
+        len(json.loads(r)["probs"]) == 2 for r in captured.out.splitlines()
+    )

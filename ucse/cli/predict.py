@@ -26,6 +26,10 @@ from ucse.cli import run_cli
 from ucse.cli.help import format_fields, show, wants_help
 from ucse.inference.config import ROW_FIELDS, PredictConfig, build_predict_config
 
+MANY_LABELS = 20
+"""Above this many labels, a predict without ``top_k=`` says that each row lists every label's probability
+(a trial's 250-label catalog wrote 17 KB a row and found ``top_k=`` only later)."""
+
 log = logging.getLogger("ucse.predict")
 
 
@@ -195,6 +199,12 @@ def main(argv: list[str]) -> int:
             )
         for said in [*([] if message is None else [message]), *inert_messages(clf.profile_)]:
             print(said, file=sys.stderr)
+        labels = len(clf.classes_)
+        if cfg.top_k is None and labels > MANY_LABELS and done["rows"]:
+            print(
+                f"each row's probs lists all {labels} labels; top_k=5 keeps the five likeliest",
+                file=sys.stderr,
+            )
         return 0
 
     def left() -> str:
