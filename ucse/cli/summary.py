@@ -75,8 +75,8 @@ def eval_summary(report: dict, written: Path | None) -> str:
         where = written.name if written is not None else "the report"
         lines.append(
             f"  {report['errors_total']} wrong answers, the surest first in {where}'s errors (a sure one is "
-            f"often a wrong label): {text!r} labelled {e['label']!r}, answered {e['answer']!r} at "
-            f"{e['confidence']:.2f}"
+            f"often a wrong label, or a text too short to tell): {text!r} labelled {e['label']!r}, "
+            f"answered {e['answer']!r} at {e['confidence']:.2f}"
         )
     areas = report.get("arc_area")
     if areas:
