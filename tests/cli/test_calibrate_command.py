@@ -307,7 +307,12 @@ def test_a_balanced_prior_divides_the_probabilities_by_the_training_shares(ticke
     shutil.copytree(tickets[1], run)
     before = load_uncertainty_profile(run / "head")
     assert main(["calibrate", f"run={run}", "uncertainty.calibration.prior=balanced"]) == 0
-    assert "class prior: train -> balanced (held-out macro-F1 " in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "class prior: train -> balanced (held-out macro-F1 " in said
+    ece = [
+        load_uncertainty_profile(run / "head").info["class_prior"][p]["ece"] for p in ("train", "balanced")
+    ]
+    assert f", ECE {ece[0]:.3f} -> {ece[1]:.3f})" in said  # what the prior does to the rows' calibration
     after = load_uncertainty_profile(run / "head")
     counts = np.asarray(after.info["class_prior"]["counts"], dtype=np.float64)
     sizes = json.loads((run / "metrics.json").read_text())["data"]["sizes"]

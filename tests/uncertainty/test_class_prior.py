@@ -78,8 +78,20 @@ def test_the_shift_is_minus_the_log_training_share_after_calibration():
     pred = want.argmax(1)
     assert info["prior"] == "balanced" and info["counts"] == [30, 9, 0]
     assert info["balanced"]["f1_macro"] == pytest.approx(f1_score(yv, pred, average="macro"))
-    trained = softmax(val.logits.astype(np.float64) / t, axis=1).argmax(1)
-    assert info["train"]["balanced_accuracy"] == pytest.approx(balanced_accuracy_score(yv, trained))
+    trained = softmax(val.logits.astype(np.float64) / t, axis=1)
+    assert info["train"]["balanced_accuracy"] == pytest.approx(balanced_accuracy_score(yv, trained.argmax(1)))
+    # and the rows' calibration error under each prior (what calibrate's forecast prints beside accuracy)
+    for prior, probs in (("train", trained), ("balanced", want)):  # torchmetrics bins float32 confidences:
+        assert info[prior]["ece"] == pytest.approx(_ece_by_hand(probs, yv), abs=1e-6)  # ~1e-7 each, summed
+
+
+def _ece_by_hand(probs, labels, bins=15):
+    """L1 ECE of the top label over equal-width bins [lo, hi), written out."""
+    conf, right = probs.max(1), (probs.argmax(1) == labels)
+    which = np.minimum((conf * bins).astype(int), bins)
+    return sum(
+        abs(right[which == b].mean() - conf[which == b].mean()) * (which == b).mean() for b in set(which)
+    )
 
 
 def test_the_prior_is_saved_and_read_back(tmp_path):

@@ -20,7 +20,7 @@ import numpy as np
 from sklearn.metrics import accuracy_score, balanced_accuracy_score, f1_score
 
 from ucse.config.uncertainty import ClassPrior, check_target_shares, target_shares
-from ucse.uncertainty.calibration import Calibrator
+from ucse.uncertainty.calibration import Calibrator, ece
 from ucse.uncertainty.scores import Array
 
 
@@ -54,11 +54,14 @@ def decision_figures(
         target: (C,) a target mix: adds ``"target"`` (the rows weighted to that mix) and ``"target_shares"``.
 
     Returns:
-        ``{"counts": [...], "train": {...}, "balanced": {...}}``; macro-F1 over the labels the rows hold.
+        ``{"counts": [...], "train": {...}, "balanced": {...}}``; macro-F1 over the labels the rows hold;
+        under ``train`` and ``balanced`` also ``ece``, the rows' calibration error under that prior (the rows
+        are mixed like the training rows: a trial's balanced prior raised accuracy there and doubled ECE).
     """
     out: dict[str, Any] = {"counts": [int(n) for n in np.asarray(counts)]}
     for prior in (ClassPrior.train, ClassPrior.balanced):
-        out[prior.value] = decision_scores(labels, base.for_prior(prior, counts).probs(logits).argmax(1))
+        probs = base.for_prior(prior, counts).probs(logits)  # (N, C)
+        out[prior.value] = decision_scores(labels, probs.argmax(1)) | {"ece": ece(probs, labels)}
     if target is not None:
         y = np.asarray(labels, dtype=np.int64)
         weights = shift_weights(target, y)[y]  # (N,): the weighted rows are mixed like the target
