@@ -125,6 +125,7 @@ def test_the_summary_names_the_labels_recalled_least(tmp_path):
         conformal=None,
         qhat=None,
         ood=None,
+        decision=None,
     )
     text = train_summary(tmp_path, metrics, profile)
     assert "; the head's own decisions: `ucse eval` gives predict's, balanced prior)" in text

@@ -150,6 +150,14 @@ def review_note(review: dict) -> str:
     )
 
 
+def run_label_names(run: str | Path) -> list | None:
+    """The run's labels in id order, from its head's ``config.json`` (``None`` where it names none)."""
+    from ucse.heads.saved_config import read_config
+
+    names = read_config(RunFolder(run).head / "config.json")[0]["meta"].get("label_names")  # checked there
+    return names if isinstance(names, list) and names else None
+
+
 def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
     """What ``ucse train`` prints: test/validation scores, the uncertainty profile, the run's files."""
     test, val = metrics.get("test"), metrics.get("val", {})
@@ -288,6 +296,10 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
                 f"  conformal sets: {profile.conformal.method.value}, alpha {profile.conformal.alpha}{mix}"
                 + ("" if inert is None else f" - {inert}")
             )
+        if profile.decision is not None:
+            from ucse.uncertainty.decision import describe_decision
+
+            lines.append(f"  decision: {describe_decision(profile.decision, run_label_names(run_dir))}")
         if profile.ood is not None:
             o = profile.ood
             how, n = o.info.get("heldout"), o.info.get("n_heldout")

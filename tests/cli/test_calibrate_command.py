@@ -504,3 +504,49 @@ def test_the_runs_copy_of_its_rows_serves_every_command_whatever_becomes_of_the_
     caplog.clear()
     assert main(["calibrate", f"run={run}", "uncertainty.abstain.coverage=0.7"]) == 2
     assert "is not the run's copy of its rows (its bytes are not the ones the run wrote)" in caplog.text
+
+
+def test_an_operating_point_for_one_label_is_set_without_retraining_and_predict_follows_it(
+    tickets, tmp_path, capsys
+):
+    # a moderation team's trial found no way to say "answer 'abusive' at >= 90 % precision" or "catch 80 %"
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(tickets[1], run)
+    bad = ["calibrate", f"run={run}", "uncertainty.decision.label=pet", "uncertainty.decision.threshold=0.2"]
+    assert main(bad) == 2
+    assert (
+        "decision.label=pet is not one of the run's 3 labels (money, music, pets). Did you mean 'pets'?"
+        in (capsys.readouterr().err)
+    )
+    asked = ["uncertainty.decision.label=pets", "uncertainty.decision.threshold=0.2"]
+    assert main(["calibrate", f"run={run}", *asked]) == 0
+    said = capsys.readouterr().out
+    assert (
+        "decision: none (the most probable label) -> 'pets' where its probability >= 0.2 (held-out " in said
+    )
+    assert from_yaml(run / "config.yaml").uncertainty.decision.label == "pets"  # the run's record follows
+    texts = tmp_path / "new.txt"
+    texts.write_text("\n".join(r["text"] for r in own_rows(30, seed=21)) + "\n")
+    out = tmp_path / "p.jsonl"
+    assert main(["predict", f"run={run}", f"input={texts}", f"out={out}"]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    for r in rows:
+        p = r["probs"]
+        want = "pets" if p["pets"] >= 0.2 else max(("money", "music"), key=p.__getitem__)
+        assert r["label"] == want and r["confidence"] == pytest.approx(p[want])
+    assert any(r["label"] != max(r["probs"], key=r["probs"].get) for r in rows)  # not the most probable
+    # back to the most probable label: the rule dropped
+    assert (
+        main(
+            [
+                "calibrate",
+                f"run={run}",
+                "uncertainty.decision.label=null",
+                "uncertainty.decision.threshold=null",
+            ]
+        )
+        == 0
+    )
+    assert "-> none (the most probable label)" in capsys.readouterr().out

@@ -258,6 +258,14 @@ def test_a_sample_without_some_labels_also_gets_the_macro_f1_of_the_labels_it_ho
     shifted = {**report, "per_label": rows, "decisions": decisions, "calibration": {"prior": "balanced"}}
     said = [line for line in eval_summary(shifted, None).splitlines() if "labels this split holds" in line]
     assert len(said) == 1 and "(predict's answers, balanced prior)" in said[0]
-    assert f"count 0 in that prior's macro-F1 {f1:.4f}" in said[0]
+    assert f"count 0 in predict's macro-F1 {f1:.4f}" in said[0]
     order = eval_summary(shifted, None)
     assert order.index("with the balanced class prior") < order.index("labels this split holds")
+    # an operating point for one label (uncertainty.decision) also makes predict's answers another basis
+    rule = {"label": 1, "threshold": 0.3, "rule": "recall", "target": 0.8}
+    ruled = {**report, "per_label": rows, "decisions": decisions, "decision_rule": rule}
+    text = eval_summary(ruled, None)
+    assert (
+        "  with the decision rule (what predict answers): accuracy 0.8000  balanced accuracy 0.7000" in text
+    )
+    assert "(predict's answers, decision rule)" in text

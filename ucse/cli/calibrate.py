@@ -7,6 +7,8 @@ Usage:
     ucse calibrate run=runs/reviews uncertainty.calibration.prior=balanced   # rare labels count as much
     ucse calibrate run=runs/reviews uncertainty.calibration.prior=target \
         uncertainty.calibration.target_shares.negative=0.2   # new texts: 20 % negative, the rest as trained
+    ucse calibrate run=runs/comments uncertainty.decision.label=abusive uncertainty.decision.precision=0.9
+        # answer 'abusive' wherever held-out precision stays >= 0.9 (or .recall=0.8, or .threshold=0.3)
     ucse calibrate run=runs/reviews            # the run's own settings (e.g. its profile was never written)
 
 The head's outputs come from the hidden states the run cached, so this takes seconds; the calibration,
@@ -29,7 +31,7 @@ from ucse.cli import run_cli
 from ucse.cli.help import format_fields, show, wants_help
 from ucse.config import ConfigError
 from ucse.config.env import quiet_loggers
-from ucse.summary import describe_flag
+from ucse.summary import describe_flag, run_label_names
 
 if TYPE_CHECKING:
     from ucse.uncertainty.profile import UncertaintyProfile
@@ -140,7 +142,7 @@ def main(argv: list[str]) -> int:
         if trust not in ("true", "false"):
             raise ConfigError(f"trust_remote_code={own['trust_remote_code']}: give true or false.")
         from ucse.pipeline import quiet_lightning
-        from ucse.uncertainty.fit import refit_run_profile
+        from ucse.uncertainty.refit import refit_run_profile
 
         # The data's reading notes (separator, copies, label spellings) were said when the run trained; the
         # rows are checked against the run's, and a change is refused in its own line.
@@ -155,6 +157,11 @@ def main(argv: list[str]) -> int:
             print(mix)
         print(f"abstention: {_change(_threshold(before), _threshold(after))}")
         print(f"out-of-scope flag: {_change(_flag(before), _flag(after))}")
+        from ucse.uncertainty.decision import describe_decision
+
+        names = run_label_names(own["run"])
+        rule = _change(describe_decision(before.decision, names), describe_decision(after.decision, names))
+        print(f"decision: {rule}")
         print(f"score: {_change(before.score.value, after.score.value)}; profile saved in {own['run']}/head")
         return 0
 

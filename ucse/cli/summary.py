@@ -41,10 +41,12 @@ def eval_summary(report: dict, written: Path | None) -> str:
         lines.append(f"  {n} bad row{'s' if n != 1 else ''} of the file dropped (drop_bad_rows=true)")
     d = report.get("decisions")
     prior = (report.get("calibration") or {}).get("prior")
-    answers = bool(d) and prior in ("balanced", "target")
+    ruled = isinstance(report.get("decision_rule"), dict)  # uncertainty.decision: one label's threshold
+    answers = bool(d) and (prior in ("balanced", "target") or ruled)
+    bases = [f"the {prior} class prior"] * (prior in ("balanced", "target")) + ["the decision rule"] * ruled
     if answers:  # the test figures above are the head's argmax, train mix
         lines.append(
-            f"  with the {prior} class prior (what predict answers): accuracy {d['accuracy']:.4f}  "
+            f"  with {' and '.join(bases)} (what predict answers): accuracy {d['accuracy']:.4f}  "
             f"balanced accuracy {d['balanced_accuracy']:.4f}  macro-F1 {d['f1_macro']:.4f}"
         )
     # per_label holds predict's answers: under a prior, not the head's argmax of the first line
@@ -53,8 +55,9 @@ def eval_summary(report: dict, written: Path | None) -> str:
     if m and held and len(held) < len(rows):  # a sample without some labels: their predictions score 0 above
         f1 = sum(r["f1"] for r in held) / len(held)
         absent = len(rows) - len(held)
-        basis = f" (predict's answers, {prior} prior)" if answers else ""
-        above = f"that prior's macro-F1 {d['f1_macro']:.4f}" if answers else "the macro-F1 above"
+        short = [f"{prior} prior"] * (prior in ("balanced", "target")) + ["decision rule"] * ruled
+        basis = f" (predict's answers, {' and '.join(short)})" if answers else ""
+        above = f"predict's macro-F1 {d['f1_macro']:.4f}" if answers else "the macro-F1 above"
         lines.append(
             f"  macro-F1 over the {len(held)} labels this split holds{basis}: {f1:.4f} ({absent} of the "
             f"run's {len(rows)} labels have no row here; predicted, they count 0 in {above})"

@@ -128,7 +128,7 @@ def _fit_missing_profile(run_dir: Path) -> None:
     The refit rereads the run's recorded data: a data file moved since (which the sweep accepts as the same
     task) or a backbone needing its own code cannot be reread, and must not stop the other cells.
     """
-    from ucse.uncertainty.fit import refit_run_profile
+    from ucse.uncertainty.refit import refit_run_profile
 
     log.warning("%s has no uncertainty profile (a stopped run): fitting it now.", run_dir)
     try:

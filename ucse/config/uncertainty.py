@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from ucse.config.target_mix import target_shares
+
 
 class CalibrationMethod(str, Enum):
     """How logits are recalibrated on the validation split (fitted by NLL)."""
@@ -199,6 +201,28 @@ class OodConfig:
 
 
 @dataclass
+class DecisionConfig:
+    """An operating point for one label: answer it whenever its probability reaches a threshold.
+
+    By default every text gets its most probable label. For a label that matters more than the others (the
+    rare ``abusive`` among ``ok`` comments, ``fraud``), a threshold on its calibrated probability trades its
+    precision against its recall: texts at or above it get that label, the others their most probable other
+    label. Set ``label`` and one of ``precision``, ``recall`` or ``threshold``; the threshold is chosen on the
+    held-out rows the profile is calibrated on, which also give its precision and recall (estimates on those
+    rows, not guarantees). ``ucse calibrate`` changes it without retraining.
+    """
+
+    label: str | None = None
+    """The label the operating point is for (its name, or its id for integer labels); ``null``: none."""
+    precision: float | None = None
+    """Answer the label on as many held-out texts as keeps its held-out precision at or above this."""
+    recall: float | None = None
+    """Answer the label on as few held-out texts as finds this share of its held-out rows."""
+    threshold: float | None = None
+    """Answer the label where its calibrated probability is at or above this value, in (0, 1)."""
+
+
+@dataclass
 class UncertaintyConfig:
     """What is fitted after training and saved with the head (``head/calibration.json``)."""
 
@@ -212,6 +236,8 @@ class UncertaintyConfig:
     """Prediction sets."""
     ood: OodConfig = field(default_factory=OodConfig)
     """Out-of-scope flag."""
+    decision: DecisionConfig = field(default_factory=DecisionConfig)
+    """An operating point for one label (a threshold on its probability instead of the most probable)."""
     score: ScoreName = ScoreName.auto
     """Score reported as ``uncertainty`` and used to abstain; ``auto`` picks the lowest validation AURC among
     msp, entropy, predictive_entropy and mutual_information (the others rank distance from the data)."""
@@ -249,8 +275,51 @@ def check_uncertainty_config(cfg: UncertaintyConfig) -> None:
         if not ok(value):
             raise ValueError(f"uncertainty.{key}={value} is invalid: it must be {want}.")
     check_target_shares(cfg.calibration)
+    check_decision(cfg.decision)
     if cfg.samples == 0 and cfg.score == ScoreName.mutual_information:
         raise ValueError("uncertainty.score=mutual_information needs uncertainty.samples >= 1.")
+
+
+def check_decision(cfg: DecisionConfig) -> None:
+    """A label with exactly one of precision, recall or threshold in (0, 1), or none of them.
+
+    Raises:
+        ValueError: naming the key, the value and the fix.
+    """
+    given = {k: v for k in ("precision", "recall", "threshold") if (v := getattr(cfg, k)) is not None}
+    key = "uncertainty.decision"
+    for k, v in given.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < 1:
+            raise ValueError(f"{key}.{k}={v} is invalid: it must be a number in (0, 1).")
+    if cfg.label is None and given:
+        k = next(iter(given))
+        raise ValueError(f"{key}.{k} needs {key}.label=<the label it is for>.")
+    if cfg.label is not None and len(given) != 1:
+        said = "none" if not given else " and ".join(f"{k}={v}" for k, v in given.items())
+        raise ValueError(
+            f"{key}.label={cfg.label} needs exactly one of {key}.precision, .recall or .threshold "
+            f"(given: {said}); e.g. {key}.precision=0.9."
+        )
+
+
+def decision_label(cfg: DecisionConfig, label_names: Sequence[str] | None, num_classes: int) -> int | None:
+    """The id of ``cfg.label`` among the run's labels (``None`` without a rule).
+
+    Raises:
+        ValueError: a label the run lacks, naming the key, its labels and the nearest one.
+    """
+    if cfg.label is None:
+        return None
+    names = [str(n) for n in label_names] if label_names is not None else [str(i) for i in range(num_classes)]
+    if str(cfg.label) in names:
+        return names.index(str(cfg.label))
+    # ucse.config.build.did_you_mean's rule; not imported: ucse.config.build imports this module
+    close = difflib.get_close_matches(str(cfg.label), names, n=1, cutoff=0.5)
+    shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
+    hint = f" Did you mean '{close[0]}'?" if close else ""
+    raise ValueError(
+        f"uncertainty.decision.label={cfg.label} is not one of the run's {len(names)} labels ({shown}).{hint}"
+    )
 
 
 def check_target_shares(cfg: CalibrationConfig) -> None:
@@ -298,50 +367,6 @@ def check_target_labels(cfg: CalibrationConfig, label_names: Sequence[str]) -> N
     if ClassPrior(cfg.prior) is ClassPrior.target:
         check_target_shares(cfg)
         target_shares(cfg.target_shares, label_names, [1] * len(label_names))  # counts only split the rest
-
-
-def target_shares(spec: Any, label_names: Sequence[str], counts: Sequence[int]) -> list[float]:
-    """The target mix of ``calibration.target_shares``, in label-id order, adding up to 1.
-
-    Args:
-        spec: ``{label name: share}`` (checked by :func:`check_target_shares`); integer keys name the labels
-            ``"0"``, ``"1"``...
-        label_names: the run's labels, in id order.
-        counts: training rows per label, in id order: labels left out of ``spec`` share the rest in
-            proportion (a label without rows counts as one).
-
-    Raises:
-        ValueError: an unknown label, shares that leave nothing for the labels left out, or, naming every
-            label, shares that do not add up to 1 (each message names the key and the fix).
-    """
-    key = "uncertainty.calibration.target_shares"
-    names = [str(n) for n in label_names]
-    given = {str(k): float(v) for k, v in spec.items()}
-    unknown = [k for k in given if k not in names]
-    if unknown:
-        shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
-        # ucse.config.build.did_you_mean's rule; not imported: ucse.config.build imports this module.
-        close = difflib.get_close_matches(unknown[0], names, n=1, cutoff=0.5)
-        hint = f" Did you mean '{close[0]}'?" if close else ""
-        raise ValueError(
-            f"{key}: {unknown[0]!r} is not one of the run's {len(names)} labels ({shown}).{hint}"
-        )
-    rest = [i for i, name in enumerate(names) if name not in given]
-    total = sum(given.values())
-    if not rest:
-        if abs(total - 1.0) > 1e-3:
-            raise ValueError(f"{key}: every label is named and the shares add up to {total:.4g}, not 1.")
-        return [given[name] / total for name in names]
-    if total >= 1.0 - 1e-6:
-        raise ValueError(
-            f"{key}: the named labels take {total:.4g} of the mix, leaving nothing for the {len(rest)} "
-            f"left out (e.g. {names[rest[0]]!r}); lower the shares or name every label."
-        )
-    left = [max(int(counts[i]), 1) for i in rest]
-    out = [given.get(name, 0.0) for name in names]
-    for i, n in zip(rest, left):
-        out[i] = (1.0 - total) * n / sum(left)
-    return out
 
 
 SHARES = "uncertainty.calibration.target_shares"

@@ -96,6 +96,7 @@ def actionable_report(
         "out_of_scope": ood,
         # what predict answers: the profile's top label (another than the logits' under another prior)
         "decisions": decision_scores(y, res.prediction),
+        "decision_rule": None if profile.decision is None else profile.decision.to_saved(),
         "calibration": calibration,
         "selective": selective,
         "conformal": conformal,

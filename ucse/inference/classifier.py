@@ -359,7 +359,7 @@ class UcseClassifier(ClassifierMixin, BaseEstimator):
         return self._decide(X).probs[:, self.columns_]
 
     def predict(self, X: str | list[str]) -> np.ndarray:  # noqa: N803
-        """(N,) the most probable label of each text (values of ``classes_``)."""
+        """(N,) each text's label (``classes_``): the most probable, or ``uncertainty.decision``'s."""
         prediction = self._decide(X).prediction  # (N,) head columns
         return self.classes_[np.argsort(self.columns_)[prediction]]  # head column -> its class
 

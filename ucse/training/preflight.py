@@ -20,7 +20,7 @@ from ucse.backbone.device import resolve_device
 from ucse.config import ConfigError, Device, HeadType, Strategy, TrainConfig
 from ucse.config.build import resolve_group_copies, resolve_recipe_head
 from ucse.config.checks import validate_config
-from ucse.config.uncertainty import check_target_labels
+from ucse.config.uncertainty import check_target_labels, decision_label
 from ucse.data.checks import shown
 from ucse.data.tasks import SPLITS, TaskData
 from ucse.training.run_folder import check_run_dir
@@ -129,3 +129,4 @@ def check_data_rows(cfg: TrainConfig, data: TaskData) -> None:
     check_label_rows(HeadType(cfg.head.type), {s: data.labels(s) for s in SPLITS}, data.label_names)
     if cfg.uncertainty.enabled:
         check_target_labels(cfg.uncertainty.calibration, data.label_names)
+        decision_label(cfg.uncertainty.decision, data.label_names, len(data.label_names))

@@ -31,6 +31,7 @@ from ucse.heads.io import (
 )
 from ucse.uncertainty import conformal, density, scores
 from ucse.uncertainty.calibration import Calibrator
+from ucse.uncertainty.decision import DecisionRule
 from ucse.uncertainty.ood_detector import OodDetector, from_saved, to_saved
 from ucse.uncertainty.saved_profile import check_saved_profile, threshold
 from ucse.uncertainty.selective import AbstainThreshold
@@ -125,6 +126,7 @@ class UncertaintyProfile:
         fitted: False for the plain fallback.
         info: fit-time summary (validation AURC per score, sizes...), saved in ``calibration.json``.
         ood: the out-of-scope flag, or ``None``.
+        decision: an operating point for one label, or ``None`` (the most probable label is answered).
     """
 
     calibrator: Calibrator
@@ -139,6 +141,7 @@ class UncertaintyProfile:
     fitted: bool = True
     info: dict[str, Any] = field(default_factory=dict)
     ood: OodDetector | None = None
+    decision: DecisionRule | None = None
 
     @classmethod
     def plain(cls, num_classes: int) -> UncertaintyProfile:
@@ -232,10 +235,15 @@ class UncertaintyProfile:
         """
         probs = self.calibrator.probs(logits)  # (N, C)
         conf, pred = probs.max(dim=1)
+        if self.decision is not None:  # the label's operating point: the answer's own probability
+            pred = self.decision.predict(probs)
+            conf = probs.gather(1, pred[:, None])[:, 0]
         score = self.score if self.score in self.available(var is not None) else ScoreName.msp
         u = self.scores(mean, var, logits, [score])[score.value]
         t = math.inf if self.abstain is None else self.abstain.threshold
         member = self.sets(probs) if sets else None
+        if member is not None and self.decision is not None:  # a set holds the answer (coverage only rises)
+            member[torch.arange(len(pred)), pred] = True
         ood_score = (
             None
             if self.ood is None or pooled is None
@@ -282,6 +290,8 @@ class UncertaintyProfile:
             "density_logdet": None if g is None else g.logdet,
             "info": self.info,
         }
+        if self.decision is not None:
+            config["decision"] = self.decision.to_saved()
         if self.ood is not None:
             config["ood"], ood_arrays = to_saved(self.ood)
             arrays |= ood_arrays
@@ -345,6 +355,8 @@ def load_uncertainty_profile(
             float(cfg["density_logdet"]),
         )
     ood = None if cfg.get("ood") is None else from_saved(cfg["ood"], arr).to(device)
+    rule = cfg.get("decision")  # checked by check_saved_profile
+    decision = None if rule is None else DecisionRule(**rule)
     return UncertaintyProfile(
         calibrator=calibrator,
         score=ScoreName(cfg["score"]),
@@ -357,4 +369,5 @@ def load_uncertainty_profile(
         seed=cfg["seed"],
         info=cfg.get("info", {}),
         ood=ood,
+        decision=decision,
     )

@@ -26,6 +26,7 @@ from ucse.config.uncertainty import (
     ScoreName,
 )
 from ucse.heads.io import REFIT
+from ucse.uncertainty.decision import from_saved as decision_from_saved
 from ucse.uncertainty.ood_detector import OOD_ARRAYS, OOD_KEYS, components, needed_stats, reads_mean
 from ucse.uncertainty.selective import AbstainThreshold
 
@@ -47,6 +48,7 @@ _TOP = {
     "density_logdet",
     "ood",
     "info",
+    "decision",
 }
 _REQUIRED = ("calibration", "score", "samples", "seed")
 _ARRAYS = {
@@ -346,6 +348,8 @@ def check_saved_profile(
         _abstain(c, cfg["abstain"])
     if cfg.get("conformal") is not None:
         _conformal(c, cfg["conformal"], num_classes)
+    if cfg.get("decision") is not None:
+        decision_from_saved(cfg["decision"], num_classes, c.fail)
     logdet = cfg.get("density_logdet")
     has_density = "density_means" in arrays
     c.check(
