@@ -89,8 +89,9 @@ def test_command_line_overrides_win():
 @pytest.mark.parametrize(
     ("override", "needle"),
     [
-        (["loss.lcl_weigth=1"], "Did you mean 'lcl_weight'"),
+        (["loss.lcl_weigth=1"], "Did you mean 'loss.lcl_weight'"),  # the whole key: pasted back as it is
         (["head=textcnm"], "Did you mean 'textcnn'"),
+        (["head=logistic"], "Did you mean 'logreg'"),  # a trial's guess at the probe's name
         (["task=Banking77"], "Did you mean 'Banking77Classification'"),
         (["head.type=textcn"], "expected one of"),
         (["optim.lr=abc"], "optim.lr"),

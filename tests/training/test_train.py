@@ -256,7 +256,7 @@ def test_train_cli_reports_input_errors_without_a_traceback(tmp_path):
         cwd=repo,
         timeout=300,
     )
-    assert proc.returncode == 2 and "Did you mean 'lcl_weight'" in proc.stderr
+    assert proc.returncode == 2 and "Did you mean 'loss.lcl_weight'" in proc.stderr
 
 
 def _best_checkpoint(run_dir: Path, metrics: dict) -> dict:

@@ -53,9 +53,9 @@ def renamed_tokens(tokens: list[str], names: set[str] | frozenset[str] | None = 
     return out
 
 
-def did_you_mean(value: str, choices: list[str] | tuple[str, ...]) -> str:
+def did_you_mean(value: str, choices: list[str] | tuple[str, ...], cutoff: float = 0.5) -> str:
     """Return a ``did you mean 'x'?`` suffix for the closest choice, or an empty string."""
-    close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1, cutoff=0.5)
+    close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1, cutoff=cutoff)
     return f" Did you mean '{close[0]}'?" if close else ""
 
 
@@ -92,6 +92,11 @@ def _schema_keys(node: Any, path: str) -> list[str]:
     return [f.name for f in fields(obj)] if is_dataclass(obj) else []
 
 
+def _dotted(suggestion: str, parent: str) -> str:
+    """`` Did you mean 'text_column'?`` as the whole key, ``'data.text_column'``, to paste back as it is."""
+    return suggestion.replace(" Did you mean '", f" Did you mean '{parent}.") if parent else suggestion
+
+
 def _explain(err: OmegaConfBaseException, source: str) -> ConfigError:
     """Turn an OmegaConf error into a ConfigError naming the key, the valid choices and a suggestion."""
     key = str(getattr(err, "full_key", "") or getattr(err, "key", "") or "")
@@ -100,7 +105,7 @@ def _explain(err: OmegaConfBaseException, source: str) -> ConfigError:
         valid = _schema_keys(None, parent)
         return ConfigError(
             f"Unknown config key '{key}' (from {source}). Valid keys under '{parent or '<root>'}': "
-            f"{', '.join(valid)}.{did_you_mean(leaf, valid)}"
+            f"{', '.join(valid)}.{_dotted(did_you_mean(leaf, valid), parent)}"
         )
     msg = str(err).splitlines()[0]
     if isinstance(err, ValidationError) and "expected one of" in msg:
@@ -157,7 +162,7 @@ def load_group(group: str, name: str) -> DictConfig:
         choices = group_choices(group)
         raise ConfigError(
             f"Unknown {group} '{name}'. Valid {group} choices: {', '.join(choices)}."
-            f"{did_you_mean(name, choices)}"
+            f"{did_you_mean(name, choices, cutoff=0.4)}"  # 0.4: a trial's head=logistic for logreg
             f" Add configs/{group}/{name}.yaml to define a new one, or give a path: {group}=/path/to/it.yaml."
         )
     try:
