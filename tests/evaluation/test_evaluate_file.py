@@ -373,9 +373,21 @@ def test_texts_the_run_trained_on_are_counted_and_warned(run, tmp_path, caplog):
     assert report["copies_of_run_rows"] == 5
     assert json.loads(input_report_path(run, str(path)).read_text())["copies_of_run_rows"] == 5
     assert f"5 of 25 texts of {path} are copies of rows of the run's own data" in caplog.text
+    # and the 20 others scored apart, as predict answers them (a weekly sample repeats "lol" and spam)
+    from ucse import UcseClassifier
+    from ucse.cli.summary import eval_summary
+
+    clf = UcseClassifier.from_pretrained(run, device="cpu")
+    rows = _new_rows(20)
+    want = accuracy_score([r[1] for r in rows], clf.predict([r[0] for r in rows]))
+    assert report["new_texts"]["n"] == 20 and report["new_texts"]["accuracy"] == pytest.approx(want)
+    assert "the line 'on the texts new to the run' scores the others" in caplog.text
+    said = "on the 20 texts new to the run (not copies of its rows; predict's answers): accuracy"
+    assert f"{said} {want:.4f}" in eval_summary(report, None)
     caplog.clear()
     fresh = _write(tmp_path / "fresh.csv", _new_rows(20), ("text", "label"))
-    assert evaluate_file(build_eval_config([f"run={run}", f"input={fresh}"]))["copies_of_run_rows"] == 0
+    clean = evaluate_file(build_eval_config([f"run={run}", f"input={fresh}"]))
+    assert clean["copies_of_run_rows"] == 0 and "new_texts" not in clean  # every text new: the headline
     assert "copies of rows" not in caplog.text
 
 

@@ -49,6 +49,13 @@ def eval_summary(report: dict, written: Path | None) -> str:
             f"  with {' and '.join(bases)} (what predict answers): accuracy {d['accuracy']:.4f}  "
             f"balanced accuracy {d['balanced_accuracy']:.4f}  macro-F1 {d['f1_macro']:.4f}"
         )
+    fresh = report.get("new_texts")  # input=: the texts that are not copies of the run's rows
+    if isinstance(fresh, dict) and isinstance(fresh.get("n"), int):
+        lines.append(
+            f"  on the {fresh['n']} texts new to the run (not copies of its rows; predict's answers): "
+            f"accuracy {fresh['accuracy']:.4f}{accuracy_interval(fresh['accuracy'], fresh['n'])}  "
+            f"macro-F1 {fresh['f1_macro']:.4f}"
+        )
     # per_label holds predict's answers: under a prior, not the head's argmax of the first line
     rows = report.get("per_label") or []
     held = [r for r in rows if isinstance(r, dict) and r.get("support") and isinstance(r.get("f1"), float)]

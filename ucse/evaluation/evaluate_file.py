@@ -98,12 +98,13 @@ def check_report_is_of(report: Path, source: Path) -> None:
         )
 
 
-def copies_of_run_rows(run: Path, texts: list[str], cfg: EvalConfig) -> int | None:
-    """How many of ``texts`` are copies of the run's own rows (up to case and punctuation), warned.
+def copies_of_run_rows(run: Path, texts: list[str], cfg: EvalConfig) -> np.ndarray | None:
+    """(N,) which of ``texts`` are copies of the run's own rows (up to case and punctuation), warned.
 
     A labelled sample that shares texts with the data the run trained (or was tested) on scores them
     optimistically; in a labelling loop it happens by itself (a trial's test file held "bin!!", and a later
-    round labelled the pool's "bin" into training). ``None`` where the run's data cannot be read from here.
+    round labelled the pool's "bin" into training), and a weekly sample of comments repeats "lol" and spam.
+    The report scores the other texts apart (``new_texts``). ``None`` where the run's data cannot be read.
     """
     known, why = run_labelled_texts(run, cfg.data_path, cfg.data_root)
     if known is None:
@@ -111,17 +112,18 @@ def copies_of_run_rows(run: Path, texts: list[str], cfg: EvalConfig) -> int | No
             log.info("not checked for copies of the run's own rows: %s", why)
         return None
     keys = {text_key(t) for t in known}
-    seen = sum(text_key(t) in keys for t in texts)
+    copies = np.fromiter((text_key(t) in keys for t in texts), dtype=bool, count=len(texts))  # (N,)
+    seen = int(copies.sum())
     if seen:
         log.warning(
             "%d of %d texts of %s are copies of rows of the run's own data (the same words up to case and "
-            "punctuation): the run trained (or was tested) on them, so the figures below are optimistic. "
-            "Leave them out of the file to measure how it does on new texts.",
+            "punctuation): the run trained (or was tested) on them, so the figures below are optimistic%s.",
             seen,
             len(texts),
             cfg.input,
+            "; the line 'on the texts new to the run' scores the others" if seen < len(texts) else "",
         )
-    return seen
+    return copies
 
 
 MAX_ERRORS = 1000
@@ -186,10 +188,11 @@ def evaluate_file(cfg: EvalConfig) -> dict:
         cfg.drop_bad_rows,
         train_cfg.data.min_label_rows,
     )
-    seen = copies_of_run_rows(run, texts, cfg)
+    copies = copies_of_run_rows(run, texts, cfg)
     # only now torch, the backbone and the profile: every check above answers without them
     from ucse.core.encoder import UcseEncoder
     from ucse.training.run import resolve_device
+    from ucse.uncertainty.class_prior import decision_scores
     from ucse.uncertainty.inert_parts import warn_if_unfitted
     from ucse.uncertainty.profile import load_uncertainty_profile
 
@@ -205,13 +208,17 @@ def evaluate_file(cfg: EvalConfig) -> dict:
         "split": repr(source.name)[1:-1],  # how the lines name it: control characters escaped
         "n": len(labels),
         "dropped": dropped,
-        "copies_of_run_rows": seen,
+        "copies_of_run_rows": None if copies is None else int(copies.sum()),
     }
     # applied once: the report's sections and the list of wrong answers read the same decisions
     decided = profile.apply(out.mean, out.var, out.logits, sets=True, pooled=out.pooled)
     values = label_values(meta)
     report |= judge_outputs(out, labels, values, profile, cfg.sigma_thresholds, None, decided)[0]
     report |= wrong_answers(decided, texts, np.asarray(labels), values)
+    if copies is not None and 0 < copies.sum() < len(copies):  # what predict answers on the texts new to it
+        new = ~copies
+        got = decision_scores(np.asarray(labels)[new], decided.prediction[new])
+        report["new_texts"] = {"n": int(new.sum()), **got}
     report["profile_source"] = "saved" if profile.fitted else "plain softmax (no saved profile)"
     if cfg.efficiency:
         report["efficiency"] = efficiency_report(encoder, texts, cfg.efficiency_batches, cfg.batch_size)
