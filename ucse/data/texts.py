@@ -50,8 +50,16 @@ def _lines(text: str, where: str, drop_bad: bool | None = None) -> list[str]:
     lines = [line.removesuffix("\r") for line in text.split("\n")]
     # The newline that ends the last line starts no new one; blank lines after the last text (an editor's
     # or a script's trailing newlines) are no texts either. A blank line between texts is still refused.
+    trailing = []
     while lines and is_blank(lines[-1]):  # a DOS end-of-file mark (\x1a) too
-        lines.pop()
+        trailing.append(lines.pop())
+    spaces = [line for line in trailing if line and line != "\x1a"]  # not an editor's newline: said
+    if spaces and lines:  # a trial's last line "  " gave no row and no word (one inside the file fails)
+        logger.warning(
+            "%s: what follows the last text holds only spaces or invisible characters: no row is written for "
+            "it (such a line between texts is refused).",
+            where,
+        )
     if drop_bad:
         bad = [number for number, line in enumerate(lines, 1) if is_blank(line)]
         _tell_dropped(where, "line", bad, len(lines), table=False)
