@@ -49,7 +49,7 @@ def test_the_report_scores_the_profiles_decisions(prior):
     if prior != "train":
         assert (pred != raw).mean() > 0.1  # the prior moved many decisions away from the logits' argmax
         assert d["balanced_accuracy"] > balanced_accuracy_score(yt, raw)
-        assert f"with the {prior} class prior (what predict answers)" in shown
+        assert f"predict's answers, with the {prior} class prior: balanced accuracy" in shown
         assert f"{prior} prior" in format_table(report)
     else:
         np.testing.assert_array_equal(pred, raw)  # temperature scaling keeps the argmax
@@ -258,14 +258,22 @@ def test_a_sample_without_some_labels_also_gets_the_macro_f1_of_the_labels_it_ho
     shifted = {**report, "per_label": rows, "decisions": decisions, "calibration": {"prior": "balanced"}}
     said = [line for line in eval_summary(shifted, None).splitlines() if "labels this split holds" in line]
     assert len(said) == 1 and "(predict's answers, balanced prior)" in said[0]
-    assert f"count 0 in predict's macro-F1 {f1:.4f}" in said[0]
+    assert "count 0 in the macro-F1 above" in said[0]  # the headline: predict's answers
     order = eval_summary(shifted, None)
     assert order.index("with the balanced class prior") < order.index("labels this split holds")
+    # the headline is predict's answers, the head's own argmax on the next line (two trials quoted the first)
+    assert order.startswith("t march.csv (n=200): accuracy 0.8000 (95 % interval")
+    assert (
+        "; the head's own most probable labels (training mix; eval.json's metrics): accuracy 0.8000" in order
+    )
     # an operating point for one label (uncertainty.decision) also makes predict's answers another basis
     rule = {"label": 1, "threshold": 0.3, "rule": "recall", "target": 0.8}
-    ruled = {**report, "per_label": rows, "decisions": decisions, "decision_rule": rule}
+    decided = {**decisions, "accuracy": 0.85}
+    ruled = {**report, "per_label": rows, "decisions": decided, "decision_rule": rule}
     text = eval_summary(ruled, None)
+    assert text.startswith("t march.csv (n=200): accuracy 0.8500 (95 % interval")  # predict's answers first
     assert (
-        "  with the decision rule (what predict answers): accuracy 0.8000  balanced accuracy 0.7000" in text
+        "  predict's answers, with the decision rule: balanced accuracy 0.7000; the head's own most " in text
     )
+    assert "(training mix; eval.json's metrics): accuracy 0.8000  macro-F1" in text
     assert "(predict's answers, decision rule)" in text

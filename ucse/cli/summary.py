@@ -10,8 +10,16 @@ from pathlib import Path
 
 def eval_summary(report: dict, written: Path | None) -> str:
     """What ``ucse eval`` prints after the calibration table: scores, areas, MTEB main scores, files."""
+    from ucse.summary import accuracy_interval
+
     m = report.get("metrics", {})
     lines = []
+    d = report.get("decisions")
+    prior = (report.get("calibration") or {}).get("prior")
+    ruled = isinstance(report.get("decision_rule"), dict)  # uncertainty.decision: one label's threshold
+    shifted = prior in ("balanced", "target")
+    answers = bool(d) and (shifted or ruled)  # predict answers other labels than the head's argmax
+    bases = [f"the {prior} class prior"] * shifted + ["the decision rule"] * ruled
     if m:
         # ECE and NLL of the probabilities predict returns where a profile calibrated them (the metrics are
         # the head's own softmax; the calibration table above has both)
@@ -26,28 +34,30 @@ def eval_summary(report: dict, written: Path | None) -> str:
                 f"ECE {ece:.4f}{below}  NLL {nll:.4f} (calibrated, as predict gives them: eval.json's "
                 f"calibration; the head's softmax {own}: its metrics)"
             )
-        from ucse.summary import accuracy_interval
-
         # the interval: two runs compared on one 60-text file differ by 2 texts within it (a trial)
         mark = ", in-sample: the shipped head trained on these rows" if report.get("in_sample") else ""
+        # the headline is what predict answers (two trials quoted the head's argmax under a prior from it)
+        top = d if answers else m
         lines.append(
             f"{report.get('task')} {report.get('split')} (n={report.get('n')}{mark}): "
-            f"accuracy {m['accuracy']:.4f}{accuracy_interval(m['accuracy'], report.get('n'))}  "
-            f"macro-F1 {m['f1_macro']:.4f}  "
+            f"accuracy {top['accuracy']:.4f}{accuracy_interval(top['accuracy'], report.get('n'))}  "
+            f"macro-F1 {top['f1_macro']:.4f}  "
             f"AUROC {'n/a' if m.get('auroc') is None else format(m['auroc'], '.4f')}  {probs}"
         )
     if report.get("dropped"):  # input= with drop_bad_rows=true
         n = report["dropped"]
         lines.append(f"  {n} bad row{'s' if n != 1 else ''} of the file dropped (drop_bad_rows=true)")
-    d = report.get("decisions")
-    prior = (report.get("calibration") or {}).get("prior")
-    ruled = isinstance(report.get("decision_rule"), dict)  # uncertainty.decision: one label's threshold
-    answers = bool(d) and (prior in ("balanced", "target") or ruled)
-    bases = [f"the {prior} class prior"] * (prior in ("balanced", "target")) + ["the decision rule"] * ruled
-    if answers:  # the test figures above are the head's argmax, train mix
+    if answers:
+        figures = "" if m else f", accuracy {d['accuracy']:.4f}  macro-F1 {d['f1_macro']:.4f}"
+        head = (
+            f"; the head's own most probable labels (training mix; eval.json's metrics): accuracy "
+            f"{m['accuracy']:.4f}  macro-F1 {m['f1_macro']:.4f}"
+            if m
+            else ""
+        )
         lines.append(
-            f"  with {' and '.join(bases)} (what predict answers): accuracy {d['accuracy']:.4f}  "
-            f"balanced accuracy {d['balanced_accuracy']:.4f}  macro-F1 {d['f1_macro']:.4f}"
+            f"  predict's answers, with {' and '.join(bases)}: balanced accuracy "
+            f"{d['balanced_accuracy']:.4f}{figures}{head}"
         )
     fresh = report.get("new_texts")  # input=: the texts that are not copies of the run's rows
     if isinstance(fresh, dict) and isinstance(fresh.get("n"), int):
@@ -62,9 +72,9 @@ def eval_summary(report: dict, written: Path | None) -> str:
     if m and held and len(held) < len(rows):  # a sample without some labels: their predictions score 0 above
         f1 = sum(r["f1"] for r in held) / len(held)
         absent = len(rows) - len(held)
-        short = [f"{prior} prior"] * (prior in ("balanced", "target")) + ["decision rule"] * ruled
+        short = [f"{prior} prior"] * shifted + ["decision rule"] * ruled
         basis = f" (predict's answers, {' and '.join(short)})" if answers else ""
-        above = f"predict's macro-F1 {d['f1_macro']:.4f}" if answers else "the macro-F1 above"
+        above = f"predict's macro-F1 {d['f1_macro']:.4f}" if answers and not m else "the macro-F1 above"
         lines.append(
             f"  macro-F1 over the {len(held)} labels this split holds{basis}: {f1:.4f} ({absent} of the "
             f"run's {len(rows)} labels have no row here; predicted, they count 0 in {above})"
