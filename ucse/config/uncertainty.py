@@ -9,14 +9,13 @@ and recorded in the run's ``config.yaml``, which is what
 from __future__ import annotations
 
 import copy
-import difflib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from ucse.config.target_mix import target_shares
+from ucse.config.named_labels import not_a_label, target_shares
 
 
 class CalibrationMethod(str, Enum):
@@ -313,13 +312,7 @@ def decision_label(cfg: DecisionConfig, label_names: Sequence[str] | None, num_c
     names = [str(n) for n in label_names] if label_names is not None else [str(i) for i in range(num_classes)]
     if str(cfg.label) in names:
         return names.index(str(cfg.label))
-    # ucse.config.build.did_you_mean's rule; not imported: ucse.config.build imports this module
-    close = difflib.get_close_matches(str(cfg.label), names, n=1, cutoff=0.5)
-    shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
-    hint = f" Did you mean '{close[0]}'?" if close else ""
-    raise ValueError(
-        f"uncertainty.decision.label={cfg.label} is not one of the run's {len(names)} labels ({shown}).{hint}"
-    )
+    raise not_a_label(f"uncertainty.decision.label={cfg.label}", str(cfg.label), names)
 
 
 def check_target_shares(cfg: CalibrationConfig) -> None:

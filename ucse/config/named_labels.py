@@ -1,10 +1,22 @@
-"""A target class mix (``uncertainty.calibration.target_shares``) resolved against a run's labels."""
+"""Labels that ``uncertainty.*`` settings name (a target mix's shares, a decision's label), read for a run."""
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Sequence
 from typing import Any
+
+
+def not_a_label(said: str, value: str, names: Sequence[str]) -> ValueError:
+    """The error for ``value``, which ``said`` (``key: 'x'`` or ``key=x``) gives and the run lacks.
+
+    It names the run's first 20 labels and the nearest one (``ucse.config.build.did_you_mean``'s rule; not
+    imported: ``ucse.config.build`` imports the settings that use this).
+    """
+    shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
+    close = difflib.get_close_matches(value, list(names), n=1, cutoff=0.5)
+    hint = f" Did you mean '{close[0]}'?" if close else ""
+    return ValueError(f"{said} is not one of the run's {len(names)} labels ({shown}).{hint}")
 
 
 def target_shares(spec: Any, label_names: Sequence[str], counts: Sequence[int]) -> list[float]:
@@ -26,13 +38,7 @@ def target_shares(spec: Any, label_names: Sequence[str], counts: Sequence[int]) 
     given = {str(k): float(v) for k, v in spec.items()}
     unknown = [k for k in given if k not in names]
     if unknown:
-        shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
-        # ucse.config.build.did_you_mean's rule; not imported: ucse.config.build imports this module.
-        close = difflib.get_close_matches(unknown[0], names, n=1, cutoff=0.5)
-        hint = f" Did you mean '{close[0]}'?" if close else ""
-        raise ValueError(
-            f"{key}: {unknown[0]!r} is not one of the run's {len(names)} labels ({shown}).{hint}"
-        )
+        raise not_a_label(f"{key}: {unknown[0]!r}", unknown[0], names)
     rest = [i for i, name in enumerate(names) if name not in given]
     total = sum(given.values())
     if not rest:
