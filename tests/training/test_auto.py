@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 
 import numpy as np
@@ -97,7 +98,7 @@ def test_the_choice_is_the_probe_most_weight_within_one_standard_error_of_the_be
     assert outcomes == {"margin decided", "best", "probe"}  # the cases exercise every branch of the rule
 
 
-def test_auto_cross_validates_on_a_small_validation_split(tiny_run_cfg, monkeypatch):
+def test_auto_cross_validates_on_a_small_validation_split(tiny_run_cfg, monkeypatch, caplog):
     calls = []  # (rows, C asked for, C used) of every probe fit
 
     def spy(x, y, num_classes, folds, seed, max_iter, c_value=None, groups=None):
@@ -115,10 +116,14 @@ def test_auto_cross_validates_on_a_small_validation_split(tiny_run_cfg, monkeypa
 
     monkeypatch.setattr(auto_mod, "fit_head", spy_head)
     cfg = tiny_run_cfg("recipe=auto", "head=auto")
-    result = train(cfg)
+    with caplog.at_level(logging.INFO, logger="ucse.training.auto"):
+        result = train(cfg)
     m, run = result.metrics, result.run_dir
     sel = m["selection"]
     assert sel["mode"] == "cross-validation" and sel["folds"] == 5
+    # said fold by fold (a trial's long emails spent 13 silent minutes here and looked hung)
+    said = [r.getMessage() for r in caplog.records if "head=auto: TextCNN fold" in r.getMessage()]
+    assert [s.split(" done")[0] for s in said] == [f"head=auto: TextCNN fold {i} of 5" for i in range(1, 6)]
     # The shipped probe's C* is chosen on every row. Each fold's probe chooses its own C inside the fold (the
     # selection never sees a C picked on its held-out texts) and, where that differs, is refitted at C* (the
     # logit scale the temperatures are fitted at); the refit on every row keeps C*.
