@@ -92,7 +92,10 @@ CASES = {
     "columns guessed": (
         "d.csv",
         b"Beschreibung;Kategorie\nprinter jams again;Drucker\nVPN drops;VPN\ntoner low on floor 2;Drucker\n",
-        ["no column 'text'", "looks like data.text_column=Beschreibung data.label_column=Kategorie."],
+        [
+            "no column 'text'",
+            "looks like data.text_column=Beschreibung data.label_column=Kategorie (2 values).",
+        ],
     ),
     "columns guessed, a version column beside": (
         "d.csv",
@@ -100,7 +103,7 @@ CASES = {
         b"freezes when saving,bug,4.1\nplease add export,feature,4.2.1\nlogin loops,bug,4.2\n",
         [
             "looks like data.text_column=review data.label_column=kind",
-            "(other columns whose values repeat: app_version).",
+            "(2 values; other columns whose values repeat: app_version (3)).",  # each with its count
         ],
     ),
     "columns guessed, the label column by its name": (  # a help-desk export: Channel was guessed, not Intent
@@ -120,7 +123,7 @@ CASES = {
         ),
         [
             "looks like 'data.text_column=Customer Message' data.label_column=Intent",
-            "(other columns whose values repeat: Channel).",  # not Created, Ticket ID: mostly distinct values
+            "(4 values; other columns whose values repeat: Channel (3)).",  # not Created, Ticket ID: distinct
         ],
     ),
     "columns guessed, labels longer than the texts": (  # a catalog: the category paths were the "text"

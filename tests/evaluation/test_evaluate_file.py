@@ -173,7 +173,7 @@ def test_bad_rows_name_the_line_in_evals_own_keys_or_are_dropped(run, tmp_path):
     renamed = _write(tmp_path / "renamed.csv", rows, ("question", "topic"))
     with pytest.raises(DataError) as err:  # the columns guessed from the values, in eval's own spelling
         evaluate_file(build_eval_config([f"run={run}", f"input={renamed}"]))
-    assert "looks like text_column=question label_column=topic." in str(err.value)
+    assert "looks like text_column=question label_column=topic (4 values)." in str(err.value)
     assert "data." not in str(err.value)
     with pytest.raises(FileNotFoundError, match="input=.*nope.csv: no such file"):
         evaluate_file(build_eval_config([f"run={run}", f"input={tmp_path / 'nope.csv'}"]))

@@ -68,8 +68,15 @@ def read_columns(
             found = dict(zip((keys.text, keys.label), guess))
             others = [c for c in guess[2] if c not in (text_column, label_column)]
             also = ""
-            if others and any(k == keys.label for _, k in missing):
-                also = f" (other columns whose values repeat: {', '.join(others)})"
+            if any(k == keys.label for _, k in missing):
+                # each with its count of values: a help-desk export's 2-value channel was guessed before its
+                # 8 queues, and "2 values" tells the user at once (a trial)
+                n = guess[3]
+                also = f" ({n[guess[1]]} values" + (
+                    f"; other columns whose values repeat: {', '.join(f'{c} ({n[c]})' for c in others)})"
+                    if others
+                    else ")"
+                )
             hint = (
                 " From the values, that looks like "
                 + " ".join(shlex.quote(f"{k}={found[k]}") for _, k in missing)
@@ -85,8 +92,8 @@ def read_columns(
     return raw.values(text_column), labels, names, label_column
 
 
-def guess_columns(raw: RawSplit, sample: int = 2000) -> tuple[str, str, list[str]] | None:
-    """(text column, label column, the other label candidates) from the values, else ``None`` (a hint only).
+def guess_columns(raw: RawSplit, sample: int = 2000) -> tuple[str, str, list[str], dict[str, int]] | None:
+    """(text column, label column, other label candidates, {candidate: distinct values}) or ``None``: a hint.
 
     The text column is the string column with the longest mean length among those not named like labels
     (where there are such); the label candidates are the
@@ -128,7 +135,7 @@ def guess_columns(raw: RawSplit, sample: int = 2000) -> tuple[str, str, list[str
         repeating, key=lambda c: (not label_like(c), mostly_distinct(c), not named(c), repeating[c])
     )
     label, *others = order
-    return text, label, [c for c in others if not mostly_distinct(c)]
+    return text, label, [c for c in others if not mostly_distinct(c)], repeating
 
 
 LABEL_WORDS = ("label", "intent", "categ", "kategor", "class", "klass", "topic", "tag", "target")
