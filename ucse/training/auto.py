@@ -360,8 +360,8 @@ def _cross_validated(cfg, states, labels, c, h, device, weights, groups=None) ->
     started = time.monotonic()
     for i, (tr, te) in enumerate(folds, 1):
         fit = fit_head(cfg, _gaussian_cfg(cfg), (SubsetStates(rows, tr.tolist()), y[tr]), None, c, device)
-        took = (time.monotonic() - started) / i  # s a fold: the folds left take about as long, then the refit
-        log.info("head=auto: TextCNN fold %d of %d done (%.0f s a fold), then the refit", i, len(folds), took)
+        took = (time.monotonic() - started) / i  # s a fold: the folds left take about as long
+        log.info("head=auto: TextCNN fold %d of %d done (%.0f s a fold; then a refit)", i, len(folds), took)
         out = outputs(fit.head, SubsetStates(rows, te.tolist()))
         oof_a[te] = out.logits
         if joint:
