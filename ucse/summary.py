@@ -192,6 +192,9 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
             else "the validation texts"
         )
         weakest = weakest_line(metrics[rows_key], "test" if test else held)
+        # and the answers least often right, as `ucse eval` gives them (a trial's rare label: its precision
+        # was only in metrics.json)
+        unsure = weakest_line(metrics[rows_key], "test" if test else held, of="precision")
         prior = profile.calibrator.prior.value if profile is not None else "train"
         # the head's own decisions, as the test figures above; predict answers under the prior (ucse eval)
         own = (
@@ -201,6 +204,7 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
         )
         where = f"all labels: {rows_key} in {RunFolder(run_dir).metrics.name}{own}"
         lines += [f"  {weakest} ({where})"] if weakest else []
+        lines += [f"  {unsure}"] if unsure else []
     sel = metrics.get("selection") or {}
     if "weight" in sel:
         acc, nll = sel["accuracy"], sel["nll"]
