@@ -203,8 +203,9 @@ def train_summary(run_dir: Path, metrics: dict, profile: Any | None) -> str:
             else f"; the head's own decisions: `ucse eval` gives predict's, {prior} prior"
         )
         where = f"all labels: {rows_key} in {RunFolder(run_dir).metrics.name}{own}"
-        lines += [f"  {weakest} ({where})"] if weakest else []
-        lines += [f"  {unsure}"] if unsure else []
+        # one line for both: the summary stays a few lines
+        said = [f"{weakest} ({where})"] * bool(weakest) + [unsure] * bool(unsure)
+        lines += [f"  {'; '.join(said)}"] if said else []
     sel = metrics.get("selection") or {}
     if "weight" in sel:
         acc, nll = sel["accuracy"], sel["nll"]

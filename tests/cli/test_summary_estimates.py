@@ -40,7 +40,8 @@ def test_without_a_test_split_the_labels_recalled_least_are_the_held_out_rows(es
     rows = per_label([[2, 0], [2, 0]], ["a", "b"])
     text = train_summary(Path("runs/x"), {"val": val, "heldout_per_label": rows}, None)
     line = f"  lowest recall by label on {where}: 'b' 0 of 2 right (0.00; 2 read as 'a') (all labels: "
-    assert text.splitlines()[2] == line + "heldout_per_label in metrics.json)"
+    said = f"heldout_per_label in metrics.json); answers least often right on {where}: 'a' 2 of 4 (0.50)"
+    assert text.splitlines()[2] == line + said
     # with a test split, the test rows are named, not the held-out ones
     test = {"accuracy": 0.5, "f1_macro": 0.5}
     assert "held" not in train_summary(
