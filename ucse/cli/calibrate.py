@@ -96,23 +96,21 @@ def _prior(before: UncertaintyProfile, after: UncertaintyProfile) -> str:
     return f"{old} -> {new}{figures}"
 
 
-def _mix(run: str, after: UncertaintyProfile) -> str | None:
+def _mix(run: str, after: UncertaintyProfile, names: list | None) -> str | None:
     """``target mix in force: music 0.6 (given); money 0.27, pets 0.13 (the rest, as trained)``.
 
     Read back from the run's ``config.yaml`` (what later calls merge into) and the profile's resolved mix, so
-    a user sees which shares stand after several calls; ``None`` when the prior is not ``target``.
+    a user sees which shares stand after several calls; ``None`` when the prior is not ``target``. ``names``:
+    the run's labels (:func:`ucse.summary.run_label_names`).
     """
     from ucse.config import from_yaml
     from ucse.config.run_layout import RunFolder
-    from ucse.heads.saved_config import read_config
 
     shares = (after.info.get("class_prior") or {}).get("target_shares")
     if after.calibrator.prior.value != "target" or not isinstance(shares, list):
         return None
-    folder = RunFolder(run)
-    given = from_yaml(folder.config).uncertainty.calibration.target_shares or {}
-    names = read_config(folder.head / "config.json")[0]["meta"].get("label_names")  # checked there
-    if not isinstance(names, list) or len(names) != len(shares):
+    given = from_yaml(RunFolder(run).config).uncertainty.calibration.target_shares or {}
+    if names is None or len(names) != len(shares):
         names = [str(i) for i in range(len(shares))]
     given = {str(k): float(v) for k, v in dict(given).items()}
     named = ", ".join(f"{k} {v:.3g}" for k, v in given.items())
@@ -150,16 +148,16 @@ def main(argv: list[str]) -> int:
             before, after = refit_run_profile(
                 own["run"], rest, own.get("data_root"), trust == "true", own.get("data_path")
             )
+        names = run_label_names(own["run"])  # read once: the target mix and the decision name labels
         print(f"run: {own['run']}")
         print(f"class prior: {_prior(before, after)}")
-        mix = _mix(own["run"], after)
+        mix = _mix(own["run"], after, names)
         if mix:
             print(mix)
         print(f"abstention: {_change(_threshold(before), _threshold(after))}")
         print(f"out-of-scope flag: {_change(_flag(before), _flag(after))}")
         from ucse.uncertainty.decision import describe_decision
 
-        names = run_label_names(own["run"])
         rule = _change(describe_decision(before.decision, names), describe_decision(after.decision, names))
         print(f"decision: {rule}")
         print(f"score: {_change(before.score.value, after.score.value)}; profile saved in {own['run']}/head")

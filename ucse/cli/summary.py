@@ -19,7 +19,12 @@ def eval_summary(report: dict, written: Path | None) -> str:
     ruled = isinstance(report.get("decision_rule"), dict)  # uncertainty.decision: one label's threshold
     shifted = prior in ("balanced", "target")
     answers = bool(d) and (shifted or ruled)  # predict answers other labels than the head's argmax
-    bases = [f"the {prior} class prior"] * shifted + ["the decision rule"] * ruled
+    named = []  # what predict's answers are under, (in full, short): one list for both lines below
+    if shifted:
+        named.append((f"the {prior} class prior", f"{prior} prior"))
+    if ruled:
+        named.append(("the decision rule", "decision rule"))
+    bases, short = [b for b, _ in named], [s for _, s in named]
     if m:
         # ECE and NLL of the probabilities predict returns where a profile calibrated them (the metrics are
         # the head's own softmax; the calibration table above has both)
@@ -72,7 +77,6 @@ def eval_summary(report: dict, written: Path | None) -> str:
     if m and held and len(held) < len(rows):  # a sample without some labels: their predictions score 0 above
         f1 = sum(r["f1"] for r in held) / len(held)
         absent = len(rows) - len(held)
-        short = [f"{prior} prior"] * shifted + ["decision rule"] * ruled
         basis = f" (predict's answers, {' and '.join(short)})" if answers else ""
         above = f"predict's macro-F1 {d['f1_macro']:.4f}" if answers and not m else "the macro-F1 above"
         lines.append(
